@@ -1,0 +1,345 @@
+// A kubeadm-like control plane on 127.0.0.1: etcd, kube-apiserver and kube-controller-manager
+// built from the pinned release, with the PKI, RBAC and cluster-info that `kubeadm init` creates
+// for joining nodes. Used by the e2e suite, the benchmarks, `make cluster-up` and the demo.
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import {
+  type CertificateAuthority,
+  createCertificateAuthority,
+  createKeyPairPem,
+  issueCertificate,
+  type KeyPairPem,
+} from '../../../src/pki/certs.ts';
+import { kubeadmBootstrapObjects } from './kubeadm-objects.ts';
+import { ManagedProcess } from './process.ts';
+import { requireBinaries } from './versions.ts';
+
+const YEAR = 365 * 24 * 3600 * 1000;
+const SERVICE_CIDR = '10.96.0.0/12';
+const TMP_PREFIX = 'nodeflavor-cp-';
+
+export interface ControlPlaneOptions {
+  /** Where logs, PKI and etcd data go; a fresh temp dir by default (removed on stop). */
+  dir?: string;
+  /** Progress lines (default: stderr). */
+  log?: (line: string) => void;
+  startTimeoutMs?: number;
+}
+
+interface Pki {
+  clusterCa: CertificateAuthority;
+  signingCa: CertificateAuthority;
+  serving: KeyPairPem;
+  admin: KeyPairPem;
+  controllerManager: KeyPairPem;
+  serviceAccount: { privateKeyPem: string; publicKeyPem: string };
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+async function createPki(): Promise<Pki> {
+  const clusterCa = await createCertificateAuthority('kubernetes', 10 * YEAR);
+  // A separate CA signs kubelet client CSRs (kube-controller-manager's csrsigning); the
+  // apiserver trusts both through a client CA bundle.
+  const signingCa = await createCertificateAuthority('kubernetes-csr-signer', 10 * YEAR);
+  const serving = await issueCertificate(clusterCa, {
+    commonName: 'kube-apiserver',
+    usage: 'server',
+    validFor: YEAR,
+    dnsNames: ['localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'],
+    ipAddresses: ['127.0.0.1', '10.96.0.1'],
+  });
+  const admin = await issueCertificate(clusterCa, {
+    commonName: 'kubernetes-admin',
+    organizations: ['system:masters'],
+    usage: 'client',
+    validFor: YEAR,
+  });
+  const controllerManager = await issueCertificate(clusterCa, {
+    commonName: 'system:kube-controller-manager',
+    usage: 'client',
+    validFor: YEAR,
+  });
+  return { clusterCa, signingCa, serving, admin, controllerManager, serviceAccount: await createKeyPairPem() };
+}
+
+export function kubeconfigYaml(server: string, caPem: string, user: KeyPairPem | { token: string }, name = 'local'): string {
+  const userEntry =
+    'token' in user
+      ? { token: user.token }
+      : {
+          'client-certificate-data': Buffer.from(user.certPem).toString('base64'),
+          'client-key-data': Buffer.from(user.keyPem).toString('base64'),
+        };
+  return stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name, cluster: { server, 'certificate-authority-data': Buffer.from(caPem).toString('base64') } }],
+    users: [{ name, user: userEntry }],
+    contexts: [{ name, context: { cluster: name, user: name } }],
+    'current-context': name,
+  });
+}
+
+/** One HTTPS GET with a client certificate; resolves to [status, body] or rejects on network error. */
+function httpsGet(url: string, caPem: string | undefined, client?: KeyPairPem): Promise<[number, string]> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      {
+        method: 'GET',
+        ca: caPem,
+        rejectUnauthorized: caPem !== undefined,
+        cert: client?.certPem,
+        key: client?.keyPem,
+        timeout: 5000,
+      },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk) => {
+          body += chunk;
+        });
+        res.on('end', () => resolve([res.statusCode ?? 0, body]));
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Removes temp dirs of control planes whose owning process is gone (e.g. after a SIGKILL). */
+function sweepStaleDirs(): void {
+  for (const entry of readdirSync(tmpdir())) {
+    if (!entry.startsWith(TMP_PREFIX)) continue;
+    const dir = join(tmpdir(), entry);
+    try {
+      const owner = Number(readFileSync(join(dir, 'owner.pid'), 'utf8'));
+      process.kill(owner, 0);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EPERM') continue;
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+}
+
+export class ControlPlane {
+  private constructor(
+    readonly dir: string,
+    private readonly ownsDir: boolean,
+    readonly server: string,
+    readonly pki: Pki,
+    private readonly components: Map<string, ManagedProcess>,
+    private readonly apiserverArgs: string[],
+    private readonly log: (line: string) => void,
+  ) {}
+
+  /** The admin (system:masters) kubeconfig file. */
+  get kubeconfigPath(): string {
+    return join(this.dir, 'admin.kubeconfig');
+  }
+
+  get caPem(): string {
+    return this.pki.clusterCa.certPem;
+  }
+
+  static async start(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+    const log = options.log ?? ((line: string) => process.stderr.write(`[control-plane] ${line}\n`));
+    const timeout = options.startTimeoutMs ?? 90_000;
+    const binaries = requireBinaries();
+    sweepStaleDirs();
+    const ownsDir = options.dir === undefined;
+    const dir = options.dir ?? mkdtempSync(join(tmpdir(), TMP_PREFIX));
+    mkdirSync(join(dir, 'pki'), { recursive: true });
+    writeFileSync(join(dir, 'owner.pid'), String(process.pid));
+
+    const pki = await createPki();
+    const file = (name: string, content: string) => {
+      const path = join(dir, 'pki', name);
+      writeFileSync(path, content, { mode: 0o600 });
+      return path;
+    };
+    const paths = {
+      ca: file('ca.crt', pki.clusterCa.certPem),
+      caKey: file('ca.key', pki.clusterCa.keyPem),
+      clientCa: file('client-ca.crt', pki.clusterCa.certPem + pki.signingCa.certPem),
+      signingCa: file('csr-signer.crt', pki.signingCa.certPem),
+      signingKey: file('csr-signer.key', pki.signingCa.keyPem),
+      servingCert: file('apiserver.crt', pki.serving.certPem),
+      servingKey: file('apiserver.key', pki.serving.keyPem),
+      saKey: file('sa.key', pki.serviceAccount.privateKeyPem),
+      saPub: file('sa.pub', pki.serviceAccount.publicKeyPem),
+    };
+
+    const [etcdClient, etcdPeer, apiPort, kcmPort] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+    const server = `https://127.0.0.1:${apiPort}`;
+    writeFileSync(join(dir, 'admin.kubeconfig'), kubeconfigYaml(server, pki.clusterCa.certPem, pki.admin, 'nodeflavor-local'), {
+      mode: 0o600,
+    });
+    writeFileSync(join(dir, 'controller-manager.kubeconfig'), kubeconfigYaml(server, pki.clusterCa.certPem, pki.controllerManager), {
+      mode: 0o600,
+    });
+
+    const components = new Map<string, ManagedProcess>();
+    const apiserverArgs = [
+      `--etcd-servers=http://127.0.0.1:${etcdClient}`,
+      `--secure-port=${apiPort}`,
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      '--endpoint-reconciler-type=none',
+      `--tls-cert-file=${paths.servingCert}`,
+      `--tls-private-key-file=${paths.servingKey}`,
+      `--client-ca-file=${paths.clientCa}`,
+      '--enable-bootstrap-token-auth=true',
+      '--authorization-mode=Node,RBAC',
+      '--enable-admission-plugins=NodeRestriction,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy',
+      '--anonymous-auth=true',
+      '--allow-privileged=true',
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+      `--service-account-key-file=${paths.saPub}`,
+      `--service-account-signing-key-file=${paths.saKey}`,
+      `--service-cluster-ip-range=${SERVICE_CIDR}`,
+      '--profiling=false',
+      '--v=1',
+    ];
+    const plane = new ControlPlane(dir, ownsDir, server, pki, components, apiserverArgs, log);
+    try {
+      const started = Date.now();
+      components.set(
+        'etcd',
+        new ManagedProcess(
+          'etcd',
+          binaries.etcd,
+          [
+            '--name=nodeflavor',
+            `--data-dir=${join(dir, 'etcd')}`,
+            `--listen-client-urls=http://127.0.0.1:${etcdClient}`,
+            `--advertise-client-urls=http://127.0.0.1:${etcdClient}`,
+            `--listen-peer-urls=http://127.0.0.1:${etcdPeer}`,
+            `--initial-advertise-peer-urls=http://127.0.0.1:${etcdPeer}`,
+            `--initial-cluster=nodeflavor=http://127.0.0.1:${etcdPeer}`,
+            '--unsafe-no-fsync=true', // a throwaway test store: durability costs time and buys nothing
+            '--quota-backend-bytes=8589934592',
+            '--log-level=warn',
+          ],
+          join(dir, 'etcd.log'),
+        ),
+      );
+      await plane.waitFor('etcd', `http://127.0.0.1:${etcdClient}/health`, timeout);
+      await plane.startApiServer(timeout);
+      log(`kube-apiserver ready at ${server} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+      await plane.createKubeadmObjects();
+      components.set(
+        'kube-controller-manager',
+        new ManagedProcess(
+          'kube-controller-manager',
+          binaries.kubeControllerManager,
+          [
+            `--kubeconfig=${join(dir, 'controller-manager.kubeconfig')}`,
+            `--authentication-kubeconfig=${join(dir, 'controller-manager.kubeconfig')}`,
+            `--authorization-kubeconfig=${join(dir, 'controller-manager.kubeconfig')}`,
+            '--bind-address=127.0.0.1',
+            `--secure-port=${kcmPort}`,
+            `--cluster-signing-cert-file=${paths.signingCa}`,
+            `--cluster-signing-key-file=${paths.signingKey}`,
+            `--root-ca-file=${paths.ca}`,
+            `--service-account-private-key-file=${paths.saKey}`,
+            '--use-service-account-credentials=true',
+            '--controllers=*,bootstrapsigner,tokencleaner',
+            '--leader-elect=false',
+            `--service-cluster-ip-range=${SERVICE_CIDR}`,
+            '--v=1',
+          ],
+          join(dir, 'kube-controller-manager.log'),
+        ),
+      );
+      await plane.waitFor('kube-controller-manager', `https://127.0.0.1:${kcmPort}/healthz`, timeout, false);
+      log(`control plane ready (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+      return plane;
+    } catch (error) {
+      const tails = [...components.values()].map((c) => `${c.name} (last lines):\n${c.lastLines()}`).join('\n');
+      log(`control plane failed to start: ${(error as Error).message}\n${tails}`);
+      await plane.stop();
+      throw error;
+    }
+  }
+
+  private async startApiServer(timeout: number): Promise<void> {
+    const binaries = requireBinaries();
+    this.components.set(
+      'kube-apiserver',
+      new ManagedProcess('kube-apiserver', binaries.kubeApiserver, this.apiserverArgs, join(this.dir, 'kube-apiserver.log')),
+    );
+    await this.waitFor('kube-apiserver', `${this.server}/readyz`, timeout);
+  }
+
+  /** Polls a health URL until it answers 200 "ok", the component dies, or the deadline passes. */
+  private async waitFor(name: string, url: string, timeout: number, verify = true): Promise<void> {
+    const deadline = Date.now() + timeout;
+    const component = this.components.get(name);
+    let last = '';
+    while (Date.now() < deadline) {
+      if (component && !component.running) throw new Error(`${name} exited while starting`);
+      try {
+        const ca = url.startsWith('https') && verify ? this.pki.clusterCa.certPem : undefined;
+        const [status, body] = await httpsOrHttpGet(url, ca, url.startsWith('https') ? this.pki.admin : undefined);
+        if (status === 200) return;
+        last = `HTTP ${status}: ${body.slice(0, 200)}`;
+      } catch (error) {
+        last = (error as Error).message;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    throw new Error(`${name} not healthy at ${url} within ${timeout / 1000} s (last: ${last})`);
+  }
+
+  private async createKubeadmObjects(): Promise<void> {
+    const { applyObjects } = await import('./apply.ts');
+    await applyObjects(this.kubeconfigPath, kubeadmBootstrapObjects(this.server, this.caPem));
+  }
+
+  /** The kube-apiserver's reported gitVersion. */
+  async serverVersion(): Promise<string> {
+    const [, body] = await httpsGet(`${this.server}/version`, this.caPem, this.pki.admin);
+    return (JSON.parse(body) as { gitVersion: string }).gitVersion;
+  }
+
+  /** Restarts kube-apiserver on the same port and etcd (watches see a disconnect). */
+  async restartApiServer(timeout = 90_000): Promise<void> {
+    await this.components.get('kube-apiserver')?.stop();
+    await this.startApiServer(timeout);
+  }
+
+  /** Stops every component and removes the temp dir; safe to call twice. */
+  async stop(): Promise<void> {
+    for (const name of ['kube-controller-manager', 'kube-apiserver', 'etcd']) {
+      await this.components.get(name)?.stop();
+    }
+    this.components.clear();
+    if (this.ownsDir && existsSync(this.dir)) rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  lastLogLines(): string {
+    return [...this.components.values()].map((c) => c.lastLines()).join('\n');
+  }
+}
+
+function httpsOrHttpGet(url: string, caPem: string | undefined, client?: KeyPairPem): Promise<[number, string]> {
+  if (url.startsWith('https')) return httpsGet(url, caPem, client);
+  return fetch(url).then(async (response) => [response.status, await response.text()] as [number, string]);
+}

@@ -1,0 +1,82 @@
+// A child process that cannot outlive us. Each component runs under a tiny bash guard that
+// kills it when our end of its stdin pipe closes, which the kernel does when this process
+// exits for any reason (also SIGKILL), so no etcd or kube-apiserver is ever orphaned.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createWriteStream, type WriteStream } from 'node:fs';
+
+const GUARD = `
+exec 3<&0
+"$@" </dev/null &
+child=$!
+( cat <&3 >/dev/null; kill -TERM "$child" 2>/dev/null; sleep 10; kill -KILL "$child" 2>/dev/null ) &
+wait "$child"
+`;
+
+const TAIL_LINES = 40;
+
+export class ManagedProcess {
+  private readonly child: ChildProcess;
+  private readonly log: WriteStream;
+  private readonly tail: string[] = [];
+  private exitCode: number | null | undefined;
+  readonly exited: Promise<number | null>;
+
+  constructor(
+    readonly name: string,
+    binary: string,
+    args: string[],
+    logPath: string,
+  ) {
+    this.log = createWriteStream(logPath, { flags: 'a' });
+    this.child = spawn('bash', ['-c', GUARD, name, binary, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const keep = (chunk: Buffer) => {
+      this.log.write(chunk);
+      for (const line of chunk.toString('utf8').split('\n')) {
+        if (line.trim() === '') continue;
+        this.tail.push(line);
+        if (this.tail.length > TAIL_LINES) this.tail.shift();
+      }
+    };
+    this.child.stdout?.on('data', keep);
+    this.child.stderr?.on('data', keep);
+    this.exited = new Promise((resolve) => {
+      this.child.on('exit', (code) => {
+        this.exitCode = code;
+        resolve(code);
+      });
+    });
+    // Our own handle must not keep the event loop alive (cluster-up keeps a process on purpose).
+  }
+
+  get running(): boolean {
+    return this.exitCode === undefined;
+  }
+
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  lastLines(): string {
+    return this.tail.map((line) => `  [${this.name}] ${line}`).join('\n');
+  }
+
+  /** Stops the component (SIGTERM, then SIGKILL after 10 s) and waits for it to exit. */
+  async stop(): Promise<void> {
+    if (this.running) this.child.stdin?.end();
+    await this.exited;
+    await new Promise<void>((resolve) => this.log.end(resolve));
+  }
+
+  /** SIGKILL the component itself (not its guard): a crash, as fault tests want it. */
+  async kill(): Promise<void> {
+    if (!this.running) return;
+    // The guard's only child that is not the watcher subshell is the component: kill by pid list.
+    const { execFileSync } = await import('node:child_process');
+    try {
+      execFileSync('pkill', ['-KILL', '-P', String(this.child.pid)]);
+    } catch {
+      // already gone
+    }
+    await this.exited;
+  }
+}
