@@ -4,7 +4,10 @@ import 'reflect-metadata';
 import { createHash, webcrypto } from 'node:crypto';
 import * as x509 from '@peculiar/x509';
 
-x509.cryptoProvider.set(webcrypto as unknown as Crypto);
+type CryptoKey = webcrypto.CryptoKey;
+type CryptoKeyPair = webcrypto.CryptoKeyPair;
+
+x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
 
 const EC_ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256' } as const;
 const SIGNING_ALGORITHM = { name: 'ECDSA', hash: 'SHA-256' } as const;
@@ -51,8 +54,8 @@ export async function importPrivateKeyPem(pem: string): Promise<CryptoKey> {
 }
 
 function distinguishedName(commonName: string, organizations: string[] = []): string {
-  const escape = (v: string) => v.replace(/([,+"\\<>;=])/g, '\\$1');
-  return [`CN=${escape(commonName)}`, ...organizations.map((o) => `O=${escape(o)}`)].join(', ');
+  const escapeValue = (v: string) => v.replace(/([,+"\\<>;=])/g, '\\$1');
+  return [`CN=${escapeValue(commonName)}`, ...organizations.map((o) => `O=${escapeValue(o)}`)].join(', ');
 }
 
 function randomSerial(): string {
@@ -62,7 +65,10 @@ function randomSerial(): string {
   return Buffer.from(bytes).toString('hex');
 }
 
-export async function createCertificateAuthority(commonName: string, validFor: number): Promise<CertificateAuthority> {
+export async function createCertificateAuthority(
+  commonName: string,
+  validFor: number,
+): Promise<CertificateAuthority> {
   const keys = await generateKeyPair();
   const notBefore = new Date(Date.now() - 60_000); // tolerate small clock skew
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
@@ -78,14 +84,26 @@ export async function createCertificateAuthority(commonName: string, validFor: n
       await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
     ],
   });
-  return { cert, privateKey: keys.privateKey, certPem: cert.toString('pem'), keyPem: await privateKeyToPem(keys.privateKey) };
+  return {
+    cert,
+    privateKey: keys.privateKey,
+    certPem: cert.toString('pem'),
+    keyPem: await privateKeyToPem(keys.privateKey),
+  };
 }
 
 export async function loadCertificateAuthority(pair: KeyPairPem): Promise<CertificateAuthority> {
-  return { ...pair, cert: new x509.X509Certificate(pair.certPem), privateKey: await importPrivateKeyPem(pair.keyPem) };
+  return {
+    ...pair,
+    cert: new x509.X509Certificate(pair.certPem),
+    privateKey: await importPrivateKeyPem(pair.keyPem),
+  };
 }
 
-export async function issueCertificate(ca: CertificateAuthority, options: LeafOptions): Promise<KeyPairPem & { notAfter: Date }> {
+export async function issueCertificate(
+  ca: CertificateAuthority,
+  options: LeafOptions,
+): Promise<KeyPairPem & { notAfter: Date }> {
   const keys = await generateKeyPair();
   const notBefore = options.notBefore ?? new Date(Date.now() - 60_000);
   const notAfter = new Date(notBefore.getTime() + options.validFor);
@@ -94,7 +112,10 @@ export async function issueCertificate(ca: CertificateAuthority, options: LeafOp
   if (options.usage !== 'server') extendedUsages.push(x509.ExtendedKeyUsage.clientAuth);
   const extensions: x509.Extension[] = [
     new x509.BasicConstraintsExtension(false, undefined, true),
-    new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment, true),
+    new x509.KeyUsagesExtension(
+      x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment,
+      true,
+    ),
     new x509.ExtendedKeyUsageExtension(extendedUsages),
     await x509.AuthorityKeyIdentifierExtension.create(ca.cert),
   ];
@@ -120,11 +141,17 @@ export async function issueCertificate(ca: CertificateAuthority, options: LeafOp
 /** An ECDSA key pair as PEM (e.g. the service-account token signing key). */
 export async function createKeyPairPem(): Promise<{ privateKeyPem: string; publicKeyPem: string }> {
   const keys = await generateKeyPair();
-  return { privateKeyPem: await privateKeyToPem(keys.privateKey), publicKeyPem: await publicKeyToPem(keys.publicKey) };
+  return {
+    privateKeyPem: await privateKeyToPem(keys.privateKey),
+    publicKeyPem: await publicKeyToPem(keys.publicKey),
+  };
 }
 
 /** A PKCS#10 request (PEM) and its private key, as a kubelet makes for its client certificate. */
-export async function createCertificateRequest(commonName: string, organizations: string[]): Promise<{ csrPem: string; keyPem: string }> {
+export async function createCertificateRequest(
+  commonName: string,
+  organizations: string[],
+): Promise<{ csrPem: string; keyPem: string }> {
   const keys = await generateKeyPair();
   const csr = await x509.Pkcs10CertificateRequestGenerator.create({
     name: distinguishedName(commonName, organizations),

@@ -1,7 +1,16 @@
 // Server-side apply of plain manifest objects (the harness's own, rendered Helm charts, CRDs).
-import { KubeConfig, KubernetesObjectApi, type KubernetesObject, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import {
+  KubeConfig,
+  type KubernetesObject,
+  KubernetesObjectApi,
+  PatchStrategy,
+} from '@kubernetes/client-node';
 
-export async function applyObjects(kubeconfigPath: string, objects: object[], fieldManager = 'nodeflavor-e2e'): Promise<void> {
+export async function applyObjects(
+  kubeconfigPath: string,
+  objects: object[],
+  fieldManager = 'nodeflavor-e2e',
+): Promise<void> {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfigPath);
   const client = KubernetesObjectApi.makeApiClient(kc);
@@ -12,7 +21,7 @@ export async function applyObjects(kubeconfigPath: string, objects: object[], fi
       undefined,
       fieldManager,
       true,
-      setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
+      PatchStrategy.ServerSideApply,
     );
   }
 }

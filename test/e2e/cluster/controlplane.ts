@@ -1,7 +1,15 @@
 // A kubeadm-like control plane on 127.0.0.1: etcd, kube-apiserver and kube-controller-manager
 // built from the pinned release, with the PKI, RBAC and cluster-info that `kubeadm init` creates
 // for joining nodes. Used by the e2e suite, the benchmarks, `make cluster-up` and the demo.
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { request } from 'node:https';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -46,7 +54,9 @@ async function freePort(): Promise<number> {
     server.on('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -60,7 +70,13 @@ async function createPki(): Promise<Pki> {
     commonName: 'kube-apiserver',
     usage: 'server',
     validFor: YEAR,
-    dnsNames: ['localhost', 'kubernetes', 'kubernetes.default', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'],
+    dnsNames: [
+      'localhost',
+      'kubernetes',
+      'kubernetes.default',
+      'kubernetes.default.svc',
+      'kubernetes.default.svc.cluster.local',
+    ],
     ipAddresses: ['127.0.0.1', '10.96.0.1'],
   });
   const admin = await issueCertificate(clusterCa, {
@@ -74,10 +90,22 @@ async function createPki(): Promise<Pki> {
     usage: 'client',
     validFor: YEAR,
   });
-  return { clusterCa, signingCa, serving, admin, controllerManager, serviceAccount: await createKeyPairPem() };
+  return {
+    clusterCa,
+    signingCa,
+    serving,
+    admin,
+    controllerManager,
+    serviceAccount: await createKeyPairPem(),
+  };
 }
 
-export function kubeconfigYaml(server: string, caPem: string, user: KeyPairPem | { token: string }, name = 'local'): string {
+export function kubeconfigYaml(
+  server: string,
+  caPem: string,
+  user: KeyPairPem | { token: string },
+  name = 'local',
+): string {
   const userEntry =
     'token' in user
       ? { token: user.token }
@@ -88,7 +116,9 @@ export function kubeconfigYaml(server: string, caPem: string, user: KeyPairPem |
   return stringify({
     apiVersion: 'v1',
     kind: 'Config',
-    clusters: [{ name, cluster: { server, 'certificate-authority-data': Buffer.from(caPem).toString('base64') } }],
+    clusters: [
+      { name, cluster: { server, 'certificate-authority-data': Buffer.from(caPem).toString('base64') } },
+    ],
     users: [{ name, user: userEntry }],
     contexts: [{ name, context: { cluster: name, user: name } }],
     'current-context': name,
@@ -139,15 +169,20 @@ function sweepStaleDirs(): void {
 }
 
 export class ControlPlane {
-  private constructor(
-    readonly dir: string,
-    private readonly ownsDir: boolean,
-    readonly server: string,
-    readonly pki: Pki,
-    private readonly components: Map<string, ManagedProcess>,
-    private readonly apiserverArgs: string[],
-    private readonly log: (line: string) => void,
-  ) {}
+  readonly dir: string;
+  readonly server: string;
+  readonly pki: Pki;
+  private readonly ownsDir: boolean;
+  private readonly components = new Map<string, ManagedProcess>();
+  private readonly apiserverArgs: string[];
+
+  private constructor(dir: string, ownsDir: boolean, server: string, pki: Pki, apiserverArgs: string[]) {
+    this.dir = dir;
+    this.ownsDir = ownsDir;
+    this.server = server;
+    this.pki = pki;
+    this.apiserverArgs = apiserverArgs;
+  }
 
   /** The admin (system:masters) kubeconfig file. */
   get kubeconfigPath(): string {
@@ -177,7 +212,7 @@ export class ControlPlane {
     const paths = {
       ca: file('ca.crt', pki.clusterCa.certPem),
       caKey: file('ca.key', pki.clusterCa.keyPem),
-      clientCa: file('client-ca.crt', pki.clusterCa.certPem + pki.signingCa.certPem),
+      clientCa: file('client-ca.crt', `${pki.clusterCa.certPem.trim()}\n${pki.signingCa.certPem.trim()}\n`),
       signingCa: file('csr-signer.crt', pki.signingCa.certPem),
       signingKey: file('csr-signer.key', pki.signingCa.keyPem),
       servingCert: file('apiserver.crt', pki.serving.certPem),
@@ -186,16 +221,28 @@ export class ControlPlane {
       saPub: file('sa.pub', pki.serviceAccount.publicKeyPem),
     };
 
-    const [etcdClient, etcdPeer, apiPort, kcmPort] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+    const [etcdClient, etcdPeer, apiPort, kcmPort] = await Promise.all([
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+    ]);
     const server = `https://127.0.0.1:${apiPort}`;
-    writeFileSync(join(dir, 'admin.kubeconfig'), kubeconfigYaml(server, pki.clusterCa.certPem, pki.admin, 'nodeflavor-local'), {
-      mode: 0o600,
-    });
-    writeFileSync(join(dir, 'controller-manager.kubeconfig'), kubeconfigYaml(server, pki.clusterCa.certPem, pki.controllerManager), {
-      mode: 0o600,
-    });
+    writeFileSync(
+      join(dir, 'admin.kubeconfig'),
+      kubeconfigYaml(server, pki.clusterCa.certPem, pki.admin, 'nodeflavor-local'),
+      {
+        mode: 0o600,
+      },
+    );
+    writeFileSync(
+      join(dir, 'controller-manager.kubeconfig'),
+      kubeconfigYaml(server, pki.clusterCa.certPem, pki.controllerManager),
+      {
+        mode: 0o600,
+      },
+    );
 
-    const components = new Map<string, ManagedProcess>();
     const apiserverArgs = [
       `--etcd-servers=http://127.0.0.1:${etcdClient}`,
       `--secure-port=${apiPort}`,
@@ -215,9 +262,9 @@ export class ControlPlane {
       `--service-account-signing-key-file=${paths.saKey}`,
       `--service-cluster-ip-range=${SERVICE_CIDR}`,
       '--profiling=false',
-      '--v=1',
     ];
-    const plane = new ControlPlane(dir, ownsDir, server, pki, components, apiserverArgs, log);
+    const plane = new ControlPlane(dir, ownsDir, server, pki, apiserverArgs);
+    const components = plane.components;
     try {
       const started = Date.now();
       components.set(
@@ -263,7 +310,6 @@ export class ControlPlane {
             '--controllers=*,bootstrapsigner,tokencleaner',
             '--leader-elect=false',
             `--service-cluster-ip-range=${SERVICE_CIDR}`,
-            '--v=1',
           ],
           join(dir, 'kube-controller-manager.log'),
         ),
@@ -272,7 +318,9 @@ export class ControlPlane {
       log(`control plane ready (${((Date.now() - started) / 1000).toFixed(1)} s)`);
       return plane;
     } catch (error) {
-      const tails = [...components.values()].map((c) => `${c.name} (last lines):\n${c.lastLines()}`).join('\n');
+      const tails = [...components.values()]
+        .map((c) => `${c.name} (last lines):\n${c.lastLines()}`)
+        .join('\n');
       log(`control plane failed to start: ${(error as Error).message}\n${tails}`);
       await plane.stop();
       throw error;
@@ -283,7 +331,12 @@ export class ControlPlane {
     const binaries = requireBinaries();
     this.components.set(
       'kube-apiserver',
-      new ManagedProcess('kube-apiserver', binaries.kubeApiserver, this.apiserverArgs, join(this.dir, 'kube-apiserver.log')),
+      new ManagedProcess(
+        'kube-apiserver',
+        binaries.kubeApiserver,
+        this.apiserverArgs,
+        join(this.dir, 'kube-apiserver.log'),
+      ),
     );
     await this.waitFor('kube-apiserver', `${this.server}/readyz`, timeout);
   }
@@ -297,7 +350,11 @@ export class ControlPlane {
       if (component && !component.running) throw new Error(`${name} exited while starting`);
       try {
         const ca = url.startsWith('https') && verify ? this.pki.clusterCa.certPem : undefined;
-        const [status, body] = await httpsOrHttpGet(url, ca, url.startsWith('https') ? this.pki.admin : undefined);
+        const [status, body] = await httpsOrHttpGet(
+          url,
+          ca,
+          url.startsWith('https') ? this.pki.admin : undefined,
+        );
         if (status === 200) return;
         last = `HTTP ${status}: ${body.slice(0, 200)}`;
       } catch (error) {
@@ -339,7 +396,11 @@ export class ControlPlane {
   }
 }
 
-function httpsOrHttpGet(url: string, caPem: string | undefined, client?: KeyPairPem): Promise<[number, string]> {
+function httpsOrHttpGet(
+  url: string,
+  caPem: string | undefined,
+  client?: KeyPairPem,
+): Promise<[number, string]> {
   if (url.startsWith('https')) return httpsGet(url, caPem, client);
   return fetch(url).then(async (response) => [response.status, await response.text()] as [number, string]);
 }

@@ -5,9 +5,17 @@ import { stringify } from 'yaml';
 
 export const DEFAULT_NODE_TOKEN_GROUP = 'system:bootstrappers:kubeadm:default-node-token';
 
-type KubeObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string } } & Record<string, unknown>;
+type KubeObject = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string };
+} & Record<string, unknown>;
 
-function clusterRoleBinding(name: string, clusterRole: string, subject: { kind: string; name: string }): KubeObject {
+function clusterRoleBinding(
+  name: string,
+  clusterRole: string,
+  subject: { kind: string; name: string },
+): KubeObject {
   return {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'ClusterRoleBinding',
@@ -21,7 +29,9 @@ function clusterRoleBinding(name: string, clusterRole: string, subject: { kind: 
 export function clusterInfoKubeconfig(server: string, caPem: string): string {
   return stringify({
     apiVersion: 'v1',
-    clusters: [{ cluster: { 'certificate-authority-data': Buffer.from(caPem).toString('base64'), server }, name: '' }],
+    clusters: [
+      { cluster: { 'certificate-authority-data': Buffer.from(caPem).toString('base64'), server }, name: '' },
+    ],
     contexts: null,
     'current-context': '',
     kind: 'Config',
@@ -61,13 +71,19 @@ export function kubeadmBootstrapObjects(server: string, caPem: string): KubeObje
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'Role',
       metadata: { name: 'kubeadm:bootstrap-signer-clusterinfo', namespace: 'kube-public' },
-      rules: [{ apiGroups: [''], resources: ['configmaps'], resourceNames: ['cluster-info'], verbs: ['get'] }],
+      rules: [
+        { apiGroups: [''], resources: ['configmaps'], resourceNames: ['cluster-info'], verbs: ['get'] },
+      ],
     },
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'RoleBinding',
       metadata: { name: 'kubeadm:bootstrap-signer-clusterinfo', namespace: 'kube-public' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'kubeadm:bootstrap-signer-clusterinfo' },
+      roleRef: {
+        apiGroup: 'rbac.authorization.k8s.io',
+        kind: 'Role',
+        name: 'kubeadm:bootstrap-signer-clusterinfo',
+      },
       subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'system:anonymous' }],
     },
   ];

@@ -1,7 +1,7 @@
 // A child process that cannot outlive us. Each component runs under a tiny bash guard that
 // kills it when our end of its stdin pipe closes, which the kernel does when this process
 // exits for any reason (also SIGKILL), so no etcd or kube-apiserver is ever orphaned.
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createWriteStream, type WriteStream } from 'node:fs';
 
 const GUARD = `
@@ -21,12 +21,10 @@ export class ManagedProcess {
   private exitCode: number | null | undefined;
   readonly exited: Promise<number | null>;
 
-  constructor(
-    readonly name: string,
-    binary: string,
-    args: string[],
-    logPath: string,
-  ) {
+  readonly name: string;
+
+  constructor(name: string, binary: string, args: string[], logPath: string) {
+    this.name = name;
     this.log = createWriteStream(logPath, { flags: 'a' });
     this.child = spawn('bash', ['-c', GUARD, name, binary, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
     const keep = (chunk: Buffer) => {
@@ -45,7 +43,6 @@ export class ManagedProcess {
         resolve(code);
       });
     });
-    // Our own handle must not keep the event loop alive (cluster-up keeps a process on purpose).
   }
 
   get running(): boolean {
@@ -70,8 +67,7 @@ export class ManagedProcess {
   /** SIGKILL the component itself (not its guard): a crash, as fault tests want it. */
   async kill(): Promise<void> {
     if (!this.running) return;
-    // The guard's only child that is not the watcher subshell is the component: kill by pid list.
-    const { execFileSync } = await import('node:child_process');
+    // Kill the guard's children (the component and its watcher); the guard then exits.
     try {
       execFileSync('pkill', ['-KILL', '-P', String(this.child.pid)]);
     } catch {

@@ -43,7 +43,9 @@ export function requireBinaries(): BinaryPaths {
   const paths = binaryPaths();
   for (const [name, path] of Object.entries(paths)) {
     if (name !== 'helm' && !existsSync(path)) {
-      throw new Error(`${path} is missing: run 'make binaries' (builds the Kubernetes binaries from Go modules)`);
+      throw new Error(
+        `${path} is missing: run 'make binaries' (builds the Kubernetes binaries from Go modules)`,
+      );
     }
   }
   return paths;
