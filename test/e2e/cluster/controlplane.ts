@@ -23,7 +23,7 @@ import {
   type KeyPairPem,
 } from '../../../src/pki/certs.ts';
 import { kubeadmBootstrapObjects } from './kubeadm-objects.ts';
-import { ManagedProcess } from './process.ts';
+import { ManagedProcess, startJanitor } from './process.ts';
 import { requireBinaries } from './versions.ts';
 
 const YEAR = 365 * 24 * 3600 * 1000;
@@ -175,8 +175,17 @@ export class ControlPlane {
   private readonly ownsDir: boolean;
   private readonly components = new Map<string, ManagedProcess>();
   private readonly apiserverArgs: string[];
+  private readonly janitor: { release: () => void } | undefined;
 
-  private constructor(dir: string, ownsDir: boolean, server: string, pki: Pki, apiserverArgs: string[]) {
+  private constructor(
+    dir: string,
+    ownsDir: boolean,
+    server: string,
+    pki: Pki,
+    apiserverArgs: string[],
+    janitor: { release: () => void } | undefined,
+  ) {
+    this.janitor = janitor;
     this.dir = dir;
     this.ownsDir = ownsDir;
     this.server = server;
@@ -202,6 +211,7 @@ export class ControlPlane {
     const dir = options.dir ?? mkdtempSync(join(tmpdir(), TMP_PREFIX));
     mkdirSync(join(dir, 'pki'), { recursive: true });
     writeFileSync(join(dir, 'owner.pid'), String(process.pid));
+    const janitor = ownsDir ? startJanitor(dir) : undefined;
 
     const pki = await createPki();
     const file = (name: string, content: string) => {
@@ -263,7 +273,7 @@ export class ControlPlane {
       `--service-cluster-ip-range=${SERVICE_CIDR}`,
       '--profiling=false',
     ];
-    const plane = new ControlPlane(dir, ownsDir, server, pki, apiserverArgs);
+    const plane = new ControlPlane(dir, ownsDir, server, pki, apiserverArgs, janitor);
     const components = plane.components;
     try {
       const started = Date.now();
@@ -389,6 +399,7 @@ export class ControlPlane {
     }
     this.components.clear();
     if (this.ownsDir && existsSync(this.dir)) rmSync(this.dir, { recursive: true, force: true });
+    this.janitor?.release();
   }
 
   lastLogLines(): string {

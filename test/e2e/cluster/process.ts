@@ -8,8 +8,18 @@ const GUARD = `
 exec 3<&0
 "$@" </dev/null &
 child=$!
-( cat <&3 >/dev/null; kill -TERM "$child" 2>/dev/null; sleep 10; kill -KILL "$child" 2>/dev/null ) &
+(
+  while read -r -u 3 _; do :; done
+  kill -TERM "$child" 2>/dev/null
+  for _ in $(seq 100); do kill -0 "$child" 2>/dev/null || exit 0; sleep 0.1; done
+  kill -KILL "$child" 2>/dev/null
+) &
+watcher=$!
 wait "$child"
+rc=$?
+kill "$watcher" 2>/dev/null
+wait "$watcher" 2>/dev/null
+exit "$rc"
 `;
 
 const TAIL_LINES = 40;
@@ -75,4 +85,30 @@ export class ManagedProcess {
     }
     await this.exited;
   }
+}
+
+/**
+ * Removes `dir` once this process is gone, however it ends (also SIGKILL): a detached shell that
+ * ignores signals waits for its stdin pipe to close, gives the components a moment to exit
+ * (their guards stop them on the same event), then deletes the directory.
+ */
+export function startJanitor(dir: string): { release: () => void } {
+  const janitor = spawn(
+    'bash',
+    [
+      '-c',
+      `trap '' INT TERM HUP
+while read -r _; do :; done
+for _ in $(seq 50); do pgrep -f -- "$1/" >/dev/null || break; sleep 0.2; done
+rm -rf -- "$1"`,
+      'janitor',
+      dir,
+    ],
+    { stdio: ['pipe', 'ignore', 'ignore'], detached: true },
+  );
+  janitor.unref();
+  const stdin = janitor.stdin;
+  // The pipe must not keep our event loop alive either.
+  (stdin as unknown as { unref?: () => void } | null)?.unref?.();
+  return { release: () => stdin?.end() };
 }
