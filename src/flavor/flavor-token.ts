@@ -1,0 +1,73 @@
+// Flavor tokens bind a flavor to a bootstrap token ID:
+//   token = base32(HMAC-SHA256(key, "nodeflavor/v1" ‖ len(tokenId) ‖ tokenId ‖ len(flavor) ‖ flavor))
+// The node carries it as a label; only the holder of the key can mint one, and a token copied
+// from another node is useless because the controller recomputes it for the token ID that the
+// node's own CSR proves. Every token has the same length and alphabet whatever the flavor.
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { base32Encode } from './base32.ts';
+import type { HmacKey, KeyRing } from './keyring.ts';
+import { keyRingKeys } from './keyring.ts';
+import { Secret } from './secret.ts';
+
+export const FLAVOR_TOKEN_LENGTH = 52;
+export const FLAVOR_TOKEN_PATTERN = /^[a-z2-7]{52}$/;
+
+/** Domain separation: an HMAC computed for any other purpose with the same key never collides. */
+const DOMAIN = 'nodeflavor/v1';
+
+/** Compared against when the presented token is malformed, so that case costs the same work. */
+const MALFORMED_STAND_IN = Buffer.from('a'.repeat(FLAVOR_TOKEN_LENGTH), 'ascii');
+
+function lengthPrefixed(text: string): Buffer {
+  const bytes = Buffer.from(text, 'utf8');
+  const length = Buffer.alloc(4);
+  length.writeUInt32BE(bytes.length);
+  return Buffer.concat([length, bytes]);
+}
+
+/**
+ * The HMAC input. Each field carries a 4-byte big-endian length, so no two (tokenId, flavor)
+ * pairs share an encoding: ("ab", "c") and ("a", "bc") differ.
+ */
+export function flavorTokenMessage(tokenId: string, flavor: string): Buffer {
+  return Buffer.concat([Buffer.from(DOMAIN, 'utf8'), lengthPrefixed(tokenId), lengthPrefixed(flavor)]);
+}
+
+export function deriveFlavorToken(key: HmacKey, tokenId: string, flavor: string): Secret {
+  const mac = createHmac('sha256', key.key).update(flavorTokenMessage(tokenId, flavor)).digest();
+  return new Secret(base32Encode(mac));
+}
+
+/** Constant-time equality of two byte strings; different lengths are unequal (and not compared). */
+export function constantTimeEqual(a: Buffer, b: Buffer): boolean {
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+export interface FlavorTokenVerdict {
+  valid: boolean;
+  /** The key that matched, when valid: lets callers count tokens still relying on retired keys. */
+  keyId?: string;
+}
+
+/**
+ * Does `presented` equal the token for (tokenId, flavor) under any key of the ring?
+ * Timing reveals neither how much of the token was right nor which key matched: every key is
+ * tried with a constant-time comparison, without stopping at a match, and a malformed or
+ * missing token is compared against a stand-in of the right length before being refused.
+ */
+export function verifyFlavorToken(
+  ring: KeyRing,
+  tokenId: string,
+  flavor: string,
+  presented: string | undefined,
+): FlavorTokenVerdict {
+  const wellFormed = typeof presented === 'string' && FLAVOR_TOKEN_PATTERN.test(presented);
+  const candidate = wellFormed ? Buffer.from(presented, 'ascii') : MALFORMED_STAND_IN;
+  let matchedKeyId: string | undefined;
+  for (const key of keyRingKeys(ring)) {
+    const expected = Buffer.from(deriveFlavorToken(key, tokenId, flavor).reveal(), 'ascii');
+    if (constantTimeEqual(candidate, expected) && matchedKeyId === undefined) matchedKeyId = key.id;
+  }
+  if (!wellFormed || matchedKeyId === undefined) return { valid: false };
+  return { valid: true, keyId: matchedKeyId };
+}

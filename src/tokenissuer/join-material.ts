@@ -1,0 +1,173 @@
+// Renders what a node administrator needs to join a node: a kubeadm JoinConfiguration carrying
+// the bootstrap token and the flavor token label, the `kubeadm join` line and a cloud-init twin.
+// Pure: no I/O, no clock. The flavor name is deliberately not an input: every flavor's material
+// has the same shape and the same byte length (tokens have fixed lengths and every string value
+// is quoted the same way), so a token holder cannot tell flavors apart by reading it.
+
+import type { ToStringOptions } from 'yaml';
+import { Document, Scalar, stringify } from 'yaml';
+import type { BootstrapToken } from '../flavor/bootstrap-token.ts';
+import { formatBootstrapToken, TOKEN_ID_PATTERN, TOKEN_SECRET_PATTERN } from '../flavor/bootstrap-token.ts';
+import { FLAVOR_TOKEN_PATTERN } from '../flavor/flavor-token.ts';
+import type { Secret } from '../flavor/secret.ts';
+
+export const DEFAULT_TOKEN_LABEL_KEY = 'nodeflavor.io/token';
+export const DEFAULT_QUARANTINE_TAINT: QuarantineTaint = {
+  key: 'nodeflavor.io/unverified',
+  effect: 'NoSchedule',
+};
+export const DEFAULT_KUBEADM_API_VERSION = 'kubeadm.k8s.io/v1beta4';
+export const JOIN_CONFIG_PATH = '/etc/kubernetes/nodeflavor-join.yaml';
+
+export type KubeadmApiVersion = 'kubeadm.k8s.io/v1beta4' | 'kubeadm.k8s.io/v1beta3';
+
+export interface QuarantineTaint {
+  key: string;
+  effect: 'NoSchedule';
+}
+
+export interface JoinMaterialInput {
+  /** `host:port` of the API server, as in kube-public/cluster-info. */
+  apiServerEndpoint: string;
+  /** `sha256:<64 hex>` of the cluster CA's public key. */
+  caCertHash: string;
+  token: BootstrapToken;
+  flavorToken: Secret;
+  expiresAt: Date;
+  tokenLabelKey?: string;
+  /** Taint the node registers with until the controller verifies it; null registers none. */
+  quarantineTaint?: QuarantineTaint | null;
+  apiVersion?: KubeadmApiVersion;
+}
+
+/**
+ * The rendered material. It holds the bootstrap token and the flavor token in clear text, as plain
+ * strings: it exists only to become the issuer's HTTP response body or the CLI's output, and must
+ * never be logged, stored in a resource or put in an error.
+ */
+export interface JoinMaterial {
+  /** The JoinConfiguration YAML (contains both tokens). */
+  joinConfiguration: string;
+  /** The command to run with the JoinConfiguration saved as join.yaml. */
+  joinCommand: string;
+  /** A #cloud-config that writes the JoinConfiguration and joins (contains both tokens). */
+  cloudInit: string;
+  apiServerEndpoint: string;
+  caCertHash: string;
+  tokenId: string;
+  /** RFC 3339, UTC, whole seconds: always 20 characters. */
+  expiresAt: string;
+}
+
+const ENDPOINT_PATTERN = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):([0-9]{1,5})$/;
+const CA_CERT_HASH_PATTERN = /^sha256:[0-9a-f]{64}$/;
+const QUALIFIED_NAME_PATTERN =
+  /^(?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+
+/**
+ * Every string value double-quoted, never folded: a plain scalar would be quoted only when its
+ * content happens to look like a number (a token such as `123456.7890123456789012`), and that
+ * would make the length depend on the token. Mapping keys stay plain (they are constants).
+ */
+const YAML_OPTIONS: ToStringOptions = {
+  defaultStringType: 'QUOTE_DOUBLE',
+  defaultKeyType: 'PLAIN',
+  lineWidth: 0,
+};
+
+export function renderJoinMaterial(input: JoinMaterialInput): JoinMaterial {
+  const tokenLabelKey = input.tokenLabelKey ?? DEFAULT_TOKEN_LABEL_KEY;
+  const quarantineTaint =
+    input.quarantineTaint === undefined ? DEFAULT_QUARANTINE_TAINT : input.quarantineTaint;
+  const apiVersion = input.apiVersion ?? DEFAULT_KUBEADM_API_VERSION;
+  checkInput(input, tokenLabelKey, quarantineTaint);
+
+  const token = formatBootstrapToken(input.token);
+  const nodeLabels = `${tokenLabelKey}=${input.flavorToken.reveal()}`;
+  const joinConfiguration = stringify(
+    {
+      apiVersion,
+      kind: 'JoinConfiguration',
+      discovery: {
+        bootstrapToken: {
+          token,
+          apiServerEndpoint: input.apiServerEndpoint,
+          caCertHashes: [input.caCertHash],
+        },
+        tlsBootstrapToken: token,
+      },
+      // No `name`: the node's own hostname (kubeadm's default) names it; the controller binds
+      // the name from the CSR the node makes, not from anything in this file.
+      nodeRegistration: {
+        kubeletExtraArgs:
+          apiVersion === 'kubeadm.k8s.io/v1beta4'
+            ? [{ name: 'node-labels', value: nodeLabels }]
+            : { 'node-labels': nodeLabels },
+        taints: quarantineTaint ? [{ key: quarantineTaint.key, effect: quarantineTaint.effect }] : [],
+      },
+    },
+    YAML_OPTIONS,
+  );
+
+  return {
+    joinConfiguration,
+    joinCommand: 'kubeadm join --config join.yaml',
+    cloudInit: renderCloudInit(joinConfiguration),
+    apiServerEndpoint: input.apiServerEndpoint,
+    caCertHash: input.caCertHash,
+    tokenId: input.token.id,
+    expiresAt: formatExpiry(input.expiresAt),
+  };
+}
+
+function renderCloudInit(joinConfiguration: string): string {
+  const document = new Document({
+    write_files: [
+      { path: JOIN_CONFIG_PATH, permissions: '0600', owner: 'root:root', content: joinConfiguration },
+    ],
+    runcmd: [['kubeadm', 'join', '--config', JOIN_CONFIG_PATH]],
+  });
+  // The embedded YAML reads best, and is copied most faithfully, as a literal block.
+  const content = document.getIn(['write_files', 0, 'content'], true);
+  if (content instanceof Scalar) content.type = Scalar.BLOCK_LITERAL;
+  return '#cloud-config\n' + document.toString(YAML_OPTIONS);
+}
+
+/** RFC 3339 in UTC with whole seconds (the fraction is dropped, not rounded). */
+function formatExpiry(expiresAt: Date): string {
+  return expiresAt.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+// The checks name the offending field; they never echo a token.
+function checkInput(
+  input: JoinMaterialInput,
+  tokenLabelKey: string,
+  quarantineTaint: QuarantineTaint | null,
+): void {
+  const endpoint = ENDPOINT_PATTERN.exec(input.apiServerEndpoint);
+  const port = Number(endpoint?.[1]);
+  if (!endpoint || port < 1 || port > 65535) {
+    throw new Error(
+      `join material: apiServerEndpoint '${input.apiServerEndpoint}' is not host:port (use [addr]:port for IPv6)`,
+    );
+  }
+  if (!CA_CERT_HASH_PATTERN.test(input.caCertHash)) {
+    throw new Error(`join material: caCertHash '${input.caCertHash}' is not sha256:<64 lowercase hex>`);
+  }
+  if (!TOKEN_ID_PATTERN.test(input.token.id) || !TOKEN_SECRET_PATTERN.test(input.token.secret.reveal())) {
+    throw new Error('join material: the bootstrap token is malformed');
+  }
+  if (!FLAVOR_TOKEN_PATTERN.test(input.flavorToken.reveal())) {
+    throw new Error('join material: the flavor token is malformed (expected 52 characters of [a-z2-7])');
+  }
+  const year = input.expiresAt.getUTCFullYear();
+  if (Number.isNaN(year) || year < 1970 || year > 9999) {
+    throw new Error('join material: expiresAt is not a valid date between 1970 and 9999');
+  }
+  if (!QUALIFIED_NAME_PATTERN.test(tokenLabelKey)) {
+    throw new Error(`join material: tokenLabelKey '${tokenLabelKey}' is not a valid label key`);
+  }
+  if (quarantineTaint && !QUALIFIED_NAME_PATTERN.test(quarantineTaint.key)) {
+    throw new Error(`join material: quarantine taint key '${quarantineTaint.key}' is not a valid taint key`);
+  }
+}
