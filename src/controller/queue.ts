@@ -1,0 +1,118 @@
+// A work queue in the client-go mould: keys, not events (level-based reconciling); a key is
+// never processed by two workers at once; a key added while it is being processed is run again
+// afterwards (nothing lost); failures retry with per-key exponential backoff; `addAfter`
+// schedules a key for later (expiry, grace periods).
+
+export interface QueueOptions {
+  name: string;
+  concurrency?: number;
+  baseDelayMs?: number;
+  maxDelayMs?: number;
+  /** Called for each key; throwing (or rejecting) means "retry with backoff". */
+  reconcile: (key: string) => Promise<void>;
+  onError?: (key: string, error: Error, attempt: number) => void;
+  onDepthChange?: (depth: number) => void;
+  onRetry?: () => void;
+}
+
+export class WorkQueue {
+  private readonly options: Required<Omit<QueueOptions, 'onError' | 'onDepthChange' | 'onRetry'>> &
+    Pick<QueueOptions, 'onError' | 'onDepthChange' | 'onRetry'>;
+  /** Keys waiting to run, in insertion order (a Set dedups). */
+  private readonly pending = new Set<string>();
+  private readonly processing = new Set<string>();
+  /** Keys added again while processing: they go back to pending when done. */
+  private readonly dirty = new Set<string>();
+  private readonly failures = new Map<string, number>();
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private running = 0;
+  private stopped = true;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(options: QueueOptions) {
+    this.options = { concurrency: 4, baseDelayMs: 200, maxDelayMs: 60_000, ...options };
+  }
+
+  start(): void {
+    this.stopped = false;
+    this.pump();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const timer of this.timers.values()) clearTimeout(timer);
+    this.timers.clear();
+  }
+
+  get depth(): number {
+    return this.pending.size;
+  }
+
+  add(key: string): void {
+    if (this.processing.has(key)) {
+      this.dirty.add(key);
+      return;
+    }
+    if (!this.pending.has(key)) {
+      this.pending.add(key);
+      this.options.onDepthChange?.(this.pending.size);
+    }
+    this.pump();
+  }
+
+  /** Adds the key after a delay (an earlier pending schedule for the key wins). */
+  addAfter(key: string, delayMs: number): void {
+    if (delayMs <= 0) return this.add(key);
+    const existing = this.timers.get(key);
+    if (existing) return;
+    const timer = setTimeout(() => {
+      this.timers.delete(key);
+      this.add(key);
+    }, delayMs);
+    timer.unref();
+    this.timers.set(key, timer);
+  }
+
+  /** Resolves when nothing is pending or running (tests, benchmarks, shutdown). */
+  whenIdle(): Promise<void> {
+    if (this.pending.size === 0 && this.running === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private pump(): void {
+    while (!this.stopped && this.running < this.options.concurrency && this.pending.size > 0) {
+      const key = this.pending.values().next().value as string;
+      this.pending.delete(key);
+      this.options.onDepthChange?.(this.pending.size);
+      this.processing.add(key);
+      this.running += 1;
+      void this.process(key);
+    }
+    if (this.pending.size === 0 && this.running === 0) {
+      for (const wake of this.idleWaiters.splice(0)) wake();
+    }
+  }
+
+  private async process(key: string): Promise<void> {
+    try {
+      await this.options.reconcile(key);
+      this.failures.delete(key);
+    } catch (error) {
+      const attempt = (this.failures.get(key) ?? 0) + 1;
+      this.failures.set(key, attempt);
+      this.options.onError?.(key, error as Error, attempt);
+      this.options.onRetry?.();
+      const delay = Math.min(this.options.maxDelayMs, this.options.baseDelayMs * 2 ** (attempt - 1));
+      this.processing.delete(key);
+      this.running -= 1;
+      this.addAfter(key, delay);
+      if (this.dirty.delete(key)) this.add(key);
+      this.pump();
+      return;
+    }
+    this.processing.delete(key);
+    this.running -= 1;
+    if (this.dirty.delete(key)) this.add(key);
+    this.pump();
+  }
+}

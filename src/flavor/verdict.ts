@@ -1,0 +1,337 @@
+// The two decisions at the heart of nodeflavor, as chains of small pure checks (cert-manager's
+// policy-chain shape): does this CSR bind its bootstrap token to a node name, and what flavor,
+// if any, does this Node deserve. The gatherers (controller) collect the facts from caches;
+// the reconcilers carry out the verdict. Every failure has a reason (an Event reason and a
+// metric label, from a small fixed set) and a message that never holds a secret.
+import { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from './admission.ts';
+import { FLAVOR_TOKEN_PATTERN, verifyFlavorToken } from './flavor-token.ts';
+import type { KeyRing } from './keyring.ts';
+import { type FlavorClassSpec, matchesNodeName, type TokenBinding } from './resources.ts';
+
+export const VERIFIED_ANNOTATION = 'nodeflavor.io/verified';
+
+export const FAILURE_REASONS = [
+  'MalformedCSR',
+  'UnknownToken',
+  'Revoked',
+  'Expired',
+  'NoUsesLeft',
+  'NodeNameMismatch',
+  'Conflict',
+  'NoBinding',
+  'NodeUIDChanged',
+  'FlavorClassNotFound',
+  'MissingToken',
+  'MalformedToken',
+  'InvalidToken',
+] as const;
+export type FailureReason = (typeof FAILURE_REASONS)[number];
+
+export interface Failure {
+  reason: FailureReason;
+  message: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Binding: CSR → (token, node name)
+
+/** A FlavoredToken as the binding and node decisions see it. */
+export interface TokenFacts {
+  name: string;
+  tokenId: string;
+  flavorClassName: string;
+  maxUses: number;
+  nodeName?: string;
+  nodeNamePattern?: string;
+  expiresAt: Date;
+  revoked: boolean;
+  deleting: boolean;
+  stripNodesOnRevoke: boolean;
+  bindings: TokenBinding[];
+}
+
+export interface CsrFacts {
+  name: string;
+  createdAt: Date;
+  /** The node name from CN=system:node:<name>, or why the request could not be read. */
+  subject: { ok: true; nodeName: string; organizations: string[] } | { ok: false; reason: string };
+}
+
+export type BindingDecision =
+  | { kind: 'bind'; nodeName: string }
+  | { kind: 'already-bound'; nodeName: string }
+  | { kind: 'reject'; nodeName?: string; failure: Failure };
+
+type BindingCheck = (csr: CsrFacts & { nodeName: string }, token: TokenFacts) => Failure | undefined;
+
+const notRevoked: BindingCheck = (_csr, token) =>
+  token.revoked || token.deleting
+    ? { reason: 'Revoked', message: `token ${token.tokenId} was revoked` }
+    : undefined;
+
+const notExpired: BindingCheck = (csr, token) =>
+  csr.createdAt.getTime() > token.expiresAt.getTime()
+    ? {
+        reason: 'Expired',
+        message: `token ${token.tokenId} expired at ${token.expiresAt.toISOString()} before the CSR was made`,
+      }
+    : undefined;
+
+const nameAllowed: BindingCheck = (csr, token) =>
+  matchesNodeName({ nodeName: token.nodeName, nodeNamePattern: token.nodeNamePattern }, csr.nodeName)
+    ? undefined
+    : {
+        reason: 'NodeNameMismatch',
+        message: `node name "${csr.nodeName}" does not match token ${token.tokenId}'s ${token.nodeName ? `nodeName "${token.nodeName}"` : `nodeNamePattern "${token.nodeNamePattern}"`}`,
+      };
+
+const usesLeft: BindingCheck = (_csr, token) =>
+  token.maxUses > 0 && token.bindings.length >= token.maxUses
+    ? {
+        reason: 'NoUsesLeft',
+        message: `token ${token.tokenId} has no uses left (${token.bindings.length}/${token.maxUses})`,
+      }
+    : undefined;
+
+const BINDING_CHAIN: BindingCheck[] = [notRevoked, notExpired, nameAllowed, usesLeft];
+
+/** Does this kubelet client CSR, made with `token`, bind the token to its node name? */
+export function decideBinding(csr: CsrFacts, token: TokenFacts | undefined): BindingDecision {
+  if (!csr.subject.ok)
+    return {
+      kind: 'reject',
+      failure: { reason: 'MalformedCSR', message: `CSR ${csr.name}: ${csr.subject.reason}` },
+    };
+  const nodeName = csr.subject.nodeName;
+  if (!token)
+    return {
+      kind: 'reject',
+      nodeName,
+      failure: {
+        reason: 'UnknownToken',
+        message: `CSR ${csr.name} was made with a bootstrap token nodeflavor did not issue`,
+      },
+    };
+  // Idempotent: a binding already recorded for this CSR or this node name uses no further use.
+  if (token.bindings.some((b) => b.csrName === csr.name || b.nodeName === nodeName))
+    return { kind: 'already-bound', nodeName };
+  for (const check of BINDING_CHAIN) {
+    const failure = check({ ...csr, nodeName }, token);
+    if (failure) return { kind: 'reject', nodeName, failure };
+  }
+  return { kind: 'bind', nodeName };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Node: what flavor does it deserve
+
+export interface NodeFacts {
+  name: string;
+  uid: string;
+  createdAt: Date;
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+  taints: { key: string; value?: string; effect: string }[];
+}
+
+/** A binding of this node's name, with the token it belongs to. */
+export interface BoundToken {
+  token: TokenFacts;
+  binding: TokenBinding;
+}
+
+export interface NodeDecisionInput {
+  node: NodeFacts;
+  bindings: BoundToken[];
+  /** Why CSRs naming this node were not bound (most recent first), for a precise reason. */
+  rejectedClaims: Failure[];
+  flavorClasses: ReadonlyMap<string, FlavorClassSpec>;
+  keyRing: KeyRing;
+  now: Date;
+  /** How long a node with a token label may wait for its CSR binding to be seen. */
+  bindingGraceMs: number;
+}
+
+export type NodeVerdict =
+  /** The token checks out now: record the verification, then apply the flavor. */
+  | { kind: 'verify'; bound: BoundToken; flavorClass: FlavorClassSpec }
+  /** Verified before (binding holds this node's UID): keep the flavor applied. */
+  | { kind: 'flavored'; bound: BoundToken; flavorClass: FlavorClassSpec }
+  /** No flavor: strip managed keys, keep (or restore) the quarantine taint, warn. */
+  | { kind: 'unflavored'; failure: Failure }
+  /** Too early to judge (the CSR binding may not have been seen yet). */
+  | { kind: 'wait'; retryAfterMs: number }
+  /** Nothing of ours on this node: leave it alone. */
+  | { kind: 'unmanaged' };
+
+function hasTokenLabel(node: NodeFacts): boolean {
+  return Object.hasOwn(node.labels, TOKEN_LABEL_KEY);
+}
+
+/** True when the node carries anything nodeflavor manages (then an unflavored verdict acts on it). */
+export function isManaged(node: NodeFacts, managedLabelKeys: ReadonlySet<string>): boolean {
+  return (
+    hasTokenLabel(node) ||
+    Object.hasOwn(node.annotations, VERIFIED_ANNOTATION) ||
+    node.taints.some((t) => t.key === QUARANTINE_TAINT_KEY) ||
+    Object.keys(node.labels).some((k) => managedLabelKeys.has(k))
+  );
+}
+
+export function decideNode(input: NodeDecisionInput): NodeVerdict {
+  const { node, bindings } = input;
+  if (bindings.length === 0) {
+    if (!hasTokenLabel(node)) {
+      const claim = input.rejectedClaims[0];
+      return claim ? { kind: 'unflavored', failure: claim } : { kind: 'unmanaged' };
+    }
+    const claim = input.rejectedClaims[0];
+    if (claim) return { kind: 'unflavored', failure: claim };
+    const age = input.now.getTime() - node.createdAt.getTime();
+    if (age < input.bindingGraceMs)
+      return { kind: 'wait', retryAfterMs: Math.max(250, input.bindingGraceMs - age) };
+    return {
+      kind: 'unflavored',
+      failure: {
+        reason: 'NoBinding',
+        message: `no CSR made with a nodeflavor token names node ${node.name}`,
+      },
+    };
+  }
+  const tokenNames = new Set(bindings.map((b) => b.token.name));
+  if (tokenNames.size > 1) {
+    const ids = bindings.map((b) => b.token.tokenId).sort();
+    return {
+      kind: 'unflavored',
+      failure: {
+        reason: 'Conflict',
+        message: `node name ${node.name} is claimed by several tokens (${ids.join(', ')}): resolve by revoking all but one`,
+      },
+    };
+  }
+  const bound = bindings[0] as BoundToken;
+  const { token, binding } = bound;
+  if (binding.nodeUID && binding.nodeUID !== node.uid) {
+    return {
+      kind: 'unflavored',
+      failure: {
+        reason: 'NodeUIDChanged',
+        message: `node ${node.name} was re-created (UID changed) after token ${token.tokenId} was bound`,
+      },
+    };
+  }
+  const verified = binding.verifiedAt !== undefined && binding.nodeUID === node.uid;
+  if ((token.revoked || token.deleting) && (token.stripNodesOnRevoke || !verified)) {
+    return {
+      kind: 'unflavored',
+      failure: { reason: 'Revoked', message: `token ${token.tokenId} was revoked` },
+    };
+  }
+  const flavorClass = input.flavorClasses.get(token.flavorClassName);
+  if (!flavorClass) {
+    return {
+      kind: 'unflavored',
+      failure: {
+        reason: 'FlavorClassNotFound',
+        message: `FlavorClass "${token.flavorClassName}" of token ${token.tokenId} does not exist`,
+      },
+    };
+  }
+  if (verified) return { kind: 'flavored', bound, flavorClass };
+  const presented = node.labels[TOKEN_LABEL_KEY];
+  if (presented === undefined) {
+    return {
+      kind: 'unflavored',
+      failure: {
+        reason: 'MissingToken',
+        message: `node ${node.name} registered without the ${TOKEN_LABEL_KEY} label`,
+      },
+    };
+  }
+  if (!new RegExp(FLAVOR_TOKEN_PATTERN).test(presented)) {
+    return {
+      kind: 'unflavored',
+      failure: {
+        reason: 'MalformedToken',
+        message: `node ${node.name}'s ${TOKEN_LABEL_KEY} label is not a flavor token`,
+      },
+    };
+  }
+  if (!verifyFlavorToken(input.keyRing, token.tokenId, token.flavorClassName, presented).valid) {
+    return {
+      kind: 'unflavored',
+      failure: {
+        reason: 'InvalidToken',
+        message: `node ${node.name}'s flavor token does not match token ${token.tokenId}`,
+      },
+    };
+  }
+  return { kind: 'verify', bound, flavorClass };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Node state a verdict asks for
+
+export interface DesiredNodeState {
+  /** Labels and annotations to own (server-side apply); keys we owned before and omit now go. */
+  labels: Record<string, string>;
+  annotations: Record<string, string>;
+  /** The complete taint list to write (the Node's taints are an atomic list). */
+  taints: { key: string; value?: string; effect: string }[];
+  /** Protected keys present but not wanted, owned by someone else: removed explicitly. */
+  removeLabels: string[];
+  removeAnnotations: string[];
+}
+
+export interface ManagedKeys {
+  isProtectedLabel: (key: string) => boolean;
+  isProtectedAnnotation: (key: string) => boolean;
+  isProtectedTaint: (key: string) => boolean;
+}
+
+/** What the Node should look like: the class's keys when flavored, none (and quarantined) when not. */
+export function desiredNodeState(
+  node: NodeFacts,
+  flavor: { flavorClass: FlavorClassSpec; annotation: string } | undefined,
+  keys: ManagedKeys,
+): DesiredNodeState {
+  const labels = { ...(flavor?.flavorClass.labels ?? {}) };
+  const annotations: Record<string, string> = { ...(flavor?.flavorClass.annotations ?? {}) };
+  if (flavor) annotations[VERIFIED_ANNOTATION] = flavor.annotation;
+  const wantedTaints = flavor
+    ? (flavor.flavorClass.taints ?? [])
+    : [{ key: QUARANTINE_TAINT_KEY, effect: 'NoSchedule' }];
+  const sameTaint = (a: { key: string; effect: string }, b: { key: string; effect: string }) =>
+    a.key === b.key && a.effect === b.effect;
+  const taints = [
+    // Others' taints stay as they are; protected ones stay only if wanted.
+    ...node.taints.filter((t) => !keys.isProtectedTaint(t.key) && !wantedTaints.some((w) => sameTaint(w, t))),
+    ...wantedTaints.map((t) => ({ ...t })),
+  ];
+  return {
+    labels,
+    annotations,
+    taints,
+    removeLabels: Object.keys(node.labels).filter(
+      (k) => keys.isProtectedLabel(k) && !Object.hasOwn(labels, k),
+    ),
+    removeAnnotations: Object.keys(node.annotations).filter(
+      (k) => keys.isProtectedAnnotation(k) && !Object.hasOwn(annotations, k),
+    ),
+  };
+}
+
+/** True when the Node already looks as desired (so a reconcile writes nothing). */
+export function nodeMatches(node: NodeFacts, desired: DesiredNodeState): boolean {
+  const labelsOk =
+    Object.entries(desired.labels).every(([k, v]) => node.labels[k] === v) &&
+    desired.removeLabels.length === 0;
+  const annotationsOk =
+    Object.entries(desired.annotations).every(([k, v]) => node.annotations[k] === v) &&
+    desired.removeAnnotations.length === 0;
+  const taintKey = (t: { key: string; value?: string; effect: string }) =>
+    `${t.key}\u0000${t.value ?? ''}\u0000${t.effect}`;
+  const have = node.taints.map(taintKey).sort();
+  const want = desired.taints.map(taintKey).sort();
+  return labelsOk && annotationsOk && have.length === want.length && have.every((t, i) => t === want[i]);
+}

@@ -1,0 +1,91 @@
+// Authenticated fetch against the API server, for what client-node's typed clients do not do
+// well: long watches with our own timeouts, metadata-only lists, streaming large lists.
+// Authentication is exactly client-node's (applySecurityAuthentication: client certs, bearer
+// tokens, exec plugins), so every identity a KubeConfig can express works here too.
+import { HttpMethod, type KubeConfig, RequestContext } from '@kubernetes/client-node';
+import { fetch, type Response } from 'undici';
+import { KubeError } from './kube-error.ts';
+
+export interface KubeFetchInit {
+  method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  query?: Record<string, string | number | boolean | undefined>;
+  headers?: Record<string, string>;
+  body?: string;
+  signal?: AbortSignal;
+}
+
+export async function kubeFetch(
+  kubeConfig: KubeConfig,
+  path: string,
+  init: KubeFetchInit = {},
+): Promise<Response> {
+  const cluster = kubeConfig.getCurrentCluster();
+  if (!cluster) throw new Error('kubeconfig has no current cluster');
+  const url = new URL(cluster.server.replace(/\/$/, '') + path);
+  for (const [key, value] of Object.entries(init.query ?? {})) {
+    if (value !== undefined) url.searchParams.set(key, String(value));
+  }
+  const method = (init.method ?? 'GET') as HttpMethod;
+  const context = new RequestContext(url.toString(), method ?? HttpMethod.GET);
+  await kubeConfig.applySecurityAuthentication(context);
+  return fetch(url, {
+    method,
+    headers: { ...context.getHeaders(), ...init.headers },
+    body: init.body,
+    dispatcher: context.getDispatcher(),
+    signal: init.signal,
+  });
+}
+
+/** Yields the lines of a streaming response body (watch events are one JSON object per line). */
+export async function* responseLines(response: Response): AsyncGenerator<string> {
+  if (!response.body) return;
+  const decoder = new TextDecoder();
+  let buffered = '';
+  for await (const chunk of response.body) {
+    buffered += decoder.decode(chunk, { stream: true });
+    let newline = buffered.indexOf('\n');
+    while (newline >= 0) {
+      const line = buffered.slice(0, newline);
+      buffered = buffered.slice(newline + 1);
+      if (line.trim() !== '') yield line;
+      newline = buffered.indexOf('\n');
+    }
+  }
+  buffered += decoder.decode();
+  if (buffered.trim() !== '') yield buffered;
+}
+
+/**
+ * One JSON request; a non-2xx answer becomes a KubeError carrying the API server's Status
+ * reason and message (which never echo request bodies, so no secret can leak through them).
+ */
+export async function kubeJson<T = unknown>(
+  kubeConfig: KubeConfig,
+  method: NonNullable<KubeFetchInit['method']>,
+  path: string,
+  options: { body?: unknown; contentType?: string; query?: KubeFetchInit['query']; action?: string } = {},
+): Promise<T> {
+  const response = await kubeFetch(kubeConfig, path, {
+    method,
+    query: options.query,
+    headers: {
+      Accept: 'application/json',
+      ...(options.body === undefined ? {} : { 'Content-Type': options.contentType ?? 'application/json' }),
+    },
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+  });
+  const text = await response.text();
+  if (response.status >= 200 && response.status < 300) return (text ? JSON.parse(text) : undefined) as T;
+  let status: { reason?: string; message?: string } = {};
+  try {
+    status = JSON.parse(text) as typeof status;
+  } catch {
+    // not a Status object
+  }
+  throw new KubeError(
+    response.status,
+    status.reason ?? `HTTP${response.status}`,
+    `${options.action ?? `${method} ${path}`}: ${status.message ?? `HTTP ${response.status}`}`,
+  );
+}

@@ -1,0 +1,292 @@
+// A small list/watch cache of our own (client-node's informer stops on errors, stalls without
+// one, and cannot trim objects on receipt). It lists in pages, watches from the list's
+// resourceVersion with bookmarks, re-lists on 410 Gone, restarts a watch that goes quiet for
+// too long, backs off on errors, and keeps each object only as `transform` returns it.
+import type { KubeConfig } from '@kubernetes/client-node';
+import { kubeFetch, responseLines } from './fetch.ts';
+
+export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED';
+
+export interface ObjectWithMeta {
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string };
+}
+
+export type RestartReason = 'relist' | 'watch-ended' | 'error' | 'stalled';
+
+export interface ListWatchOptions<T extends ObjectWithMeta> {
+  kubeConfig: KubeConfig;
+  /** Collection path, e.g. /api/v1/nodes or /apis/nodeflavor.io/v1alpha1/flavoredtokens. */
+  path: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+  /** Trims an object on receipt; only its result is kept in the cache. */
+  transform?: (raw: unknown) => T;
+  pageSize?: number;
+  /** Restart the watch if nothing (not even a bookmark) arrived for this long. */
+  inactivityMs?: number;
+  onEvent: (type: WatchEventType, object: T, previous: T | undefined) => void;
+  onRestart?: (reason: RestartReason, error?: Error) => void;
+}
+
+class GoneError extends Error {}
+
+export class HttpStatusError extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+export function objectKey(object: ObjectWithMeta): string {
+  const meta = object.metadata ?? {};
+  return meta.namespace ? `${meta.namespace}/${meta.name}` : (meta.name ?? '');
+}
+
+export class ListWatch<T extends ObjectWithMeta> {
+  private readonly options: ListWatchOptions<T>;
+  private readonly cache = new Map<string, T>();
+  private resourceVersion: string | undefined;
+  private stopped = false;
+  private abort: AbortController | undefined;
+  private synced = false;
+  private readonly syncWaiters: (() => void)[] = [];
+  private failures = 0;
+
+  constructor(options: ListWatchOptions<T>) {
+    this.options = options;
+  }
+
+  /** Starts listing and watching; resolves once the first full list is in the cache. */
+  start(): Promise<void> {
+    void this.run();
+    return this.waitForSync();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.abort?.abort();
+    for (const wake of this.syncWaiters.splice(0)) wake();
+  }
+
+  get hasSynced(): boolean {
+    return this.synced;
+  }
+
+  waitForSync(): Promise<void> {
+    if (this.synced || this.stopped) return Promise.resolve();
+    return new Promise((resolve) => this.syncWaiters.push(resolve));
+  }
+
+  get(key: string): T | undefined {
+    return this.cache.get(key);
+  }
+
+  list(): T[] {
+    return [...this.cache.values()];
+  }
+
+  keys(): string[] {
+    return [...this.cache.keys()];
+  }
+
+  get size(): number {
+    return this.cache.size;
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopped) {
+      try {
+        if (this.resourceVersion === undefined) await this.relist();
+        await this.watch();
+        this.failures = 0;
+        if (!this.stopped) this.options.onRestart?.('watch-ended');
+      } catch (error) {
+        if (this.stopped) return;
+        if (error instanceof GoneError) {
+          this.resourceVersion = undefined;
+          this.options.onRestart?.('relist');
+          continue;
+        }
+        const reason: RestartReason = (error as Error).name === 'StalledWatch' ? 'stalled' : 'error';
+        this.options.onRestart?.(reason, error as Error);
+        if (reason === 'error') {
+          this.failures += 1;
+          await this.backoff();
+        }
+      }
+    }
+  }
+
+  private async backoff(): Promise<void> {
+    const base = Math.min(30_000, 250 * 2 ** Math.min(this.failures, 7));
+    const pause = base / 2 + Math.random() * (base / 2);
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, pause);
+      timer.unref();
+    });
+  }
+
+  private transform(raw: unknown): T {
+    return this.options.transform ? this.options.transform(raw) : (raw as T);
+  }
+
+  private async relist(): Promise<void> {
+    const fresh = new Map<string, T>();
+    let continueToken: string | undefined;
+    let listVersion = '';
+    do {
+      this.abort = new AbortController();
+      const response = await kubeFetch(this.options.kubeConfig, this.options.path, {
+        query: {
+          limit: this.options.pageSize ?? 500,
+          continue: continueToken,
+          labelSelector: this.options.labelSelector,
+          fieldSelector: this.options.fieldSelector,
+        },
+        headers: { Accept: 'application/json' },
+        signal: this.abort.signal,
+      });
+      if (response.status === 410) {
+        // The continue token expired mid-list: start the list over.
+        continueToken = undefined;
+        fresh.clear();
+        continue;
+      }
+      if (response.status !== 200) {
+        throw new HttpStatusError(
+          response.status,
+          `list ${this.options.path}: HTTP ${response.status}: ${await statusMessage(response)}`,
+        );
+      }
+      const page = (await response.json()) as {
+        metadata?: { resourceVersion?: string; continue?: string };
+        items?: unknown[];
+      };
+      for (const raw of page.items ?? []) {
+        const object = this.transform(raw);
+        fresh.set(objectKey(object), object);
+      }
+      listVersion = page.metadata?.resourceVersion ?? listVersion;
+      continueToken = page.metadata?.continue || undefined;
+    } while (continueToken);
+
+    const previous = new Map(this.cache);
+    this.cache.clear();
+    for (const [key, object] of fresh) this.cache.set(key, object);
+    this.resourceVersion = listVersion;
+    for (const [key, object] of fresh) {
+      const old = previous.get(key);
+      if (!old) this.emit('ADDED', object, undefined);
+      else if (old.metadata?.resourceVersion !== object.metadata?.resourceVersion)
+        this.emit('MODIFIED', object, old);
+    }
+    for (const [key, old] of previous) if (!fresh.has(key)) this.emit('DELETED', old, old);
+    if (!this.synced) {
+      this.synced = true;
+      for (const wake of this.syncWaiters.splice(0)) wake();
+    }
+  }
+
+  private async watch(): Promise<void> {
+    const abort = new AbortController();
+    this.abort = abort;
+    const inactivityMs = this.options.inactivityMs ?? 120_000;
+    let timer: NodeJS.Timeout | undefined;
+    const arm = () => {
+      if (timer) clearTimeout(timer);
+      timer = setTimeout(() => {
+        const stalled = new Error(`watch ${this.options.path} was silent for ${inactivityMs / 1000} s`);
+        stalled.name = 'StalledWatch';
+        abort.abort(stalled);
+      }, inactivityMs);
+      timer.unref();
+    };
+    arm();
+    try {
+      const response = await kubeFetch(this.options.kubeConfig, this.options.path, {
+        query: {
+          watch: 1,
+          resourceVersion: this.resourceVersion,
+          allowWatchBookmarks: true,
+          // The server ends the watch after this; we resume from the last resourceVersion.
+          timeoutSeconds: 300 + Math.floor(Math.random() * 300),
+          labelSelector: this.options.labelSelector,
+          fieldSelector: this.options.fieldSelector,
+        },
+        headers: { Accept: 'application/json' },
+        signal: abort.signal,
+      });
+      if (response.status === 410) throw new GoneError('resourceVersion too old');
+      if (response.status !== 200) {
+        throw new HttpStatusError(
+          response.status,
+          `watch ${this.options.path}: HTTP ${response.status}: ${await statusMessage(response)}`,
+        );
+      }
+      for await (const line of responseLines(response)) {
+        arm();
+        this.handleLine(line);
+      }
+    } catch (error) {
+      if (abort.signal.aborted && abort.signal.reason instanceof Error) throw abort.signal.reason;
+      throw error;
+    } finally {
+      if (timer) clearTimeout(timer);
+    }
+  }
+
+  private handleLine(line: string): void {
+    let event: {
+      type?: string;
+      object?: { code?: number; message?: string; metadata?: { resourceVersion?: string } };
+    };
+    try {
+      event = JSON.parse(line);
+    } catch {
+      return; // a torn line: the next event carries a newer resourceVersion anyway
+    }
+    const raw = event.object;
+    if (!raw) return;
+    switch (event.type) {
+      case 'BOOKMARK':
+        this.resourceVersion = raw.metadata?.resourceVersion ?? this.resourceVersion;
+        return;
+      case 'ERROR':
+        if (raw.code === 410) throw new GoneError(raw.message ?? 'gone');
+        throw new Error(`watch ${this.options.path}: ${raw.message ?? 'error event'}`);
+      case 'ADDED':
+      case 'MODIFIED':
+      case 'DELETED': {
+        const object = this.transform(raw);
+        const key = objectKey(object);
+        const previous = this.cache.get(key);
+        if (event.type === 'DELETED') this.cache.delete(key);
+        else this.cache.set(key, object);
+        this.resourceVersion = raw.metadata?.resourceVersion ?? this.resourceVersion;
+        this.emit(event.type, object, previous);
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  private emit(type: WatchEventType, object: T, previous: T | undefined): void {
+    try {
+      this.options.onEvent(type, object, previous);
+    } catch (error) {
+      // Handlers only enqueue keys; a throwing one must not break the watch.
+      this.options.onRestart?.('error', error as Error);
+    }
+  }
+}
+
+async function statusMessage(response: { text(): Promise<string> }): Promise<string> {
+  const text = await response.text().catch(() => '');
+  try {
+    return (JSON.parse(text) as { message?: string }).message ?? text.slice(0, 200);
+  } catch {
+    return text.slice(0, 200);
+  }
+}

@@ -1,0 +1,146 @@
+// The controller's writes for FlavoredTokens, bootstrap Secrets and CSRs. Status writes carry
+// the object's resourceVersion, so two reconciles racing on one token cannot both consume its
+// last use: the loser gets 409 and re-decides on fresh data.
+import type { KubeConfig } from '@kubernetes/client-node';
+import { bootstrapSecretName } from '../flavor/bootstrap-token.ts';
+import { FLAVORED_TOKEN_PLURAL, type FlavoredTokenStatus, GROUP, VERSION } from '../flavor/resources.ts';
+import { kubeJson } from './fetch.ts';
+import { KubeError } from './kube-error.ts';
+
+export const TOKEN_FINALIZER = 'nodeflavor.io/revoke';
+const TOKENS_PATH = `/apis/${GROUP}/${VERSION}/${FLAVORED_TOKEN_PLURAL}`;
+
+export interface StoredToken {
+  apiVersion: string;
+  kind: string;
+  metadata: {
+    name: string;
+    uid: string;
+    resourceVersion: string;
+    creationTimestamp: string;
+    deletionTimestamp?: string;
+    finalizers?: string[];
+    labels?: Record<string, string>;
+    generation?: number;
+  };
+  spec: Record<string, unknown> & { flavorClassName: string };
+  status?: FlavoredTokenStatus;
+}
+
+export function tokenPath(name: string): string {
+  return `${TOKENS_PATH}/${encodeURIComponent(name)}`;
+}
+
+export async function writeTokenStatus(
+  kubeConfig: KubeConfig,
+  token: StoredToken,
+  status: FlavoredTokenStatus,
+): Promise<StoredToken> {
+  return kubeJson<StoredToken>(kubeConfig, 'PUT', `${tokenPath(token.metadata.name)}/status`, {
+    action: `update the status of FlavoredToken ${token.metadata.name}`,
+    body: { ...token, status },
+  });
+}
+
+/** Adds or removes our finalizer; the JSON-patch test makes a concurrent edit a 409, not a loss. */
+export async function setFinalizer(
+  kubeConfig: KubeConfig,
+  token: StoredToken,
+  present: boolean,
+): Promise<void> {
+  const current = token.metadata.finalizers ?? [];
+  const has = current.includes(TOKEN_FINALIZER);
+  if (has === present) return;
+  const next = present ? [...current, TOKEN_FINALIZER] : current.filter((f) => f !== TOKEN_FINALIZER);
+  const patch = token.metadata.finalizers
+    ? [
+        { op: 'test', path: '/metadata/finalizers', value: current },
+        { op: 'replace', path: '/metadata/finalizers', value: next },
+      ]
+    : [{ op: 'add', path: '/metadata/finalizers', value: next }];
+  await kubeJson(kubeConfig, 'PATCH', tokenPath(token.metadata.name), {
+    action: `${present ? 'add' : 'remove'} the finalizer of FlavoredToken ${token.metadata.name}`,
+    contentType: 'application/json-patch+json',
+    body: patch,
+  });
+}
+
+/** Deletes a bootstrap token Secret; already gone is fine. Returns whether it existed. */
+export async function deleteBootstrapSecret(kubeConfig: KubeConfig, tokenId: string): Promise<boolean> {
+  try {
+    await kubeJson(
+      kubeConfig,
+      'DELETE',
+      `/api/v1/namespaces/kube-system/secrets/${bootstrapSecretName(tokenId)}`,
+      {
+        action: `delete bootstrap token Secret of token ${tokenId}`,
+      },
+    );
+    return true;
+  } catch (error) {
+    if (error instanceof KubeError && error.status === 404) return false;
+    throw error;
+  }
+}
+
+export async function bootstrapSecretExists(kubeConfig: KubeConfig, tokenId: string): Promise<boolean> {
+  try {
+    await kubeJson(
+      kubeConfig,
+      'GET',
+      `/api/v1/namespaces/kube-system/secrets/${bootstrapSecretName(tokenId)}`,
+      {
+        action: `read bootstrap token Secret of token ${tokenId}`,
+      },
+    );
+    return true;
+  } catch (error) {
+    if (error instanceof KubeError && error.status === 404) return false;
+    throw error;
+  }
+}
+
+export interface CsrObject {
+  metadata: { name: string; uid: string; resourceVersion: string; creationTimestamp: string };
+  spec: { username?: string; signerName?: string; request?: string; groups?: string[] };
+  status?: {
+    certificate?: string;
+    conditions?: { type: string; status: string; reason?: string; message?: string }[];
+  };
+}
+
+/** Approves or denies a CSR (approver mode), with our reason in the condition. */
+export async function decideCsr(
+  kubeConfig: KubeConfig,
+  csr: CsrObject,
+  approve: boolean,
+  reason: string,
+  message: string,
+): Promise<void> {
+  const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+  const conditions = [
+    ...(csr.status?.conditions ?? []),
+    {
+      type: approve ? 'Approved' : 'Denied',
+      status: 'True',
+      reason,
+      message,
+      lastUpdateTime: now,
+      lastTransitionTime: now,
+    },
+  ];
+  await kubeJson(
+    kubeConfig,
+    'PUT',
+    `/apis/certificates.k8s.io/v1/certificatesigningrequests/${encodeURIComponent(csr.metadata.name)}/approval`,
+    {
+      action: `${approve ? 'approve' : 'deny'} CSR ${csr.metadata.name}`,
+      body: {
+        apiVersion: 'certificates.k8s.io/v1',
+        kind: 'CertificateSigningRequest',
+        ...csr,
+        status: { ...csr.status, conditions },
+      },
+    },
+  );
+}
