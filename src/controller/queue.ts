@@ -62,9 +62,11 @@ export class WorkQueue {
 
   /** Adds the key after a delay (an earlier pending schedule for the key wins). */
   addAfter(key: string, delayMs: number): void {
-    if (delayMs <= 0) return this.add(key);
-    const existing = this.timers.get(key);
-    if (existing) return;
+    if (delayMs <= 0) {
+      this.add(key);
+      return;
+    }
+    if (this.timers.has(key)) return;
     const timer = setTimeout(() => {
       this.timers.delete(key);
       this.add(key);
