@@ -312,8 +312,13 @@ export function desiredNodeState(
     labels,
     annotations,
     taints,
+    // Unflavored, the token label stays: it is the node's only way to be verified once the cause
+    // (a missing FlavorClass, a late CSR) is fixed. Verified, it goes: its job is done.
     removeLabels: Object.keys(node.labels).filter(
-      (k) => keys.isProtectedLabel(k) && !Object.hasOwn(labels, k),
+      (k) =>
+        keys.isProtectedLabel(k) &&
+        !Object.hasOwn(labels, k) &&
+        (flavor !== undefined || k !== TOKEN_LABEL_KEY),
     ),
     removeAnnotations: Object.keys(node.annotations).filter(
       (k) => keys.isProtectedAnnotation(k) && !Object.hasOwn(annotations, k),

@@ -1,0 +1,100 @@
+#!/usr/bin/env node
+// nodeflavor run [--kubeconfig PATH] [flags]: the operator — controller, admission webhook and
+// token issuer in one process, each switchable (--no-controller, --no-webhook, --no-issuer).
+// Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage or configuration.
+import pino from 'pino';
+import { Registry } from 'prom-client';
+import { parseConfig } from '../config.ts';
+import { startController } from '../controller/manager.ts';
+import { loadKubeConfig } from '../kube/config.ts';
+import { type ReadinessCheck, splitAddress, startOpsServer } from '../ops/server.ts';
+import { parseRunFlags, UsageError } from './run-flags.ts';
+
+const USAGE = `usage: nodeflavor run [--kubeconfig PATH] [--namespace NS] [--no-controller] [--no-webhook] [--no-issuer]
+                      [--admission-mode webhook|policy|both] [--admin-group G]... [--csr-approver] [flags]
+Flags are the settings in src/config.ts in kebab-case; NODEFLAVOR_<SETTING> environment variables work too.`;
+
+async function run(args: string[]): Promise<number> {
+  let config: ReturnType<typeof parseConfig>;
+  try {
+    config = parseConfig(parseRunFlags(args, process.env));
+  } catch (error) {
+    process.stderr.write(`nodeflavor: ${(error as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
+  const log = pino({
+    level: config.logLevel,
+    base: { component: 'nodeflavor' },
+    redact: {
+      paths: ['*.token', '*.secret', '*.authorization', '*.key', 'req.headers.authorization'],
+      censor: '[redacted]',
+    },
+  });
+  const kubeConfig = loadKubeConfig(config.kubeconfig);
+  const registry = new Registry();
+  const checks: ReadinessCheck[] = [];
+  const stops: (() => Promise<void>)[] = [];
+
+  if (config.controller) {
+    const controller = startController({
+      kubeConfig,
+      config,
+      registry,
+      log: log.child({ part: 'controller' }),
+    });
+    let synced = false;
+    void controller.synced.then(() => {
+      synced = true;
+    });
+    checks.push({ name: 'controller-caches', ready: () => synced });
+    stops.push(controller.stop);
+  }
+  const parts = await import('./run-parts.ts');
+  for (const part of await parts.startOptionalParts({ kubeConfig, config, registry, log })) {
+    checks.push(part.check);
+    stops.push(part.stop);
+  }
+
+  const { host, port } = splitAddress(config.metricsAddress);
+  const ops = await startOpsServer({ host, port, registry, checks });
+  log.info(
+    {
+      metrics: config.metricsAddress,
+      controller: config.controller,
+      webhook: config.webhook,
+      issuer: config.issuer,
+    },
+    'nodeflavor running',
+  );
+
+  return new Promise((resolve) => {
+    const shutdown = async (signal: string) => {
+      log.info({ signal }, 'shutting down');
+      for (const stop of stops)
+        await stop().catch((error: Error) => log.warn({ err: error.message }, 'stop failed'));
+      ops.close();
+      resolve(0);
+    };
+    process.once('SIGTERM', () => void shutdown('SIGTERM'));
+    process.once('SIGINT', () => void shutdown('SIGINT'));
+  });
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === 'run') return run(rest);
+  if (command === '--help' || command === '-h' || command === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  process.stderr.write(`nodeflavor: unknown command "${command ?? ''}"\n${USAGE}\n`);
+  return 2;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: Error) => {
+    process.stderr.write(`nodeflavor: ${error instanceof UsageError ? '' : 'failed: '}${error.message}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,94 @@
+// The one configuration object of `nodeflavor run`, parsed once at start-up (flags first, then
+// NODEFLAVOR_* environment variables, then defaults) and passed down; nothing deeper reads
+// process.env.
+import { z } from 'zod';
+
+const FORBIDDEN_ADMIN_GROUPS = new Set([
+  'system:authenticated',
+  'system:unauthenticated',
+  'system:serviceaccounts',
+  'system:nodes',
+]);
+
+const durationMs = z
+  .string()
+  .regex(/^\d+(ms|s|m|h)$/, 'a duration like 500ms, 30s, 5m or 1h')
+  .transform((text) => {
+    const match = /^(\d+)(ms|s|m|h)$/.exec(text) as RegExpExecArray;
+    const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[match[2] as 'ms' | 's' | 'm' | 'h'];
+    return Number(match[1]) * unit;
+  });
+
+const address = z.string().regex(/^(\[[0-9a-f:]+\]|[0-9.]*|[a-z0-9.-]*):\d{1,5}$/i, 'host:port or :port');
+
+export const ConfigSchema = z.object({
+  kubeconfig: z.string().optional(),
+  /** The operator's namespace (its Secrets, Lease, Services). */
+  namespace: z.string().min(1).default('nodeflavor'),
+  /** The operator's ServiceAccount: the identity the admission guard lets write flavors. */
+  serviceAccount: z.string().min(1).default('nodeflavor'),
+  controller: z.boolean().default(true),
+  webhook: z.boolean().default(true),
+  issuer: z.boolean().default(true),
+  leaderElect: z.boolean().default(true),
+  leaderElectionId: z.string().default('nodeflavor-controller'),
+  /** Serves /metrics, /healthz and /readyz (plain HTTP). */
+  metricsAddress: address.default(':8080'),
+  keySecret: z.string().default('nodeflavor-hmac-keys'),
+  /** The group every issued bootstrap token authenticates with (the same for every flavor). */
+  bootstrapGroup: z
+    .string()
+    .regex(/^system:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]$/)
+    .default('system:bootstrappers:kubeadm:default-node-token'),
+  /** Approve/deny kubelet client CSRs from bootstrap tokens ourselves (for clusters without kubeadm's auto-approve). */
+  csrApprover: z.boolean().default(false),
+  /** How long a node carrying a token label may wait for its CSR binding before it is judged. */
+  bindingGrace: durationMs.default(30_000),
+  /** Periodic re-reconcile of every object (drift repair even without events). */
+  resync: durationMs.default(600_000),
+  workers: z.number().int().min(1).max(64).default(8),
+  adminGroups: z
+    .array(z.string().min(1))
+    .default([])
+    .refine((groups) => groups.every((g) => !FORBIDDEN_ADMIN_GROUPS.has(g)), {
+      message: `admin groups may not be broad system groups (${[...FORBIDDEN_ADMIN_GROUPS].join(', ')})`,
+    }),
+  admissionMode: z.enum(['webhook', 'policy', 'both']).default('webhook'),
+  webhookAddress: address.default(':9443'),
+  /** The webhook Service (its DNS names go in the serving certificate). */
+  webhookService: z.string().default('nodeflavor-webhook'),
+  /** Register the webhook by URL instead of Service (out-of-cluster runs, tests). */
+  webhookUrl: z.string().url().optional(),
+  webhookConfigName: z.string().default('nodeflavor'),
+  tlsMode: z.enum(['self', 'cert-manager']).default('self'),
+  tlsSecret: z.string().default('nodeflavor-webhook-tls'),
+  issuerAddress: address.default(':8443'),
+  issuerAuth: z.enum(['tokenreview', 'jwt']).default('tokenreview'),
+  jwtJwksFile: z.string().optional(),
+  jwtSecretFile: z.string().optional(),
+  jwtIssuer: z.string().optional(),
+  jwtAudience: z.string().optional(),
+  jwtFlavorsClaim: z.string().default('nodeflavor.io/flavors'),
+  issuerTlsSecret: z.string().default('nodeflavor-issuer-tls'),
+  logLevel: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+});
+
+export type Config = z.output<typeof ConfigSchema>;
+
+export function controllerUsername(config: Pick<Config, 'namespace' | 'serviceAccount'>): string {
+  return `system:serviceaccount:${config.namespace}:${config.serviceAccount}`;
+}
+
+/** Parses already-collected raw settings; the error lists every bad field in one line each. */
+export function parseConfig(raw: Record<string, unknown>): Config {
+  const result = ConfigSchema.safeParse(raw);
+  if (!result.success) {
+    const lines = result.error.issues.map((issue) => `--${kebab(issue.path.join('.'))}: ${issue.message}`);
+    throw new Error(`invalid configuration: ${lines.join('; ')}`);
+  }
+  return result.data;
+}
+
+export function kebab(name: string): string {
+  return name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+}

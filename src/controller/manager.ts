@@ -1,0 +1,251 @@
+// Wires the controller: four list/watch caches (every replica keeps them warm), two work queues
+// that only the leader drains, the event → key mapping, periodic resync, and leader election.
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { Registry } from 'prom-client';
+import { type Config, controllerUsername } from '../config.ts';
+import { FLAVOR_CLASS_PLURAL, FLAVORED_TOKEN_PLURAL, GROUP, VERSION } from '../flavor/resources.ts';
+import { EventRecorder } from '../kube/events.ts';
+import { CachedKeyRing, loadKeyRing } from '../kube/keyring-store.ts';
+import { LeaderElector } from '../kube/leader.ts';
+import { ListWatch, type RestartReason } from '../kube/listwatch.ts';
+import { type TrimmedNode, trimNode } from '../kube/node-writes.ts';
+import { type CsrObject, decideCsr, type StoredToken } from '../kube/token-writes.ts';
+import type { Caches, ControllerContext } from './context.ts';
+import { controllerMetrics } from './metrics.ts';
+import { reconcileNode } from './nodes.ts';
+import { WorkQueue } from './queue.ts';
+import { csrTokenId, Indexes, type StoredFlavorClass, trimCsr } from './state.ts';
+import { reconcileToken } from './tokens.ts';
+
+const KUBELET_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
+const CSR_KEY_PREFIX = 'csr/';
+
+export interface ControllerHandle {
+  /** Resolves when every cache has its first full list. */
+  synced: Promise<void>;
+  isLeader: () => boolean;
+  /** Resolves when both queues are empty (tests, benchmarks). */
+  idle: () => Promise<void>;
+  caches: Caches;
+  stop: () => Promise<void>;
+}
+
+export function startController(options: {
+  kubeConfig: KubeConfig;
+  config: Config;
+  registry: Registry;
+  log: Logger;
+  identity?: string;
+}): ControllerHandle {
+  const { kubeConfig, config, log } = options;
+  const metrics = controllerMetrics(options.registry);
+  const indexes = new Indexes();
+  const identity = options.identity ?? `${hostname()}-${randomBytes(4).toString('hex')}`;
+  const restart = (resource: string) => (reason: RestartReason, error?: Error) => {
+    metrics.watchRestarts.inc({ resource, reason });
+    if (reason === 'error' || reason === 'stalled')
+      log.warn({ resource, reason, err: error?.message }, 'watch restarted');
+  };
+
+  // Queues first: cache handlers only enqueue keys.
+  let ctx: ControllerContext;
+  const nodeQueue = new WorkQueue({
+    name: 'nodes',
+    concurrency: config.workers,
+    reconcile: (key) => reconcileNode(ctx, key),
+    onError: (key, error, attempt) =>
+      log.warn({ node: key, attempt, err: error.message }, 'node reconcile failed; retrying'),
+    onDepthChange: (depth) => metrics.queueDepth.set({ queue: 'nodes' }, depth),
+    onRetry: () => metrics.retries.inc({ queue: 'nodes' }),
+  });
+  const tokenQueue = new WorkQueue({
+    name: 'tokens',
+    concurrency: config.workers,
+    reconcile: (key) =>
+      key.startsWith(CSR_KEY_PREFIX)
+        ? reconcileOrphanCsr(key.slice(CSR_KEY_PREFIX.length))
+        : reconcileToken(ctx, key),
+    onError: (key, error, attempt) =>
+      log.warn({ token: key, attempt, err: error.message }, 'token reconcile failed; retrying'),
+    onDepthChange: (depth) => metrics.queueDepth.set({ queue: 'tokens' }, depth),
+    onRetry: () => metrics.retries.inc({ queue: 'tokens' }),
+  });
+
+  const nodes = new ListWatch<TrimmedNode>({
+    kubeConfig,
+    path: '/api/v1/nodes',
+    transform: trimNode,
+    onEvent: (type, node) => {
+      if (type !== 'DELETED') nodeQueue.add(node.metadata.name);
+    },
+    onRestart: restart('nodes'),
+  });
+  const csrs = new ListWatch<CsrObject>({
+    kubeConfig,
+    path: '/apis/certificates.k8s.io/v1/certificatesigningrequests',
+    fieldSelector: `spec.signerName=${KUBELET_SIGNER}`,
+    transform: trimCsr,
+    onEvent: (type, csr) => {
+      indexes.onCsr(csr, type === 'DELETED');
+      if (type === 'DELETED') return;
+      const tokenId = csrTokenId(csr);
+      if (!tokenId) return;
+      const tokenName = indexes.tokenNameById.get(tokenId);
+      tokenQueue.add(tokenName ?? `${CSR_KEY_PREFIX}${csr.metadata.name}`);
+    },
+    onRestart: restart('certificatesigningrequests'),
+  });
+  const tokens = new ListWatch<StoredToken>({
+    kubeConfig,
+    path: `/apis/${GROUP}/${VERSION}/${FLAVORED_TOKEN_PLURAL}`,
+    onEvent: (type, token, previous) => {
+      indexes.onToken(type === 'DELETED' ? undefined : token, previous);
+      tokenQueue.add(token.metadata.name);
+      const affected = new Set(
+        [...(previous?.status?.bindings ?? []), ...(token.status?.bindings ?? [])].map((b) => b.nodeName),
+      );
+      for (const nodeName of affected) nodeQueue.add(nodeName);
+    },
+    onRestart: restart('flavoredtokens'),
+  });
+  const classes = new ListWatch<StoredFlavorClass>({
+    kubeConfig,
+    path: `/apis/${GROUP}/${VERSION}/${FLAVOR_CLASS_PLURAL}`,
+    onEvent: (_type, flavorClass) => {
+      // A class edit (or a new class naming new protected keys) can change any node's verdict.
+      for (const token of tokens.list()) {
+        if (token.spec.flavorClassName !== flavorClass.metadata.name) continue;
+        for (const binding of token.status?.bindings ?? []) nodeQueue.add(binding.nodeName);
+      }
+    },
+    onRestart: restart('flavorclasses'),
+  });
+  const caches: Caches = { nodes, csrs, tokens, classes };
+
+  const keyRing = new CachedKeyRing(
+    () =>
+      loadKeyRing(kubeConfig, { namespace: config.namespace, name: config.keySecret, createIfMissing: true }),
+    30_000,
+    (error) => log.warn({ err: error.message }, 'could not refresh the HMAC key ring; keeping the last one'),
+  );
+
+  const approveCsr = async (csrName: string, approve: boolean, reason: string, message: string) => {
+    const csr = csrs.get(csrName);
+    if (!csr || csr.status?.conditions?.some((c) => c.type === 'Approved' || c.type === 'Denied')) return;
+    await decideCsr(kubeConfig, csr, approve, reason, message);
+  };
+
+  ctx = {
+    kubeConfig,
+    config,
+    caches,
+    indexes,
+    metrics,
+    events: new EventRecorder(kubeConfig, { component: 'nodeflavor-controller' }),
+    log,
+    keyRing: () => keyRing.get(),
+    now: () => new Date(),
+    enqueueNode: (name) => nodeQueue.add(name),
+    requeueNode: (name, afterMs) => nodeQueue.addAfter(name, afterMs),
+    requeueToken: (name, afterMs) => tokenQueue.addAfter(name, Math.min(afterMs, 2 ** 31 - 1)),
+    approveCsr,
+  };
+
+  /** A CSR made with a bootstrap token we have no FlavoredToken for. */
+  async function reconcileOrphanCsr(csrName: string): Promise<void> {
+    const csr = csrs.get(csrName);
+    if (!csr) return;
+    const tokenId = csrTokenId(csr);
+    const tokenName = tokenId ? indexes.tokenNameById.get(tokenId) : undefined;
+    if (tokenName) {
+      tokenQueue.add(tokenName);
+      return;
+    }
+    const facts = await indexes.csrFacts(csr);
+    if (facts.subject.ok) {
+      indexes.setRejection(facts.subject.nodeName, csrName, {
+        reason: 'UnknownToken',
+        message: `CSR ${csrName} was made with a bootstrap token nodeflavor did not issue`,
+      });
+      nodeQueue.add(facts.subject.nodeName);
+    }
+    if (config.csrApprover)
+      await approveCsr(csrName, false, 'UnknownToken', 'the bootstrap token was not issued by nodeflavor');
+  }
+
+  const enqueueAll = () => {
+    for (const name of tokens.keys()) tokenQueue.add(name);
+    for (const name of nodes.keys()) nodeQueue.add(name);
+  };
+  const resyncTimer = setInterval(enqueueAll, config.resync);
+  resyncTimer.unref();
+
+  // Tokens first: bindings must be known before nodes are judged (a node's grace period covers
+  // the rest), so the node queue starts once the token queue has drained after a takeover.
+  const startWorking = async () => {
+    metrics.isLeader.set(1);
+    log.info({ identity }, 'leading: reconciling');
+    enqueueAll();
+    tokenQueue.start();
+    await tokenQueue.whenIdle();
+    nodeQueue.start();
+  };
+  const stopWorking = () => {
+    metrics.isLeader.set(0);
+    tokenQueue.stop();
+    nodeQueue.stop();
+  };
+
+  const synced = Promise.all([classes.start(), tokens.start(), csrs.start(), nodes.start()]).then(() => {
+    log.info(
+      { nodes: nodes.size, tokens: tokens.size, csrs: csrs.size, classes: classes.size },
+      'caches synced',
+    );
+  });
+  let elector: LeaderElector | undefined;
+  let leading = false;
+  void synced.then(() => {
+    if (!config.leaderElect) {
+      leading = true;
+      void startWorking();
+      return;
+    }
+    elector = new LeaderElector({
+      kubeConfig,
+      namespace: config.namespace,
+      name: config.leaderElectionId,
+      identity,
+      onStartedLeading: () => {
+        leading = true;
+        void startWorking();
+      },
+      onStoppedLeading: () => {
+        leading = false;
+        log.warn({ identity }, 'lost leadership: stopped reconciling');
+        stopWorking();
+      },
+      onError: (error) => log.warn({ err: error.message }, 'leader election'),
+    });
+    elector.start();
+  });
+  log.info({ identity, controller: controllerUsername(config) }, 'controller starting');
+
+  return {
+    synced,
+    caches,
+    isLeader: () => leading,
+    idle: async () => {
+      await tokenQueue.whenIdle();
+      await nodeQueue.whenIdle();
+    },
+    stop: async () => {
+      clearInterval(resyncTimer);
+      stopWorking();
+      await elector?.stop();
+      for (const cache of [nodes, csrs, tokens, classes]) cache.stop();
+    },
+  };
+}

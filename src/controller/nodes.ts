@@ -1,0 +1,171 @@
+// Node reconciler (key: the Node's name). Gathers the node's bindings, rejected claims, the
+// FlavorClasses and the key ring; asks decideNode for a verdict; carries it out: record the
+// verification on the token (the durable proof a node cannot touch), then write the Node.
+import { isProtectedKey, protectedKeysFromFlavorClasses } from '../flavor/admission.ts';
+import type { FlavorClassSpec } from '../flavor/resources.ts';
+import {
+  type BoundToken,
+  decideNode,
+  desiredNodeState,
+  isManaged,
+  type ManagedKeys,
+  nodeMatches,
+  VERIFIED_ANNOTATION,
+} from '../flavor/verdict.ts';
+import { KubeError } from '../kube/kube-error.ts';
+import { type TrimmedNode, writeNodeState } from '../kube/node-writes.ts';
+import type { ControllerContext } from './context.ts';
+import { boundTokensFor, nodeFacts } from './state.ts';
+import { updateTokenStatus } from './token-status.ts';
+import { rfc3339 } from './tokens.ts';
+
+export function flavorClassMap(ctx: ControllerContext): Map<string, FlavorClassSpec> {
+  return new Map(ctx.caches.classes.list().map((c) => [c.metadata.name, c.spec ?? {}]));
+}
+
+export function managedKeys(classes: Iterable<FlavorClassSpec>): ManagedKeys {
+  const keys = protectedKeysFromFlavorClasses([...classes]);
+  return {
+    isProtectedLabel: (k) => isProtectedKey('label', k, keys),
+    isProtectedAnnotation: (k) => isProtectedKey('annotation', k, keys),
+    isProtectedTaint: (k) => isProtectedKey('taint', k, keys),
+  };
+}
+
+function verificationAnnotation(bound: BoundToken, verifiedAt: string): string {
+  return JSON.stringify({
+    tokenID: bound.token.tokenId,
+    flavorClass: bound.token.flavorClassName,
+    verifiedAt,
+  });
+}
+
+/** Records nodeUID (and verifiedAt when verifying) in the token's binding for this node. */
+async function recordOnBinding(
+  ctx: ControllerContext,
+  bound: BoundToken,
+  uid: string,
+  verifiedAt?: string,
+): Promise<string | undefined> {
+  let recorded: string | undefined;
+  await updateTokenStatus(ctx, bound.token.name, async (token) => {
+    const bindings = token.status?.bindings ?? [];
+    const index = bindings.findIndex((b) => b.nodeName === bound.binding.nodeName);
+    const current = bindings[index];
+    if (!current) return undefined;
+    if (current.nodeUID && current.nodeUID !== uid)
+      throw new Error(`binding of ${current.nodeName} holds another node UID`);
+    const next = { ...current, nodeUID: uid };
+    if (verifiedAt && !current.verifiedAt) next.verifiedAt = verifiedAt;
+    recorded = next.verifiedAt;
+    const updated = [...bindings];
+    updated[index] = next;
+    return { ...token.status, bindings: updated };
+  });
+  return recorded;
+}
+
+/**
+ * Writes the Node; a 409 means our cache was behind a newer version (the kubelet's own status
+ * writes race us right after registration): the watch brings the newer one and we decide again.
+ */
+async function write(
+  ctx: ControllerContext,
+  node: TrimmedNode,
+  desired: Parameters<typeof writeNodeState>[2],
+): Promise<boolean> {
+  try {
+    await writeNodeState(ctx.kubeConfig, node, desired);
+    return true;
+  } catch (error) {
+    if (error instanceof KubeError && error.status === 409) {
+      ctx.requeueNode(node.metadata.name, 50);
+      return false;
+    }
+    throw error;
+  }
+}
+
+export async function reconcileNode(ctx: ControllerContext, name: string): Promise<void> {
+  const node = ctx.caches.nodes.get(name);
+  if (!node || node.metadata.deletionTimestamp) return;
+  const facts = nodeFacts(node);
+  const classes = flavorClassMap(ctx);
+  const keys = managedKeys(classes.values());
+  const now = ctx.now();
+  const verdict = decideNode({
+    node: facts,
+    bindings: boundTokensFor(name, ctx.indexes, (n) => ctx.caches.tokens.get(n)),
+    rejectedClaims: ctx.indexes.rejectionsFor(name),
+    flavorClasses: classes,
+    keyRing: await ctx.keyRing(),
+    now,
+    bindingGraceMs: ctx.config.bindingGrace,
+  });
+  const involved = { apiVersion: 'v1', kind: 'Node', name, uid: facts.uid };
+
+  switch (verdict.kind) {
+    case 'unmanaged':
+      return;
+    case 'wait':
+      ctx.requeueNode(name, verdict.retryAfterMs);
+      return;
+    case 'verify':
+    case 'flavored': {
+      const verifiedAt =
+        (await recordOnBinding(
+          ctx,
+          verdict.bound,
+          facts.uid,
+          verdict.kind === 'verify' ? rfc3339(now) : undefined,
+        )) ??
+        verdict.bound.binding.verifiedAt ??
+        rfc3339(now);
+      const desired = desiredNodeState(
+        facts,
+        { flavorClass: verdict.flavorClass, annotation: verificationAnnotation(verdict.bound, verifiedAt) },
+        keys,
+      );
+      if (nodeMatches(facts, desired)) return;
+      const firstTime = !Object.hasOwn(facts.annotations, VERIFIED_ANNOTATION);
+      if (!(await write(ctx, node, desired))) return;
+      if (verdict.kind === 'verify' || firstTime) {
+        ctx.metrics.verifications.inc({ result: 'verified', reason: 'Verified' });
+        ctx.metrics.joinToFlavored.observe((Date.now() - facts.createdAt.getTime()) / 1000);
+        await ctx.events.record(
+          involved,
+          'Normal',
+          'Verified',
+          `flavor ${verdict.bound.token.flavorClassName} applied (token ${verdict.bound.token.tokenId})`,
+        );
+      } else {
+        await ctx.events.record(
+          involved,
+          'Normal',
+          'FlavorRestored',
+          'trusted labels, annotations or taints had drifted and were restored',
+        );
+      }
+      return;
+    }
+    case 'unflavored': {
+      const bound = boundTokensFor(name, ctx.indexes, (n) => ctx.caches.tokens.get(n));
+      const own = bound.length === 1 ? bound[0] : undefined;
+      if (own && !own.binding.nodeUID) await recordOnBinding(ctx, own, facts.uid);
+      if (
+        !isManaged(facts, new Set([...classes.values()].flatMap((c) => Object.keys(c.labels ?? {})))) &&
+        bound.length === 0
+      ) {
+        return;
+      }
+      const desired = desiredNodeState(facts, undefined, keys);
+      const changed = !nodeMatches(facts, desired);
+      if (changed && !(await write(ctx, node, desired))) return;
+      if (changed || !ctx.indexes.reported(facts.uid, verdict.failure.reason)) {
+        ctx.metrics.verifications.inc({ result: 'rejected', reason: verdict.failure.reason });
+        await ctx.events.record(involved, 'Warning', verdict.failure.reason, verdict.failure.message);
+      }
+      return;
+    }
+  }
+}

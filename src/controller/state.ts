@@ -1,0 +1,204 @@
+// The gatherer: caches of Nodes (trimmed), kubelet client CSRs, FlavoredTokens and
+// FlavorClasses, plus the indexes the reconcilers need to stay O(1) per key at thousands of
+// nodes (token ID → token, token ID → CSRs, node name → tokens that bound it).
+import { parseKubeletCsr } from '../flavor/csr.ts';
+import type { KeyRing } from '../flavor/keyring.ts';
+import type { FlavorClassSpec, TokenBinding } from '../flavor/resources.ts';
+import { TOKEN_ID_LABEL, tokenExpiry } from '../flavor/resources.ts';
+import type { BoundToken, CsrFacts, Failure, NodeFacts, TokenFacts } from '../flavor/verdict.ts';
+import type { TrimmedNode } from '../kube/node-writes.ts';
+import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
+
+export interface StoredFlavorClass {
+  metadata: { name: string; resourceVersion?: string; generation?: number };
+  spec?: FlavorClassSpec;
+}
+
+/** A many-to-many index: key → set of member names. */
+export class SetIndex {
+  private readonly map = new Map<string, Set<string>>();
+  add(key: string, member: string): void {
+    let set = this.map.get(key);
+    if (!set) {
+      set = new Set();
+      this.map.set(key, set);
+    }
+    set.add(member);
+  }
+  remove(key: string, member: string): void {
+    const set = this.map.get(key);
+    if (!set) return;
+    set.delete(member);
+    if (set.size === 0) this.map.delete(key);
+  }
+  get(key: string): string[] {
+    return [...(this.map.get(key) ?? [])];
+  }
+}
+
+export function tokenIdOf(token: StoredToken): string | undefined {
+  return token.metadata.labels?.[TOKEN_ID_LABEL] ?? token.status?.tokenID;
+}
+
+export function tokenExpiresAt(token: StoredToken): Date {
+  if (token.status?.expiresAt) return new Date(token.status.expiresAt);
+  const spec = token.spec as { ttl?: string; expiresAt?: string };
+  return tokenExpiry(spec, new Date(token.metadata.creationTimestamp));
+}
+
+export function tokenFacts(token: StoredToken): TokenFacts {
+  const spec = token.spec as {
+    flavorClassName: string;
+    maxUses?: number;
+    nodeName?: string;
+    nodeNamePattern?: string;
+    revoked?: boolean;
+    revocationPolicy?: string;
+  };
+  return {
+    name: token.metadata.name,
+    tokenId: tokenIdOf(token) ?? '',
+    flavorClassName: spec.flavorClassName,
+    maxUses: spec.maxUses ?? 1,
+    nodeName: spec.nodeName,
+    nodeNamePattern: spec.nodeNamePattern,
+    expiresAt: tokenExpiresAt(token),
+    revoked: spec.revoked === true,
+    deleting: token.metadata.deletionTimestamp !== undefined,
+    stripNodesOnRevoke: spec.revocationPolicy === 'StripNodes',
+    bindings: token.status?.bindings ?? [],
+  };
+}
+
+export function nodeFacts(node: TrimmedNode): NodeFacts {
+  return {
+    name: node.metadata.name,
+    uid: node.metadata.uid,
+    createdAt: new Date(node.metadata.creationTimestamp),
+    labels: node.metadata.labels ?? {},
+    annotations: node.metadata.annotations ?? {},
+    taints: node.spec.taints ?? [],
+  };
+}
+
+const BOOTSTRAP_USER = /^system:bootstrap:([a-z0-9]{6})$/;
+
+export function csrTokenId(csr: CsrObject): string | undefined {
+  return BOOTSTRAP_USER.exec(csr.spec.username ?? '')?.[1];
+}
+
+/** Keeps what the binding needs of a CSR (the request itself is small: one key and a name). */
+export function trimCsr(raw: unknown): CsrObject {
+  const csr = raw as CsrObject;
+  return {
+    metadata: {
+      name: csr.metadata.name,
+      uid: csr.metadata.uid,
+      resourceVersion: csr.metadata.resourceVersion,
+      creationTimestamp: csr.metadata.creationTimestamp,
+    },
+    spec: {
+      username: csr.spec?.username,
+      signerName: csr.spec?.signerName,
+      request: csr.spec?.request,
+      groups: csr.spec?.groups,
+    },
+    status: csr.status?.conditions ? { conditions: csr.status.conditions } : {},
+  };
+}
+
+export class Indexes {
+  readonly tokenNameById = new Map<string, string>();
+  readonly csrsByTokenId = new SetIndex();
+  readonly tokensByNodeName = new SetIndex();
+  /** Why CSRs naming a node were not bound (in memory; rebuilt as tokens are reconciled). */
+  readonly rejections = new Map<string, Map<string, Failure>>();
+  private readonly subjects = new Map<string, Promise<CsrFacts['subject']>>();
+
+  onToken(token: StoredToken | undefined, previous: StoredToken | undefined): void {
+    if (previous) {
+      const id = tokenIdOf(previous);
+      if (id && this.tokenNameById.get(id) === previous.metadata.name) this.tokenNameById.delete(id);
+      for (const binding of previous.status?.bindings ?? [])
+        this.tokensByNodeName.remove(binding.nodeName, previous.metadata.name);
+    }
+    if (token) {
+      const id = tokenIdOf(token);
+      if (id) this.tokenNameById.set(id, token.metadata.name);
+      for (const binding of token.status?.bindings ?? [])
+        this.tokensByNodeName.add(binding.nodeName, token.metadata.name);
+    }
+  }
+
+  onCsr(csr: CsrObject, deleted: boolean): void {
+    const id = csrTokenId(csr);
+    if (!id) return;
+    if (deleted) {
+      this.csrsByTokenId.remove(id, csr.metadata.name);
+      this.subjects.delete(csr.metadata.uid);
+    } else {
+      this.csrsByTokenId.add(id, csr.metadata.name);
+    }
+  }
+
+  /** The CSR's parsed subject, parsed once per CSR UID (CSR specs are immutable). */
+  csrFacts(csr: CsrObject): Promise<CsrFacts> {
+    let subject = this.subjects.get(csr.metadata.uid);
+    if (!subject) {
+      subject = parseKubeletCsr(csr.spec.request ?? '').then((parsed) =>
+        parsed.ok
+          ? { ok: true as const, nodeName: parsed.nodeName, organizations: parsed.organizations }
+          : parsed,
+      );
+      this.subjects.set(csr.metadata.uid, subject);
+    }
+    return subject.then((s) => ({
+      name: csr.metadata.name,
+      createdAt: new Date(csr.metadata.creationTimestamp),
+      subject: s,
+    }));
+  }
+
+  setRejection(nodeName: string, csrName: string, failure: Failure | undefined): void {
+    let byCsr = this.rejections.get(nodeName);
+    if (!failure) {
+      byCsr?.delete(csrName);
+      if (byCsr?.size === 0) this.rejections.delete(nodeName);
+      return;
+    }
+    if (!byCsr) {
+      byCsr = new Map();
+      this.rejections.set(nodeName, byCsr);
+    }
+    byCsr.set(csrName, failure);
+  }
+
+  private readonly lastReported = new Map<string, string>();
+
+  /** True if this reason was already reported for this node UID; records it otherwise. */
+  reported(nodeUid: string, reason: string): boolean {
+    if (this.lastReported.get(nodeUid) === reason) return true;
+    this.lastReported.set(nodeUid, reason);
+    return false;
+  }
+
+  rejectionsFor(nodeName: string): Failure[] {
+    return [...(this.rejections.get(nodeName)?.values() ?? [])].reverse();
+  }
+}
+
+export function boundTokensFor(
+  nodeName: string,
+  indexes: Indexes,
+  getToken: (name: string) => StoredToken | undefined,
+): BoundToken[] {
+  const bound: BoundToken[] = [];
+  for (const tokenName of indexes.tokensByNodeName.get(nodeName)) {
+    const token = getToken(tokenName);
+    const binding = token?.status?.bindings?.find((b: TokenBinding) => b.nodeName === nodeName);
+    if (token && binding) bound.push({ token: tokenFacts(token), binding });
+  }
+  return bound;
+}
+
+export type KeyRingSource = () => Promise<KeyRing>;

@@ -1,0 +1,183 @@
+// FlavoredToken reconciler (key: the FlavoredToken's name). Binds the token's kubelet CSRs to
+// node names (oldest first, so the first node to ask gets a single-use token), keeps uses and
+// conditions true, deletes the bootstrap Secret the moment the token is consumed, expired or
+// revoked, and runs revocation before a deleted token goes (finalizer).
+import type { Condition, FlavoredTokenStatus, TokenBinding } from '../flavor/resources.ts';
+import { decideBinding, type Failure } from '../flavor/verdict.ts';
+import { deleteBootstrapSecret, type StoredToken, setFinalizer } from '../kube/token-writes.ts';
+import type { ControllerContext } from './context.ts';
+import { tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
+import { updateTokenStatus } from './token-status.ts';
+
+const KUBELET_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
+
+export function setCondition(
+  conditions: Condition[],
+  next: Omit<Condition, 'lastTransitionTime'>,
+  now: Date,
+): Condition[] {
+  const existing = conditions.find((c) => c.type === next.type);
+  const lastTransitionTime =
+    existing && existing.status === next.status
+      ? existing.lastTransitionTime
+      : now.toISOString().replace(/\.\d{3}Z$/, 'Z');
+  return [...conditions.filter((c) => c.type !== next.type), { ...next, lastTransitionTime } as Condition];
+}
+
+interface BindingOutcome {
+  status: FlavoredTokenStatus;
+  bound: TokenBinding[];
+  rejected: { csrName: string; nodeName?: string; failure: Failure }[];
+  consumed: boolean;
+  expired: boolean;
+  revoked: boolean;
+}
+
+/** Pure given its inputs: the status the token should have after judging its CSRs. */
+async function judge(ctx: ControllerContext, token: StoredToken, now: Date): Promise<BindingOutcome> {
+  const facts = tokenFacts(token);
+  const tokenId = facts.tokenId;
+  const bindings = [...facts.bindings];
+  const bound: TokenBinding[] = [];
+  const rejected: BindingOutcome['rejected'] = [];
+  const csrs = ctx.indexes.csrsByTokenId
+    .get(tokenId)
+    .map((name) => ctx.caches.csrs.get(name))
+    .filter((csr) => csr !== undefined && csr.spec.signerName === KUBELET_SIGNER)
+    .sort((a, b) => (a?.metadata.creationTimestamp ?? '').localeCompare(b?.metadata.creationTimestamp ?? ''));
+  for (const csr of csrs) {
+    if (!csr) continue;
+    const csrFacts = await ctx.indexes.csrFacts(csr);
+    const decision = decideBinding(csrFacts, { ...facts, bindings });
+    if (decision.kind === 'bind') {
+      const binding: TokenBinding = {
+        nodeName: decision.nodeName,
+        csrName: csr.metadata.name,
+        boundAt: rfc3339(now),
+      };
+      bindings.push(binding);
+      bound.push(binding);
+    } else if (decision.kind === 'reject') {
+      rejected.push({ csrName: csr.metadata.name, nodeName: decision.nodeName, failure: decision.failure });
+    }
+  }
+  const expiresAt = tokenExpiresAt(token);
+  const expired = now.getTime() >= expiresAt.getTime();
+  const revoked = facts.revoked || facts.deleting;
+  const consumed = facts.maxUses > 0 && bindings.length >= facts.maxUses;
+  const generation = token.metadata.generation;
+  let conditions = token.status?.conditions ?? [];
+  const flag = (type: string, on: boolean, reason: string, message: string) => {
+    conditions = setCondition(
+      conditions,
+      {
+        type,
+        status: on ? 'True' : 'False',
+        reason: on ? reason : `Not${reason}`,
+        message: on ? message : '',
+        observedGeneration: generation,
+      },
+      now,
+    );
+  };
+  flag('Consumed', consumed, 'Consumed', `all ${facts.maxUses} uses are bound`);
+  flag('Expired', expired, 'Expired', `expired at ${expiresAt.toISOString()}`);
+  flag('Revoked', revoked, 'Revoked', 'the token was revoked');
+  const ready = !consumed && !expired && !revoked;
+  conditions = setCondition(
+    conditions,
+    {
+      type: 'Ready',
+      status: ready ? 'True' : 'False',
+      reason: ready ? 'Usable' : consumed ? 'Consumed' : expired ? 'Expired' : 'Revoked',
+      message: ready ? 'nodes may join with this token' : 'no further node can join with this token',
+      observedGeneration: generation,
+    },
+    now,
+  );
+  const status: FlavoredTokenStatus = {
+    ...token.status,
+    tokenID: tokenId,
+    expiresAt: rfc3339(expiresAt),
+    uses: bindings.length,
+    bindings,
+    conditions,
+    observedGeneration: generation,
+  };
+  return { status, bound, rejected, consumed, expired, revoked };
+}
+
+export function rfc3339(date: Date): string {
+  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+export async function reconcileToken(ctx: ControllerContext, name: string): Promise<void> {
+  const cached = ctx.caches.tokens.get(name);
+  if (!cached) return;
+  const tokenId = tokenIdOf(cached);
+  const involved = { apiVersion: cached.apiVersion, kind: 'FlavoredToken', name, uid: cached.metadata.uid };
+
+  if (cached.metadata.deletionTimestamp) {
+    // Deleting revokes: the bootstrap Secret goes first, then our finalizer.
+    if (tokenId) await deleteBootstrapSecret(ctx.kubeConfig, tokenId);
+    for (const binding of cached.status?.bindings ?? []) ctx.enqueueNode(binding.nodeName);
+    await setFinalizer(ctx.kubeConfig, cached, false);
+    return;
+  }
+  if (!tokenId) {
+    ctx.log.warn({ token: name }, 'FlavoredToken has no token ID label; it was not made by the issuer');
+    return;
+  }
+  if (!cached.metadata.finalizers?.includes('nodeflavor.io/revoke'))
+    await setFinalizer(ctx.kubeConfig, cached, true);
+
+  const now = ctx.now();
+  let outcome: BindingOutcome | undefined;
+  await updateTokenStatus(ctx, name, async (fresh) => {
+    outcome = await judge(ctx, fresh, now);
+    return outcome.status;
+  });
+  if (!outcome) return;
+
+  for (const binding of outcome.bound) {
+    ctx.metrics.bindings.inc({ result: 'bound', reason: 'Bound' });
+    ctx.indexes.setRejection(binding.nodeName, binding.csrName, undefined);
+    await ctx.events.record(
+      involved,
+      'Normal',
+      'Bound',
+      `token ${tokenId} bound to node ${binding.nodeName} (CSR ${binding.csrName})`,
+    );
+    if (ctx.config.csrApprover)
+      await ctx.approveCsr(binding.csrName, true, 'NodeflavorBound', `bound to token ${tokenId}`);
+    ctx.enqueueNode(binding.nodeName);
+  }
+  for (const rejection of outcome.rejected) {
+    if (rejection.nodeName) {
+      const known = ctx.indexes
+        .rejectionsFor(rejection.nodeName)
+        .some((f) => f.reason === rejection.failure.reason);
+      ctx.indexes.setRejection(rejection.nodeName, rejection.csrName, rejection.failure);
+      if (!known) ctx.metrics.bindings.inc({ result: 'rejected', reason: rejection.failure.reason });
+      ctx.enqueueNode(rejection.nodeName);
+    }
+    await ctx.events.record(involved, 'Warning', rejection.failure.reason, rejection.failure.message);
+    if (ctx.config.csrApprover)
+      await ctx.approveCsr(rejection.csrName, false, rejection.failure.reason, rejection.failure.message);
+  }
+  if (outcome.consumed || outcome.expired || outcome.revoked) {
+    if (await deleteBootstrapSecret(ctx.kubeConfig, tokenId)) {
+      const why = outcome.revoked ? 'revoked' : outcome.consumed ? 'consumed' : 'expired';
+      await ctx.events.record(
+        involved,
+        'Normal',
+        'BootstrapTokenDeleted',
+        `bootstrap token ${tokenId} deleted: ${why}`,
+      );
+    }
+  }
+  if (outcome.revoked) for (const binding of outcome.status.bindings ?? []) ctx.enqueueNode(binding.nodeName);
+  if (!outcome.expired) {
+    ctx.requeueToken(name, tokenExpiresAt(cached).getTime() - now.getTime() + 1000);
+  }
+}

@@ -1,0 +1,54 @@
+// The operations endpoint of `nodeflavor run`: /metrics (Prometheus), /healthz (the process is
+// alive and its event loop turns), /readyz (every enabled part is ready). Plain HTTP on its own
+// port, as kubelet probes and Prometheus scrapes expect.
+import { createServer, type Server } from 'node:http';
+import type { Registry } from 'prom-client';
+
+export interface ReadinessCheck {
+  name: string;
+  ready: () => boolean;
+}
+
+export function startOpsServer(options: {
+  host: string;
+  port: number;
+  registry: Registry;
+  checks: ReadinessCheck[];
+}): Promise<Server> {
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method !== 'GET') {
+      res.writeHead(405, { Allow: 'GET' }).end();
+      return;
+    }
+    if (path === '/healthz' || path === '/livez') {
+      res.writeHead(200, { 'Content-Type': 'text/plain' }).end('ok\n');
+      return;
+    }
+    if (path === '/readyz') {
+      const failing = options.checks.filter((check) => !check.ready()).map((check) => check.name);
+      res
+        .writeHead(failing.length === 0 ? 200 : 503, { 'Content-Type': 'text/plain' })
+        .end(failing.length === 0 ? 'ok\n' : `not ready: ${failing.join(', ')}\n`);
+      return;
+    }
+    if (path === '/metrics') {
+      options.registry.metrics().then(
+        (text) => res.writeHead(200, { 'Content-Type': options.registry.contentType }).end(text),
+        () => res.writeHead(500).end('metrics unavailable\n'),
+      );
+      return;
+    }
+    res.writeHead(404, { 'Content-Type': 'text/plain' }).end('not found\n');
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host || undefined, () => resolve(server));
+  });
+}
+
+/** Splits "host:port" / ":port" / "[::1]:port". */
+export function splitAddress(address: string): { host: string; port: number } {
+  const at = address.lastIndexOf(':');
+  return { host: address.slice(0, at).replace(/^\[|\]$/g, ''), port: Number(address.slice(at + 1)) };
+}

@@ -1,0 +1,142 @@
+// nodeflavor-specific e2e helpers: install the CRDs, create FlavorClasses, issue tokens with the
+// real issuance library, run the operator as a real subprocess (so it can be SIGKILLed).
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  ApiextensionsV1Api,
+  type CoreV1Api,
+  CustomObjectsApi,
+  type KubeConfig,
+} from '@kubernetes/client-node';
+import { parse } from 'yaml';
+import { loadKeyRing } from '../../../src/kube/keyring-store.ts';
+import { KubeTokenStore } from '../../../src/kube/tokens.ts';
+import { IssuanceSettingsSchema } from '../../../src/tokenissuer/config.ts';
+import { type IssuedToken, issueToken } from '../../../src/tokenissuer/issue.ts';
+import { applyObjects } from '../cluster/apply.ts';
+import { ManagedProcess } from '../cluster/process.ts';
+import { parseJoinConfiguration } from '../kubelet-sim/join-config.ts';
+import { SimulatedKubelet } from '../kubelet-sim/kubelet.ts';
+import type { E2EEnvironment } from './environment.ts';
+import { waitFor } from './wait.ts';
+
+export const OPERATOR_NAMESPACE = 'nodeflavor';
+const repoRoot = join(import.meta.dirname, '..', '..', '..');
+
+export async function installCrds(env: E2EEnvironment): Promise<void> {
+  const dir = join(repoRoot, 'deploy', 'crds');
+  const crds = readdirSync(dir)
+    .filter((f) => f.endsWith('.yaml'))
+    .map((f) => parse(readFileSync(join(dir, f), 'utf8')) as { metadata: { name: string } });
+  await applyObjects(env.kubeconfigPath, crds);
+  const api = env.kubeConfig.makeApiClient(ApiextensionsV1Api);
+  for (const crd of crds) {
+    await waitFor(
+      async () => {
+        const current = await api.readCustomResourceDefinition({ name: crd.metadata.name });
+        return current.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True');
+      },
+      { what: `CRD ${crd.metadata.name} to be Established`, timeoutMs: 30_000 },
+    );
+  }
+}
+
+export async function ensureNamespace(env: E2EEnvironment, name: string): Promise<void> {
+  await applyObjects(env.kubeconfigPath, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name } }]);
+}
+
+export interface FlavorClassSpecInput {
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  taints?: { key: string; value?: string; effect: string }[];
+  description?: string;
+}
+
+export async function applyFlavorClass(
+  env: E2EEnvironment,
+  name: string,
+  spec: FlavorClassSpecInput,
+): Promise<void> {
+  await applyObjects(env.kubeconfigPath, [
+    { apiVersion: 'nodeflavor.io/v1alpha1', kind: 'FlavorClass', metadata: { name }, spec },
+  ]);
+}
+
+export function customObjects(kubeConfig: KubeConfig): CustomObjectsApi {
+  return kubeConfig.makeApiClient(CustomObjectsApi);
+}
+
+/** Issues a token through the same library the API and CLI use (as the admin). */
+export async function issue(
+  env: E2EEnvironment,
+  flavor: string,
+  options: {
+    ttl?: string;
+    expiresAt?: string;
+    maxUses?: number;
+    nodeName?: string;
+    nodeNamePattern?: string;
+  } = {},
+): Promise<IssuedToken> {
+  return issueToken(
+    {
+      kube: new KubeTokenStore(env.kubeConfig),
+      keyRing: () =>
+        loadKeyRing(env.kubeConfig, {
+          namespace: OPERATOR_NAMESPACE,
+          name: 'nodeflavor-hmac-keys',
+          createIfMissing: true,
+        }),
+      settings: IssuanceSettingsSchema.parse({ apiServerEndpoint: env.apiServerEndpoint }),
+    },
+    { flavorClassName: flavor, ...options },
+  );
+}
+
+/** Joins a simulated kubelet with issued join material, exactly as a node admin would. */
+export async function joinWith(
+  joinConfiguration: string,
+  nodeName: string,
+  options: { extraLabels?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<SimulatedKubelet> {
+  const kubelet = new SimulatedKubelet(nodeName, parseJoinConfiguration(joinConfiguration), {
+    extraLabels: options.extraLabels,
+    timeoutMs: options.timeoutMs ?? 30_000,
+  });
+  await kubelet.join();
+  return kubelet;
+}
+
+/** `nodeflavor run` as a subprocess (the guard kills it if the test process dies). */
+export function startOperator(
+  env: E2EEnvironment,
+  logPath: string,
+  extraArgs: string[] = [],
+): ManagedProcess {
+  return new ManagedProcess(
+    'nodeflavor',
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      join(repoRoot, 'src', 'cli', 'nodeflavor.ts'),
+      'run',
+      '--kubeconfig',
+      env.kubeconfigPath,
+      '--namespace',
+      OPERATOR_NAMESPACE,
+      '--no-webhook',
+      '--no-issuer',
+      '--metrics-address',
+      '127.0.0.1:0',
+      '--binding-grace',
+      '5s',
+      ...extraArgs,
+    ],
+    logPath,
+  );
+}
+
+export function core(env: E2EEnvironment): CoreV1Api {
+  return env.core;
+}
