@@ -14,6 +14,7 @@ import {
 } from '../flavor/verdict.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import { type TrimmedNode, writeNodeState } from '../kube/node-writes.ts';
+import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
 import { boundTokensFor, nodeFacts } from './state.ts';
 import { updateTokenStatus } from './token-status.ts';
@@ -121,6 +122,7 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
         )) ??
         verdict.bound.binding.verifiedAt ??
         rfc3339(now);
+      if (verdict.kind === 'verify') failpoint('after-verification-recorded');
       const desired = desiredNodeState(
         facts,
         { flavorClass: verdict.flavorClass, annotation: verificationAnnotation(verdict.bound, verifiedAt) },

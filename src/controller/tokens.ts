@@ -5,6 +5,7 @@
 import type { Condition, FlavoredTokenStatus, TokenBinding } from '../flavor/resources.ts';
 import { decideBinding, type Failure } from '../flavor/verdict.ts';
 import { deleteBootstrapSecret, type StoredToken, setFinalizer } from '../kube/token-writes.ts';
+import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
 import { tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
 import { updateTokenStatus } from './token-status.ts';
@@ -138,6 +139,7 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     return outcome.status;
   });
   if (!outcome) return;
+  if (outcome.bound.length > 0) failpoint('after-binding-recorded');
 
   for (const binding of outcome.bound) {
     ctx.metrics.bindings.inc({ result: 'bound', reason: 'Bound' });

@@ -33,10 +33,13 @@ export class ManagedProcess {
 
   readonly name: string;
 
-  constructor(name: string, binary: string, args: string[], logPath: string) {
+  constructor(name: string, binary: string, args: string[], logPath: string, env?: NodeJS.ProcessEnv) {
     this.name = name;
     this.log = createWriteStream(logPath, { flags: 'a' });
-    this.child = spawn('bash', ['-c', GUARD, name, binary, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    this.child = spawn('bash', ['-c', GUARD, name, binary, ...args], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: env ?? process.env,
+    });
     const keep = (chunk: Buffer) => {
       this.log.write(chunk);
       for (const line of chunk.toString('utf8').split('\n')) {

@@ -21,6 +21,8 @@ export interface KubeletOptions {
   timeoutMs?: number;
   /** Extra labels, as if appended to --node-labels. */
   extraLabels?: Record<string, string>;
+  /** Runs after the client certificate is issued and before the Node is created (fault tests). */
+  beforeRegister?: () => Promise<void>;
 }
 
 export interface NodeIdentity {
@@ -70,6 +72,7 @@ export class SimulatedKubelet {
     const { certPem, keyPem } = await this.bootstrapClientCertificate(server, caPem);
     this.identity = { server, caPem, certPem, keyPem };
     this.http = new KubeHttp(server, { ca: caPem, cert: certPem, key: keyPem });
+    await this.options.beforeRegister?.();
     await this.registerNode();
     return this.identity;
   }

@@ -97,11 +97,16 @@ export async function issue(
 export async function joinWith(
   joinConfiguration: string,
   nodeName: string,
-  options: { extraLabels?: Record<string, string>; timeoutMs?: number } = {},
+  options: {
+    extraLabels?: Record<string, string>;
+    timeoutMs?: number;
+    beforeRegister?: () => Promise<void>;
+  } = {},
 ): Promise<SimulatedKubelet> {
   const kubelet = new SimulatedKubelet(nodeName, parseJoinConfiguration(joinConfiguration), {
     extraLabels: options.extraLabels,
     timeoutMs: options.timeoutMs ?? 30_000,
+    beforeRegister: options.beforeRegister,
   });
   await kubelet.join();
   return kubelet;
@@ -112,6 +117,7 @@ export function startOperator(
   env: E2EEnvironment,
   logPath: string,
   extraArgs: string[] = [],
+  options: { failpoints?: string[]; metricsPort?: number } = {},
 ): ManagedProcess {
   return new ManagedProcess(
     'nodeflavor',
@@ -128,12 +134,13 @@ export function startOperator(
       '--no-webhook',
       '--no-issuer',
       '--metrics-address',
-      '127.0.0.1:0',
+      `127.0.0.1:${options.metricsPort ?? 0}`,
       '--binding-grace',
       '5s',
       ...extraArgs,
     ],
     logPath,
+    { ...process.env, NODEFLAVOR_FAILPOINTS: (options.failpoints ?? []).join(',') },
   );
 }
 

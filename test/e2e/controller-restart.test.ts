@@ -1,0 +1,176 @@
+// Crash safety of the controller, run as real `nodeflavor run` processes: a crash between CSR
+// and Node, and between recording a verification and labelling the Node, ends (after a restart)
+// in the right flavor with no token over its uses; a leader killed during a burst of joins is
+// replaced by its standby and every node ends flavored.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { ManagedProcess } from './cluster/process.ts';
+import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
+import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
+import {
+  applyFlavorClass,
+  customObjects,
+  ensureNamespace,
+  installCrds,
+  issue,
+  joinWith,
+  OPERATOR_NAMESPACE,
+  startOperator,
+} from './support/nodeflavor.ts';
+import { uniqueName, waitFor } from './support/wait.ts';
+
+const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-restart-'));
+
+interface TokenRecord {
+  status?: { uses?: number; bindings?: { nodeName: string; verifiedAt?: string }[] };
+  spec: { maxUses?: number };
+}
+
+describe('controller restarts and failover', () => {
+  let env: E2EEnvironment;
+  const flavor = uniqueName('crash');
+  const operators: ManagedProcess[] = [];
+  const kubelets: SimulatedKubelet[] = [];
+
+  before(async () => {
+    env = await e2eEnvironment();
+    await installCrds(env);
+    await ensureNamespace(env, OPERATOR_NAMESPACE);
+    await applyFlavorClass(env, flavor, { labels: { 'nodeflavor.io/flavor': flavor } });
+  });
+  after(async () => {
+    for (const kubelet of kubelets) kubelet.stop();
+    await Promise.all(operators.map((op) => op.stop()));
+  });
+
+  const logOf = new Map<ManagedProcess, string>();
+  function operator(args: string[] = [], failpoints: string[] = []): ManagedProcess {
+    const path = join(logs, `operator-${logOf.size}.log`);
+    const op = startOperator(env, path, args, { failpoints });
+    operators.push(op);
+    logOf.set(op, path);
+    return op;
+  }
+
+  /** The leader-election identity a replica logged at start. */
+  function identityOf(op: ManagedProcess): string | undefined {
+    const text = readFileSync(logOf.get(op) ?? '', 'utf8');
+    return /"identity":"([^"]+)"/.exec(text)?.[1];
+  }
+
+  async function flavorOf(name: string): Promise<string | undefined> {
+    return (await env.core.readNode({ name })).metadata?.labels?.['nodeflavor.io/flavor'];
+  }
+
+  async function tokenRecord(name: string): Promise<TokenRecord> {
+    return (await customObjects(env.kubeConfig).getClusterCustomObject({
+      group: 'nodeflavor.io',
+      version: 'v1alpha1',
+      plural: 'flavoredtokens',
+      name,
+    })) as TokenRecord;
+  }
+
+  it('a crash after the binding is recorded, before the Node exists, loses nothing', async () => {
+    const first = operator(['--no-leader-elect'], ['after-binding-recorded']);
+    const token = await issue(env, flavor);
+    const name = uniqueName('between-csr-and-node');
+    const kubelet = await joinWith(token.material.joinConfiguration, name, {
+      // The controller binds the CSR, then dies (failpoint) before the Node is even created.
+      beforeRegister: async () => {
+        await waitFor(async () => !first.running, {
+          what: 'the controller to crash after binding',
+          timeoutMs: 30_000,
+        });
+      },
+    });
+    kubelets.push(kubelet);
+    const bound = await tokenRecord(token.name);
+    assert.equal(bound.status?.bindings?.[0]?.nodeName, name, 'the binding survived the crash');
+    operator(['--no-leader-elect']);
+    await waitFor(async () => (await flavorOf(name)) === flavor, {
+      what: `${name} to be flavored after restart`,
+      timeoutMs: 45_000,
+    });
+    const record = await tokenRecord(token.name);
+    assert.equal(record.status?.uses, 1, 'no token over its uses');
+    await waitFor(
+      async () =>
+        (await env.core
+          .readNamespacedSecret({ namespace: 'kube-system', name: `bootstrap-token-${token.tokenId}` })
+          .catch(() => undefined)) === undefined,
+      { what: 'the consumed bootstrap Secret to be deleted after restart' },
+    );
+    await Promise.all(operators.splice(0).map((op) => op.stop()));
+  });
+
+  it('a crash after the verification is recorded, before the Node is labelled, loses nothing', async () => {
+    const first = operator(['--no-leader-elect'], ['after-verification-recorded']);
+    const token = await issue(env, flavor);
+    const name = uniqueName('between-verify-and-label');
+    kubelets.push(await joinWith(token.material.joinConfiguration, name));
+    await waitFor(async () => !first.running, {
+      what: 'the controller to crash after recording the verification',
+      timeoutMs: 30_000,
+    });
+    const recorded = await tokenRecord(token.name);
+    assert.ok(recorded.status?.bindings?.[0]?.verifiedAt, 'the verification was recorded before the crash');
+    assert.equal(await flavorOf(name), undefined, 'and the node was not labelled yet');
+    operator(['--no-leader-elect']);
+    await waitFor(async () => (await flavorOf(name)) === flavor, {
+      what: `${name} to be flavored after restart`,
+      timeoutMs: 45_000,
+    });
+    const node = await env.core.readNode({ name });
+    assert.equal(node.metadata?.labels?.['nodeflavor.io/token'], undefined, 'token label removed');
+    assert.ok(!node.spec?.taints?.some((t) => t.key === 'nodeflavor.io/unverified'), 'quarantine lifted');
+    assert.equal((await tokenRecord(token.name)).status?.uses, 1);
+    await Promise.all(operators.splice(0).map((op) => op.stop()));
+  });
+
+  it('two replicas: the leader is killed during a burst of 50 joins; all 50 end flavored', async () => {
+    const replicas = [operator(['--leader-elect']), operator(['--leader-elect'])];
+    const tokens = await Promise.all(Array.from({ length: 50 }, () => issue(env, flavor)));
+    const names = tokens.map(() => uniqueName('burst'));
+    let next = 0;
+    let killed: ManagedProcess | undefined;
+    const worker = async () => {
+      while (next < tokens.length) {
+        const i = next++;
+        kubelets.push(
+          await joinWith(
+            (tokens[i] as (typeof tokens)[number]).material.joinConfiguration,
+            names[i] as string,
+          ),
+        );
+        if (i === 15 && !killed) {
+          // Kill whichever replica holds the Lease right now.
+          const lease = await env.kubeConfig
+            .makeApiClient((await import('@kubernetes/client-node')).CoordinationV1Api)
+            .readNamespacedLease({ namespace: OPERATOR_NAMESPACE, name: 'nodeflavor-controller' });
+          const holder = lease.spec?.holderIdentity ?? '';
+          killed = replicas.find((r) => identityOf(r) === holder);
+          assert.ok(killed, `the Lease holder ${holder} is one of our replicas`);
+          await killed?.kill();
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: 5 }, worker));
+    assert.ok(killed, 'a leader was killed mid-burst');
+    await waitFor(
+      async () => {
+        const flavored = await env.core.listNode({ labelSelector: `nodeflavor.io/flavor=${flavor}` });
+        const have = new Set(flavored.items.map((n) => n.metadata?.name));
+        return names.every((n) => have.has(n));
+      },
+      { what: 'all 50 burst nodes to be flavored by the new leader', timeoutMs: 90_000, intervalMs: 500 },
+    );
+    for (const token of tokens) {
+      const record = await tokenRecord(token.name);
+      assert.equal(record.status?.uses, 1, `token ${token.tokenId} used exactly once`);
+    }
+  });
+});
