@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { type Config, controllerUsername } from '../config.ts';
 import { FLAVOR_CLASS_PLURAL, FLAVORED_TOKEN_PLURAL, GROUP, VERSION } from '../flavor/resources.ts';
+import { readVerificationRecord } from '../flavor/verdict.ts';
 import { EventRecorder } from '../kube/events.ts';
 import { CachedKeyRing, loadKeyRing } from '../kube/keyring-store.ts';
 import { LeaderElector } from '../kube/leader.ts';
@@ -17,7 +18,7 @@ import type { Caches, ControllerContext } from './context.ts';
 import { controllerMetrics } from './metrics.ts';
 import { reconcileNode } from './nodes.ts';
 import { WorkQueue } from './queue.ts';
-import { csrTokenId, Indexes, type StoredFlavorClass, trimCsr } from './state.ts';
+import { csrTokenId, Indexes, nodeFacts, type StoredFlavorClass, trimCsr } from './state.ts';
 import { reconcileToken } from './tokens.ts';
 
 const KUBELET_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
@@ -119,6 +120,11 @@ export function startController(options: {
       for (const token of tokens.list()) {
         if (token.spec.flavorClassName !== flavorClass.metadata.name) continue;
         for (const binding of token.status?.bindings ?? []) nodeQueue.add(binding.nodeName);
+      }
+      // Nodes whose token is gone (deleted with Keep) carry the class in their record.
+      for (const node of nodes.list()) {
+        if (readVerificationRecord(nodeFacts(node))?.flavorClass === flavorClass.metadata.name)
+          nodeQueue.add(node.metadata.name);
       }
     },
     onRestart: restart('flavorclasses'),

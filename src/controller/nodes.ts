@@ -1,16 +1,16 @@
 // Node reconciler (key: the Node's name). Gathers the node's bindings, rejected claims, the
 // FlavorClasses and the key ring; asks decideNode for a verdict; carries it out: record the
 // verification on the token (the durable proof a node cannot touch), then write the Node.
-import { isProtectedKey, protectedKeysFromFlavorClasses } from '../flavor/admission.ts';
+import { isProtectedKey, protectedKeysFromFlavorClasses, TOKEN_LABEL_KEY } from '../flavor/admission.ts';
 import type { FlavorClassSpec } from '../flavor/resources.ts';
 import {
   type BoundToken,
   decideNode,
   desiredNodeState,
-  isManaged,
   type ManagedKeys,
   nodeMatches,
   VERIFIED_ANNOTATION,
+  type VerificationRecord,
 } from '../flavor/verdict.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import { type TrimmedNode, writeNodeState } from '../kube/node-writes.ts';
@@ -31,14 +31,6 @@ export function managedKeys(classes: Iterable<FlavorClassSpec>): ManagedKeys {
     isProtectedAnnotation: (k) => isProtectedKey('annotation', k, keys),
     isProtectedTaint: (k) => isProtectedKey('taint', k, keys),
   };
-}
-
-function verificationAnnotation(bound: BoundToken, verifiedAt: string): string {
-  return JSON.stringify({
-    tokenID: bound.token.tokenId,
-    flavorClass: bound.token.flavorClassName,
-    verifiedAt,
-  });
 }
 
 /** Records nodeUID (and verifiedAt when verifying) in the token's binding for this node. */
@@ -87,6 +79,14 @@ async function write(
   }
 }
 
+/** Protected labels or annotations other than the token label (what an intruder would forge). */
+function carriesTrustedKeys(facts: ReturnType<typeof nodeFacts>, keys: ManagedKeys): boolean {
+  return (
+    Object.keys(facts.labels).some((k) => k !== TOKEN_LABEL_KEY && keys.isProtectedLabel(k)) ||
+    Object.keys(facts.annotations).some((k) => keys.isProtectedAnnotation(k))
+  );
+}
+
 export async function reconcileNode(ctx: ControllerContext, name: string): Promise<void> {
   const node = ctx.caches.nodes.get(name);
   if (!node || node.metadata.deletionTimestamp) return;
@@ -94,14 +94,17 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
   const classes = flavorClassMap(ctx);
   const keys = managedKeys(classes.values());
   const now = ctx.now();
+  const bindings = boundTokensFor(name, ctx.indexes, (n) => ctx.caches.tokens.get(n));
   const verdict = decideNode({
     node: facts,
-    bindings: boundTokensFor(name, ctx.indexes, (n) => ctx.caches.tokens.get(n)),
+    bindings,
     rejectedClaims: ctx.indexes.rejectionsFor(name),
     flavorClasses: classes,
     keyRing: await ctx.keyRing(),
     now,
     bindingGraceMs: ctx.config.bindingGrace,
+    carriesTrustedKeys: carriesTrustedKeys(facts, keys),
+    tokenExists: (tokenId) => ctx.indexes.tokenNameById.has(tokenId),
   });
   const involved = { apiVersion: 'v1', kind: 'Node', name, uid: facts.uid };
 
@@ -113,19 +116,29 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
       return;
     case 'verify':
     case 'flavored': {
-      const verifiedAt =
-        (await recordOnBinding(
-          ctx,
-          verdict.bound,
-          facts.uid,
-          verdict.kind === 'verify' ? rfc3339(now) : undefined,
-        )) ??
-        verdict.bound.binding.verifiedAt ??
-        rfc3339(now);
+      let record: VerificationRecord;
+      if (verdict.bound) {
+        const verifiedAt =
+          (await recordOnBinding(
+            ctx,
+            verdict.bound,
+            facts.uid,
+            verdict.kind === 'verify' ? rfc3339(now) : undefined,
+          )) ??
+          verdict.bound.binding.verifiedAt ??
+          rfc3339(now);
+        record = {
+          tokenID: verdict.bound.token.tokenId,
+          flavorClass: verdict.bound.token.flavorClassName,
+          verifiedAt,
+        };
+      } else {
+        record = (verdict as { record: VerificationRecord }).record;
+      }
       if (verdict.kind === 'verify') failpoint('after-verification-recorded');
       const desired = desiredNodeState(
         facts,
-        { flavorClass: verdict.flavorClass, annotation: verificationAnnotation(verdict.bound, verifiedAt) },
+        { flavorClass: verdict.flavorClass, annotation: JSON.stringify(record) },
         keys,
       );
       if (nodeMatches(facts, desired)) return;
@@ -138,7 +151,7 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
           involved,
           'Normal',
           'Verified',
-          `flavor ${verdict.bound.token.flavorClassName} applied (token ${verdict.bound.token.tokenId})`,
+          `flavor ${record.flavorClass} applied (token ${record.tokenID})`,
         );
       } else {
         await ctx.events.record(
@@ -151,15 +164,8 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
       return;
     }
     case 'unflavored': {
-      const bound = boundTokensFor(name, ctx.indexes, (n) => ctx.caches.tokens.get(n));
-      const own = bound.length === 1 ? bound[0] : undefined;
+      const own = bindings.length === 1 ? bindings[0] : undefined;
       if (own && !own.binding.nodeUID) await recordOnBinding(ctx, own, facts.uid);
-      if (
-        !isManaged(facts, new Set([...classes.values()].flatMap((c) => Object.keys(c.labels ?? {})))) &&
-        bound.length === 0
-      ) {
-        return;
-      }
       const desired = desiredNodeState(facts, undefined, keys);
       const changed = !nodeMatches(facts, desired);
       if (changed && !(await write(ctx, node, desired))) return;

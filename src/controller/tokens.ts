@@ -3,11 +3,11 @@
 // conditions true, deletes the bootstrap Secret the moment the token is consumed, expired or
 // revoked, and runs revocation before a deleted token goes (finalizer).
 import type { Condition, FlavoredTokenStatus, TokenBinding } from '../flavor/resources.ts';
-import { decideBinding, type Failure } from '../flavor/verdict.ts';
+import { decideBinding, type Failure, readVerificationRecord } from '../flavor/verdict.ts';
 import { deleteBootstrapSecret, type StoredToken, setFinalizer } from '../kube/token-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
-import { tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
+import { nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
 import { updateTokenStatus } from './token-status.ts';
 
 const KUBELET_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
@@ -108,6 +108,13 @@ async function judge(ctx: ControllerContext, token: StoredToken, now: Date): Pro
   return { status, bound, rejected, consumed, expired, revoked };
 }
 
+/** Whether the node still carries a verification record naming this token. */
+function stillFlavoredBy(ctx: ControllerContext, nodeName: string, tokenId: string | undefined): boolean {
+  const node = ctx.caches.nodes.get(nodeName);
+  const record = node ? readVerificationRecord(nodeFacts(node)) : undefined;
+  return record !== undefined && record.tokenID === tokenId;
+}
+
 export function rfc3339(date: Date): string {
   return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
@@ -119,9 +126,19 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
   const involved = { apiVersion: cached.apiVersion, kind: 'FlavoredToken', name, uid: cached.metadata.uid };
 
   if (cached.metadata.deletionTimestamp) {
-    // Deleting revokes: the bootstrap Secret goes first, then our finalizer.
+    // Deleting revokes: the bootstrap Secret goes first. With StripNodes the finalizer stays
+    // until every node that joined with the token has lost the flavor (the node reconciler
+    // strips them while the token, marked deleting, is still here to say so).
     if (tokenId) await deleteBootstrapSecret(ctx.kubeConfig, tokenId);
-    for (const binding of cached.status?.bindings ?? []) ctx.enqueueNode(binding.nodeName);
+    const bindings = cached.status?.bindings ?? [];
+    for (const binding of bindings) ctx.enqueueNode(binding.nodeName);
+    if (
+      tokenFacts(cached).stripNodesOnRevoke &&
+      bindings.some((b) => stillFlavoredBy(ctx, b.nodeName, tokenId))
+    ) {
+      ctx.requeueToken(name, 500);
+      return;
+    }
     await setFinalizer(ctx.kubeConfig, cached, false);
     return;
   }

@@ -150,13 +150,46 @@ export interface NodeDecisionInput {
   now: Date;
   /** How long a node with a token label may wait for its CSR binding to be seen. */
   bindingGraceMs: number;
+  /** Whether the node carries protected labels or annotations (besides the token label). */
+  carriesTrustedKeys: boolean;
+  /** Whether a FlavoredToken with this token ID exists (deleted tokens leave records behind). */
+  tokenExists: (tokenId: string) => boolean;
+}
+
+/** What the verification annotation records (JSON): the token, the class and when. */
+export interface VerificationRecord {
+  tokenID: string;
+  flavorClass: string;
+  verifiedAt: string;
+}
+
+export function readVerificationRecord(node: NodeFacts): VerificationRecord | undefined {
+  const raw = node.annotations[VERIFIED_ANNOTATION];
+  if (!raw) return undefined;
+  try {
+    const parsed = JSON.parse(raw) as Partial<VerificationRecord>;
+    if (
+      typeof parsed.tokenID === 'string' &&
+      typeof parsed.flavorClass === 'string' &&
+      typeof parsed.verifiedAt === 'string'
+    ) {
+      return { tokenID: parsed.tokenID, flavorClass: parsed.flavorClass, verifiedAt: parsed.verifiedAt };
+    }
+  } catch {
+    // not ours, or mangled: no record
+  }
+  return undefined;
 }
 
 export type NodeVerdict =
   /** The token checks out now: record the verification, then apply the flavor. */
   | { kind: 'verify'; bound: BoundToken; flavorClass: FlavorClassSpec }
-  /** Verified before (binding holds this node's UID): keep the flavor applied. */
-  | { kind: 'flavored'; bound: BoundToken; flavorClass: FlavorClassSpec }
+  /**
+   * Verified before: keep the flavor applied. `bound` is absent when the token was deleted with
+   * revocationPolicy Keep and the Node's own verification record (writable only by the
+   * controller) is what remains.
+   */
+  | { kind: 'flavored'; bound?: BoundToken; record?: VerificationRecord; flavorClass: FlavorClassSpec }
   /** No flavor: strip managed keys, keep (or restore) the quarantine taint, warn. */
   | { kind: 'unflavored'; failure: Failure }
   /** Too early to judge (the CSR binding may not have been seen yet). */
@@ -168,25 +201,26 @@ function hasTokenLabel(node: NodeFacts): boolean {
   return Object.hasOwn(node.labels, TOKEN_LABEL_KEY);
 }
 
-/** True when the node carries anything nodeflavor manages (then an unflavored verdict acts on it). */
-export function isManaged(node: NodeFacts, managedLabelKeys: ReadonlySet<string>): boolean {
-  return (
-    hasTokenLabel(node) ||
-    Object.hasOwn(node.annotations, VERIFIED_ANNOTATION) ||
-    node.taints.some((t) => t.key === QUARANTINE_TAINT_KEY) ||
-    Object.keys(node.labels).some((k) => managedLabelKeys.has(k))
-  );
-}
-
-export function decideNode(input: NodeDecisionInput): NodeVerdict {
-  const { node, bindings } = input;
-  if (bindings.length === 0) {
-    if (!hasTokenLabel(node)) {
-      const claim = input.rejectedClaims[0];
-      return claim ? { kind: 'unflavored', failure: claim } : { kind: 'unmanaged' };
+/** A node no FlavoredToken binds: a rejected claim, a kept flavor, a late binding, or an intruder. */
+function decideUnbound(input: NodeDecisionInput): NodeVerdict {
+  const { node } = input;
+  const claim = input.rejectedClaims[0];
+  if (claim) return { kind: 'unflavored', failure: claim };
+  const record = readVerificationRecord(node);
+  if (record && !input.tokenExists(record.tokenID)) {
+    const flavorClass = input.flavorClasses.get(record.flavorClass);
+    if (!flavorClass) {
+      return {
+        kind: 'unflavored',
+        failure: {
+          reason: 'FlavorClassNotFound',
+          message: `FlavorClass "${record.flavorClass}" of node ${node.name} does not exist`,
+        },
+      };
     }
-    const claim = input.rejectedClaims[0];
-    if (claim) return { kind: 'unflavored', failure: claim };
+    return { kind: 'flavored', record, flavorClass };
+  }
+  if (hasTokenLabel(node)) {
     const age = input.now.getTime() - node.createdAt.getTime();
     if (age < input.bindingGraceMs)
       return { kind: 'wait', retryAfterMs: Math.max(250, input.bindingGraceMs - age) };
@@ -198,6 +232,21 @@ export function decideNode(input: NodeDecisionInput): NodeVerdict {
       },
     };
   }
+  if (input.carriesTrustedKeys || record) {
+    return {
+      kind: 'unflavored',
+      failure: {
+        reason: 'NoBinding',
+        message: `node ${node.name} carries trusted keys without a verified binding`,
+      },
+    };
+  }
+  return { kind: 'unmanaged' };
+}
+
+export function decideNode(input: NodeDecisionInput): NodeVerdict {
+  const { node, bindings } = input;
+  if (bindings.length === 0) return decideUnbound(input);
   const tokenNames = new Set(bindings.map((b) => b.token.name));
   if (tokenNames.size > 1) {
     const ids = bindings.map((b) => b.token.tokenId).sort();

@@ -58,6 +58,9 @@ export async function writeNodeState(
       kind: 'Node',
       metadata: {
         name,
+        // Both preconditions: resourceVersion alone does not stop apply from CREATING a Node
+        // that was deleted meanwhile (checked on 1.37); a uid makes that a 409 instead.
+        uid: node.metadata.uid,
         resourceVersion: node.metadata.resourceVersion,
         labels: desired.labels,
         annotations: desired.annotations,

@@ -73,7 +73,7 @@ export class SimulatedKubelet {
     this.identity = { server, caPem, certPem, keyPem };
     this.http = new KubeHttp(server, { ca: caPem, cert: certPem, key: keyPem });
     await this.options.beforeRegister?.();
-    await this.registerNode();
+    await this.register();
     return this.identity;
   }
 
@@ -207,7 +207,8 @@ export class SimulatedKubelet {
     );
   }
 
-  private async registerNode(): Promise<void> {
+  /** Registers (or re-registers, after the Node was deleted) the Node, as the kubelet does. */
+  async register(): Promise<void> {
     const http = this.client();
     const labels = {
       'kubernetes.io/hostname': this.nodeName,
