@@ -1,0 +1,132 @@
+// CSR approver mode, for clusters that remove kubeadm's auto-approve binding: the controller
+// approves kubelet client CSRs from bootstrap tokens that pass the binding checks and denies the
+// rest, with its reason in the CSR condition. Also: the operator's /metrics endpoint.
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import {
+  CertificatesV1Api,
+  RbacAuthorizationV1Api,
+  type V1ClusterRoleBinding,
+} from '@kubernetes/client-node';
+import type { ManagedProcess } from './cluster/process.ts';
+import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
+import { createBootstrapToken, joinConfiguration } from './support/bootstrap.ts';
+import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
+import {
+  applyFlavorClass,
+  ensureNamespace,
+  installCrds,
+  issue,
+  joinWith,
+  OPERATOR_NAMESPACE,
+  startOperator,
+} from './support/nodeflavor.ts';
+import { uniqueName, waitFor } from './support/wait.ts';
+
+const AUTO_APPROVE = 'kubeadm:node-autoapprove-bootstrap';
+
+async function freePort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+describe('controller: CSR approver mode and metrics', () => {
+  let env: E2EEnvironment;
+  let operator: ManagedProcess;
+  let removed: V1ClusterRoleBinding | undefined;
+  let metricsUrl = '';
+  const kubelets: SimulatedKubelet[] = [];
+  const flavor = uniqueName('approved');
+
+  before(async () => {
+    env = await e2eEnvironment();
+    await installCrds(env);
+    await ensureNamespace(env, OPERATOR_NAMESPACE);
+    await applyFlavorClass(env, flavor, { labels: { 'nodeflavor.io/flavor': flavor } });
+    // What a cluster using approver mode does: kube-controller-manager no longer auto-approves.
+    const rbac = env.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
+    removed = await rbac.readClusterRoleBinding({ name: AUTO_APPROVE });
+    await rbac.deleteClusterRoleBinding({ name: AUTO_APPROVE });
+    const port = await freePort();
+    metricsUrl = `http://127.0.0.1:${port}/metrics`;
+    operator = startOperator(
+      env,
+      join(mkdtempSync(join(tmpdir(), 'nodeflavor-approver-')), 'operator.log'),
+      ['--no-leader-elect', '--csr-approver'],
+      {
+        metricsPort: port,
+      },
+    );
+    await waitFor(async () => (await fetch(metricsUrl.replace('/metrics', '/readyz'))).ok, {
+      what: 'the operator to be ready',
+    });
+  });
+  after(async () => {
+    for (const kubelet of kubelets) kubelet.stop();
+    await operator?.stop();
+    if (removed) {
+      const rbac = env.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
+      await rbac.createClusterRoleBinding({
+        body: { metadata: { name: AUTO_APPROVE }, roleRef: removed.roleRef, subjects: removed.subjects },
+      });
+    }
+  });
+
+  const verified = async () => {
+    const text = await (await fetch(metricsUrl)).text();
+    return Number(
+      /nodeflavor_verifications_total\{result="verified",reason="Verified"\} (\d+)/.exec(text)?.[1] ?? 0,
+    );
+  };
+
+  it('approves the CSR of a node whose token binds, and the node gets its flavor; metrics count it', async () => {
+    const before = await verified();
+    const token = await issue(env, flavor);
+    const name = uniqueName('approved');
+    const kubelet = await joinWith(token.material.joinConfiguration, name);
+    kubelets.push(kubelet);
+    const csr = await env.kubeConfig
+      .makeApiClient(CertificatesV1Api)
+      .readCertificateSigningRequest({ name: kubelet.csrName ?? '' });
+    const approved = csr.status?.conditions?.find((c) => c.type === 'Approved');
+    assert.equal(
+      approved?.reason,
+      'NodeflavorBound',
+      'approved by nodeflavor, not by kube-controller-manager',
+    );
+    await waitFor(
+      async () => (await env.core.readNode({ name })).metadata?.labels?.['nodeflavor.io/flavor'] === flavor,
+      {
+        what: 'the node to be flavored',
+      },
+    );
+    await waitFor(async () => (await verified()) > before, {
+      what: 'the verification counter on /metrics to move',
+    });
+  });
+
+  it('denies the CSR of a node whose name the token does not allow', async () => {
+    const token = await issue(env, flavor, { nodeNamePattern: 'rack-1-*' });
+    await assert.rejects(
+      joinWith(token.material.joinConfiguration, uniqueName('rack-2')),
+      /denied: NodeNameMismatch/,
+    );
+  });
+
+  it('denies the CSR made with a bootstrap token nodeflavor did not issue', async () => {
+    const plain = await createBootstrapToken(env);
+    await assert.rejects(
+      joinWith(joinConfiguration(env, plain.token), uniqueName('foreign')),
+      /denied: UnknownToken/,
+    );
+  });
+});
