@@ -1,0 +1,607 @@
+// The Helm chart in deploy/helm/nodeflavor, checked with the pinned helm binary (built from Go
+// modules into the cache by `make binaries`): `helm lint` is clean, `helm template` renders with
+// the default values and with every mode, and the rendered objects hold what a platform team
+// checks first — the pod's security context, two replicas with a PodDisruptionBudget, probes,
+// RBAC with exactly the verbs the code uses and no wildcard, no HMAC key Secret, flags that name
+// the objects the chart creates. A typo in values fails against values.schema.json.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { parseAllDocuments } from 'yaml';
+import { binaryPaths } from '../e2e/cluster/versions.ts';
+
+const run = promisify(execFile);
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const chart = join(root, 'deploy', 'helm', 'nodeflavor');
+const helm = binaryPaths().helm;
+const RELEASE = 'nodeflavor';
+const NAMESPACE = 'nodeflavor-system';
+
+// biome-ignore lint/suspicious/noExplicitAny: rendered Kubernetes objects are untyped YAML.
+type K8sObject = any;
+
+interface HelmResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+async function helmRun(args: string[]): Promise<HelmResult> {
+  try {
+    const { stdout, stderr } = await run(helm, args, { cwd: root, maxBuffer: 16 * 1024 * 1024 });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code?: number | string; stdout?: string; stderr?: string };
+    if (typeof failed.code !== 'number') throw error;
+    return { code: failed.code, stdout: failed.stdout ?? '', stderr: failed.stderr ?? '' };
+  }
+}
+
+const JWT_VALUES = [
+  '--set=issuer.auth.mode=jwt',
+  '--set=issuer.auth.jwt.jwksSecret=portal-jwks',
+  '--set=issuer.auth.jwt.issuer=https://idp.example.com',
+  '--set=issuer.auth.jwt.audience=nodeflavor',
+];
+
+// Every configuration rendered once (concurrently), shared by the tests.
+const renders = new Map<string, Promise<K8sObject[]>>();
+function render(...setArgs: string[]): Promise<K8sObject[]> {
+  const key = setArgs.join(' ');
+  let rendered = renders.get(key);
+  if (!rendered) {
+    rendered = helmRun(['template', RELEASE, chart, '--namespace', NAMESPACE, ...setArgs]).then((result) => {
+      assert.equal(result.code, 0, `helm template ${key} failed:\n${result.stderr}`);
+      return parseAllDocuments(result.stdout)
+        .map((doc) => {
+          assert.deepEqual(doc.errors, [], `helm template ${key} rendered invalid YAML`);
+          return doc.toJS();
+        })
+        .filter((object) => object !== null);
+    });
+    renders.set(key, rendered);
+  }
+  return rendered;
+}
+
+function only(objects: K8sObject[], kind: string, name?: string): K8sObject {
+  const found = objects.filter((o) => o.kind === kind && (name === undefined || o.metadata.name === name));
+  assert.equal(found.length, 1, `expected exactly one ${kind}${name ? ` ${name}` : ''}, got ${found.length}`);
+  return found[0];
+}
+
+function container(objects: K8sObject[]): K8sObject {
+  return only(objects, 'Deployment').spec.template.spec.containers[0];
+}
+
+function args(objects: K8sObject[]): string[] {
+  return container(objects).args;
+}
+
+/** The value of `--name=value` in the container args (undefined when absent). */
+function flag(objects: K8sObject[], name: string): string | undefined {
+  const prefix = `--${name}=`;
+  const found = args(objects).filter((a) => a.startsWith(prefix));
+  assert.ok(found.length <= 1, `--${name} given more than once`);
+  return found[0]?.slice(prefix.length);
+}
+
+/** Every rule of a Role/ClusterRole as one sorted string per (group, resource, name): easy to compare. */
+function grants(role: K8sObject): string[] {
+  const lines: string[] = [];
+  for (const rule of role.rules) {
+    for (const group of rule.apiGroups) {
+      for (const resource of rule.resources) {
+        const names: string[] = rule.resourceNames ?? ['*any*'];
+        for (const name of names) {
+          lines.push(`${group || 'core'} ${resource} ${name}: ${[...rule.verbs].sort().join(',')}`);
+        }
+      }
+    }
+  }
+  return lines.sort();
+}
+
+function roleGrants(objects: K8sObject[], kind: 'Role' | 'ClusterRole', name: string): string[] {
+  return grants(only(objects, kind, name));
+}
+
+const CRUD = 'create,delete,get,list,patch,update,watch';
+const BASE_CLUSTER_GRANTS = [
+  'authentication.k8s.io tokenreviews *any*: create',
+  'authorization.k8s.io subjectaccessreviews *any*: create',
+  'certificates.k8s.io certificatesigningrequests *any*: get,list,watch',
+  'core events *any*: create,patch',
+  'core nodes *any*: get,list,patch,watch',
+  `nodeflavor.io flavorclasses *any*: ${CRUD}`,
+  'nodeflavor.io flavorclasses/status *any*: get,patch,update',
+  `nodeflavor.io flavoredtokens *any*: ${CRUD}`,
+  'nodeflavor.io flavoredtokens/finalizers *any*: update',
+  'nodeflavor.io flavoredtokens/status *any*: get,patch,update',
+];
+const CSR_APPROVER_GRANTS = [
+  'certificates.k8s.io certificatesigningrequests/approval *any*: update',
+  'certificates.k8s.io signers kubernetes.io/kube-apiserver-client-kubelet: approve',
+];
+
+/** The admission guard applies its mode's objects and deletes the other mode's: all three kinds, one name. */
+const ADMISSION_GRANTS = [
+  'validatingwebhookconfigurations',
+  'validatingadmissionpolicies',
+  'validatingadmissionpolicybindings',
+].flatMap((r) => [
+  `admissionregistration.k8s.io ${r} *any*: create`,
+  `admissionregistration.k8s.io ${r} ${RELEASE}: delete,get,list,patch,update,watch`,
+]);
+
+// Every mode the chart has: each must render, and the invariants below hold in all of them.
+const MODES: Record<string, string[]> = {
+  default: [],
+  'admission webhook': ['--set=admission.mode=webhook'],
+  'admission policy': ['--set=admission.mode=policy'],
+  'admission both': ['--set=admission.mode=both'],
+  'admission off': ['--set=admission.enabled=false'],
+  'tls self': ['--set=tls.mode=self'],
+  'tls cert-manager': ['--set=tls.mode=cert-manager'],
+  'tls cert-manager, own issuer': [
+    '--set=tls.mode=cert-manager',
+    '--set=tls.certManager.issuerRef.name=corp-ca',
+    '--set=tls.certManager.issuerRef.kind=ClusterIssuer',
+  ],
+  'issuer jwt': JWT_VALUES,
+  'service monitor': ['--set=metrics.serviceMonitor.enabled=true'],
+  'issuer ingress': ['--set=issuer.ingress.enabled=true'],
+  'csr approver': ['--set=controller.csrApprover=true'],
+  'no leader election, one replica': ['--set=controller.leaderElect=false', '--set=replicaCount=1'],
+  'flavor classes': [
+    '--set-json=flavorClasses=[{"name":"sweet","description":"ours","labels":{"example.com/trust":"a7"},"taints":[{"key":"example.com/trust","value":"a7","effect":"NoSchedule"}]},{"name":"sour","annotations":{"example.com/note":"x"}}]',
+  ],
+};
+
+describe('helm chart deploy/helm/nodeflavor', () => {
+  before(() => {
+    if (!existsSync(helm)) {
+      throw new Error(`${helm} is missing: run 'make binaries' (builds helm from the Go module proxy)`);
+    }
+    for (const values of Object.values(MODES)) void render(...values).catch(() => {});
+  });
+
+  test('crds/ holds exact copies of deploy/crds (copy them again after changing a CRD)', () => {
+    const source = join(root, 'deploy', 'crds');
+    const copies = join(chart, 'crds');
+    const files = readdirSync(source).filter((f) => f.endsWith('.yaml'));
+    assert.ok(files.length >= 2);
+    assert.deepEqual(
+      readdirSync(copies).sort(),
+      files.sort(),
+      'the chart has other CRD files than deploy/crds',
+    );
+    for (const file of files) {
+      assert.ok(
+        readFileSync(join(copies, file)).equals(readFileSync(join(source, file))),
+        `${join('deploy/helm/nodeflavor/crds', file)} drifted from deploy/crds/${file}: cp deploy/crds/*.yaml deploy/helm/nodeflavor/crds/`,
+      );
+    }
+  });
+
+  test('helm lint is clean, also with --strict', async () => {
+    for (const extra of [[], ['--strict']]) {
+      const result = await helmRun(['lint', chart, ...extra]);
+      assert.equal(result.code, 0, `helm lint ${extra.join(' ')} failed:\n${result.stdout}${result.stderr}`);
+      assert.match(result.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/);
+      assert.doesNotMatch(result.stdout, /\[(WARNING|ERROR)\]/);
+    }
+  });
+
+  test('helm lint --strict passes with every mode', async () => {
+    const results = await Promise.all(
+      Object.entries(MODES).map(async ([mode, values]) => ({
+        mode,
+        result: await helmRun(['lint', '--strict', chart, ...values]),
+      })),
+    );
+    for (const { mode, result } of results) {
+      assert.equal(result.code, 0, `helm lint --strict (${mode}) failed:\n${result.stdout}${result.stderr}`);
+    }
+  });
+
+  test('every mode renders; no wildcard, no Secret, standard labels on every object', async () => {
+    for (const [mode, values] of Object.entries(MODES)) {
+      const objects = await render(...values);
+      assert.ok(objects.length > 10, `${mode}: only ${objects.length} objects`);
+      for (const object of objects) {
+        const where = `${mode}: ${object.kind} ${object.metadata.name}`;
+        // The HMAC key Secret is created by the process, never rendered by Helm (nor any Secret).
+        assert.notEqual(object.kind, 'Secret', `${where}: the chart must not render Secrets`);
+        assert.equal(object.data, undefined, `${where} carries data`);
+        assert.equal(object.stringData, undefined, `${where} carries stringData`);
+        const labels = object.metadata.labels ?? {};
+        assert.equal(labels['app.kubernetes.io/name'], 'nodeflavor', where);
+        assert.equal(labels['app.kubernetes.io/instance'], RELEASE, where);
+        assert.equal(labels['app.kubernetes.io/managed-by'], 'Helm', where);
+        assert.equal(labels['app.kubernetes.io/version'], '0.1.0', where);
+        assert.match(labels['helm.sh/chart'] ?? '', /^nodeflavor-/, where);
+      }
+      for (const role of objects.filter((o) => o.kind === 'Role' || o.kind === 'ClusterRole')) {
+        for (const rule of role.rules) {
+          for (const field of ['apiGroups', 'resources', 'verbs', 'resourceNames', 'nonResourceURLs']) {
+            assert.ok(
+              !(rule[field] ?? []).includes('*'),
+              `${mode}: ${role.kind} ${role.metadata.name} has * in ${field}`,
+            );
+          }
+          assert.equal(rule.nonResourceURLs, undefined);
+        }
+      }
+    }
+  });
+
+  test('Deployment: 2 replicas, leader election, non-root, read-only, no capabilities, seccomp, probes', async () => {
+    const objects = await render();
+    const deployment = only(objects, 'Deployment');
+    assert.equal(deployment.metadata.namespace, NAMESPACE);
+    assert.equal(deployment.spec.replicas, 2);
+    const pod = deployment.spec.template.spec;
+    assert.equal(pod.automountServiceAccountToken, true);
+    assert.equal(pod.serviceAccountName, RELEASE);
+    assert.equal(pod.securityContext.runAsNonRoot, true);
+    assert.equal(pod.securityContext.runAsUser, 65532);
+    assert.equal(pod.securityContext.seccompProfile.type, 'RuntimeDefault');
+    assert.equal(pod.containers.length, 1);
+    const c = container(objects);
+    assert.equal(c.image, 'nodeflavor:0.1.0');
+    assert.deepEqual(c.securityContext, {
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      runAsGroup: 65532,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      privileged: false,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    const ports = Object.fromEntries(c.ports.map((p: K8sObject) => [p.name, p.containerPort]));
+    assert.deepEqual(ports, { metrics: 8080, webhook: 9443, issuer: 8443 });
+    assert.deepEqual(c.livenessProbe.httpGet, { path: '/healthz', port: 'metrics' });
+    assert.deepEqual(c.readinessProbe.httpGet, { path: '/readyz', port: 'metrics' });
+    assert.ok(c.resources.requests.cpu && c.resources.requests.memory, 'resource requests');
+    assert.ok(c.resources.limits.cpu && c.resources.limits.memory, 'resource limits');
+    const env = Object.fromEntries(c.env.map((e: K8sObject) => [e.name, e.valueFrom?.fieldRef?.fieldPath]));
+    assert.equal(env.POD_NAMESPACE, 'metadata.namespace');
+    const antiAffinity = pod.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0];
+    assert.equal(antiAffinity.podAffinityTerm.topologyKey, 'kubernetes.io/hostname');
+    assert.deepEqual(
+      antiAffinity.podAffinityTerm.labelSelector.matchLabels,
+      deployment.spec.selector.matchLabels,
+    );
+    // Only a scratch emptyDir is writable.
+    assert.deepEqual(
+      pod.volumes.map((v: K8sObject) => Object.keys(v).filter((k) => k !== 'name')[0]),
+      ['emptyDir'],
+    );
+
+    assert.equal(args(objects)[0], 'run');
+    assert.ok(args(objects).includes('--leader-elect'));
+    assert.ok(!args(objects).includes('--csr-approver'));
+    assert.equal(flag(objects, 'namespace'), NAMESPACE);
+    assert.equal(flag(objects, 'service-account'), RELEASE);
+    assert.equal(flag(objects, 'metrics-address'), ':8080');
+    assert.equal(flag(objects, 'webhook-address'), ':9443');
+    assert.equal(flag(objects, 'issuer-address'), ':8443');
+    assert.equal(flag(objects, 'admission-mode'), 'webhook');
+    assert.equal(flag(objects, 'tls-mode'), 'self');
+    assert.equal(flag(objects, 'issuer-auth'), 'tokenreview');
+    assert.equal(flag(objects, 'webhook-service'), `${RELEASE}-webhook`);
+    assert.equal(flag(objects, 'key-secret'), `${RELEASE}-hmac-keys`);
+    // Every flag is a kebab-case key of src/config.ts (or one of its --no- negations).
+    const configKeys = readFileSync(join(root, 'src', 'config.ts'), 'utf8');
+    for (const arg of args(objects).slice(1)) {
+      const key = /^--(?:no-)?([a-z-]+)/.exec(arg)?.[1] ?? '';
+      const camel = key.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+      const singular = camel === 'adminGroup' ? 'adminGroups' : camel;
+      assert.match(configKeys, new RegExp(`^  ${singular}: `, 'm'), `${arg} is not a key of src/config.ts`);
+    }
+  });
+
+  test('the names the process is given are the objects the chart makes', async () => {
+    const objects = await render('--set=tls.mode=cert-manager');
+    const sa = only(objects, 'ServiceAccount');
+    assert.equal(flag(objects, 'service-account'), sa.metadata.name);
+    for (const binding of objects.filter(
+      (o) => o.kind === 'RoleBinding' || o.kind === 'ClusterRoleBinding',
+    )) {
+      assert.deepEqual(binding.subjects, [
+        { kind: 'ServiceAccount', name: sa.metadata.name, namespace: NAMESPACE },
+      ]);
+      only(objects, binding.roleRef.kind, binding.roleRef.name);
+    }
+    only(objects, 'Service', flag(objects, 'webhook-service'));
+    const webhookCert = only(objects, 'Certificate', flag(objects, 'tls-secret'));
+    assert.equal(webhookCert.spec.secretName, flag(objects, 'tls-secret'));
+    const issuerCert = only(objects, 'Certificate', flag(objects, 'issuer-tls-secret'));
+    assert.equal(issuerCert.spec.secretName, flag(objects, 'issuer-tls-secret'));
+    const lease = only(objects, 'Role', `${RELEASE}-leader-election`);
+    assert.deepEqual(lease.rules[1].resourceNames, [flag(objects, 'leader-election-id')]);
+  });
+
+  test('PodDisruptionBudget keeps one replica; none for a single replica', async () => {
+    const objects = await render();
+    const pdb = only(objects, 'PodDisruptionBudget');
+    assert.equal(pdb.spec.minAvailable, 1);
+    assert.deepEqual(pdb.spec.selector.matchLabels, only(objects, 'Deployment').spec.selector.matchLabels);
+    const single = await render(...MODES['no leader election, one replica']!);
+    assert.equal(single.filter((o) => o.kind === 'PodDisruptionBudget').length, 0);
+    assert.ok(args(single).includes('--no-leader-elect'));
+    assert.equal(single.filter((o) => o.metadata.name === `${RELEASE}-leader-election`).length, 0);
+  });
+
+  test('Services: webhook 443 → 9443, issuer 443 → 8443, metrics 8080', async () => {
+    const objects = await render();
+    const c = container(objects);
+    const selector = only(objects, 'Deployment').spec.selector.matchLabels;
+    const expect = {
+      [`${RELEASE}-webhook`]: [443, 9443],
+      [`${RELEASE}-issuer`]: [443, 8443],
+      [`${RELEASE}-metrics`]: [8080, 8080],
+    };
+    for (const [name, [port, target]] of Object.entries(expect)) {
+      const service = only(objects, 'Service', name);
+      assert.deepEqual(service.spec.selector, selector);
+      assert.equal(service.spec.ports.length, 1);
+      assert.equal(service.spec.ports[0].port, port);
+      const named = c.ports.find((p: K8sObject) => p.name === service.spec.ports[0].targetPort);
+      assert.equal(named?.containerPort, target, `${name} targets ${service.spec.ports[0].targetPort}`);
+    }
+  });
+
+  test('RBAC: exactly the verbs the code uses (default values)', async () => {
+    const objects = await render();
+    assert.deepEqual(
+      roleGrants(objects, 'ClusterRole', RELEASE),
+      [...BASE_CLUSTER_GRANTS, ...ADMISSION_GRANTS].sort(),
+    );
+    // Its own Secrets only, by name (create cannot be scoped).
+    assert.deepEqual(roleGrants(objects, 'Role', `${RELEASE}-secrets`), [
+      'core secrets *any*: create',
+      `core secrets ${RELEASE}-hmac-keys: get,list,patch,update,watch`,
+      `core secrets ${RELEASE}-issuer-tls: get,list,patch,update,watch`,
+      `core secrets ${RELEASE}-webhook-tls: get,list,patch,update,watch`,
+    ]);
+    assert.equal(only(objects, 'Role', `${RELEASE}-secrets`).metadata.namespace, NAMESPACE);
+    assert.deepEqual(roleGrants(objects, 'Role', `${RELEASE}-leader-election`), [
+      'coordination.k8s.io leases *any*: create',
+      `coordination.k8s.io leases ${RELEASE}-controller: get,update`,
+    ]);
+    assert.equal(only(objects, 'Role', `${RELEASE}-leader-election`).metadata.namespace, NAMESPACE);
+    assert.deepEqual(roleGrants(objects, 'Role', `${RELEASE}-bootstrap-tokens`), [
+      'core secrets *any*: create,delete,get',
+    ]);
+    assert.equal(only(objects, 'Role', `${RELEASE}-bootstrap-tokens`).metadata.namespace, 'kube-system');
+    assert.deepEqual(roleGrants(objects, 'Role', `${RELEASE}-cluster-info`), [
+      'core configmaps cluster-info: get',
+    ]);
+    assert.equal(only(objects, 'Role', `${RELEASE}-cluster-info`).metadata.namespace, 'kube-public');
+    assert.equal(objects.filter((o) => o.kind === 'Role').length, 4);
+    assert.equal(objects.filter((o) => o.kind === 'ClusterRole').length, 1);
+  });
+
+  test('RBAC: CSR approval rules only with controller.csrApprover', async () => {
+    for (const [mode, values] of Object.entries(MODES)) {
+      const cluster = roleGrants(await render(...values), 'ClusterRole', RELEASE);
+      const present = CSR_APPROVER_GRANTS.filter((g) => cluster.includes(g));
+      const wanted = mode === 'csr approver' ? CSR_APPROVER_GRANTS : [];
+      assert.deepEqual(present, wanted, mode);
+      assert.ok(
+        !cluster.some((g) => / (certificatesigningrequests\/approval|signers) /.test(g)) ||
+          mode === 'csr approver',
+        mode,
+      );
+    }
+    const approver = await render('--set=controller.csrApprover=true');
+    assert.ok(args(approver).includes('--csr-approver'));
+    assert.deepEqual(
+      roleGrants(approver, 'ClusterRole', RELEASE),
+      [...BASE_CLUSTER_GRANTS, ...CSR_APPROVER_GRANTS, ...ADMISSION_GRANTS].sort(),
+    );
+  });
+
+  test('admission.mode: the flag and the webhook Service follow the mode; RBAC covers every mode', async () => {
+    const cases: [string, string[], boolean][] = [
+      ['webhook', MODES['admission webhook']!, true],
+      ['policy', MODES['admission policy']!, false],
+      ['both', MODES['admission both']!, true],
+    ];
+    for (const [mode, values, webhookService] of cases) {
+      const objects = await render(...values);
+      assert.equal(flag(objects, 'admission-mode'), mode);
+      assert.equal(flag(objects, 'webhook-config-name'), RELEASE);
+      assert.deepEqual(
+        roleGrants(objects, 'ClusterRole', RELEASE),
+        // Every mode: the process also deletes the other mode's objects.
+        [...BASE_CLUSTER_GRANTS, ...ADMISSION_GRANTS].sort(),
+        mode,
+      );
+      const services = objects.filter(
+        (o) => o.kind === 'Service' && o.metadata.name === `${RELEASE}-webhook`,
+      );
+      assert.equal(services.length, webhookService ? 1 : 0, mode);
+    }
+    const off = await render(...MODES['admission off']!);
+    assert.ok(args(off).includes('--no-webhook'));
+    assert.equal(flag(off, 'admission-mode'), undefined);
+    assert.deepEqual(roleGrants(off, 'ClusterRole', RELEASE), [...BASE_CLUSTER_GRANTS].sort());
+  });
+
+  test('admission.adminGroups become repeated --admin-group flags', async () => {
+    const objects = await render('--set=admission.adminGroups={platform-admins,sre}');
+    assert.deepEqual(
+      args(objects).filter((a) => a.startsWith('--admin-group=')),
+      ['--admin-group=platform-admins', '--admin-group=sre'],
+    );
+  });
+
+  test('tls.mode: self renders no cert-manager objects; cert-manager renders a CA chain and Certificates', async () => {
+    const self = await render(...MODES['tls self']!);
+    assert.equal(self.filter((o) => String(o.apiVersion).startsWith('cert-manager.io/')).length, 0);
+    assert.equal(flag(self, 'tls-mode'), 'self');
+
+    const cm = await render(...MODES['tls cert-manager']!);
+    assert.equal(flag(cm, 'tls-mode'), 'cert-manager');
+    const selfSigned = only(cm, 'Issuer', `${RELEASE}-selfsigned`);
+    assert.deepEqual(selfSigned.spec, { selfSigned: {} });
+    const ca = only(cm, 'Certificate', `${RELEASE}-ca`);
+    assert.equal(ca.spec.isCA, true);
+    assert.equal(ca.spec.issuerRef.name, selfSigned.metadata.name);
+    const caIssuer = only(cm, 'Issuer', `${RELEASE}-ca`);
+    assert.equal(caIssuer.spec.ca.secretName, ca.spec.secretName);
+    const webhook = only(cm, 'Certificate', `${RELEASE}-webhook-tls`);
+    assert.equal(webhook.spec.secretName, flag(cm, 'tls-secret'));
+    assert.equal(webhook.spec.issuerRef.name, caIssuer.metadata.name);
+    assert.ok(webhook.spec.dnsNames.includes(`${RELEASE}-webhook.${NAMESPACE}.svc`));
+    assert.ok(webhook.spec.dnsNames.includes(`${RELEASE}-webhook.${NAMESPACE}.svc.cluster.local`));
+    const issuer = only(cm, 'Certificate', `${RELEASE}-issuer-tls`);
+    assert.ok(issuer.spec.dnsNames.includes(`${RELEASE}-issuer.${NAMESPACE}.svc`));
+
+    const own = await render(...MODES['tls cert-manager, own issuer']!);
+    assert.equal(own.filter((o) => o.kind === 'Issuer').length, 0);
+    assert.deepEqual(only(own, 'Certificate', `${RELEASE}-webhook-tls`).spec.issuerRef, {
+      name: 'corp-ca',
+      kind: 'ClusterIssuer',
+      group: 'cert-manager.io',
+    });
+  });
+
+  test('issuer.auth.mode jwt: flags and the JWKS Secret mounted read-only', async () => {
+    const objects = await render(...JWT_VALUES);
+    assert.equal(flag(objects, 'issuer-auth'), 'jwt');
+    assert.equal(flag(objects, 'jwt-jwks-file'), '/etc/nodeflavor/jwt/jwks.json');
+    assert.equal(flag(objects, 'jwt-issuer'), 'https://idp.example.com');
+    assert.equal(flag(objects, 'jwt-audience'), 'nodeflavor');
+    assert.equal(flag(objects, 'jwt-flavors-claim'), 'nodeflavor.io/flavors');
+    const pod = only(objects, 'Deployment').spec.template.spec;
+    const volume = pod.volumes.find((v: K8sObject) => v.name === 'jwks');
+    assert.equal(volume.secret.secretName, 'portal-jwks');
+    const mount = container(objects).volumeMounts.find((m: K8sObject) => m.name === 'jwks');
+    assert.deepEqual(mount, { name: 'jwks', mountPath: '/etc/nodeflavor/jwt', readOnly: true });
+    const defaults = await render();
+    assert.equal(flag(defaults, 'jwt-jwks-file'), undefined);
+  });
+
+  test('metrics.serviceMonitor.enabled renders a ServiceMonitor for the metrics Service only', async () => {
+    assert.equal((await render()).filter((o) => o.kind === 'ServiceMonitor').length, 0);
+    const objects = await render(...MODES['service monitor']!);
+    const monitor = only(objects, 'ServiceMonitor');
+    assert.equal(monitor.apiVersion, 'monitoring.coreos.com/v1');
+    assert.equal(monitor.spec.endpoints[0].port, 'metrics');
+    assert.equal(monitor.spec.endpoints[0].path, '/metrics');
+    const selected = objects.filter(
+      (o) =>
+        o.kind === 'Service' &&
+        Object.entries(monitor.spec.selector.matchLabels).every(([k, v]) => o.metadata.labels[k] === v),
+    );
+    assert.deepEqual(
+      selected.map((s) => s.metadata.name),
+      [`${RELEASE}-metrics`],
+    );
+  });
+
+  test('issuer.ingress.enabled renders an Ingress to the issuer Service', async () => {
+    assert.equal((await render()).filter((o) => o.kind === 'Ingress').length, 0);
+    const ingress = only(await render(...MODES['issuer ingress']!), 'Ingress');
+    const backend = ingress.spec.rules[0].http.paths[0].backend.service;
+    assert.deepEqual(backend, { name: `${RELEASE}-issuer`, port: { name: 'https' } });
+  });
+
+  test('flavorClasses become FlavorClass objects', async () => {
+    const objects = await render(...MODES['flavor classes']!);
+    const sweet = only(objects, 'FlavorClass', 'sweet');
+    assert.equal(sweet.apiVersion, 'nodeflavor.io/v1alpha1');
+    assert.deepEqual(sweet.spec, {
+      description: 'ours',
+      labels: { 'example.com/trust': 'a7' },
+      taints: [{ key: 'example.com/trust', value: 'a7', effect: 'NoSchedule' }],
+    });
+    assert.deepEqual(only(objects, 'FlavorClass', 'sour').spec, { annotations: { 'example.com/note': 'x' } });
+    assert.equal((await render()).filter((o) => o.kind === 'FlavorClass').length, 0);
+  });
+
+  test('NOTES.txt renders in every mode and tells how to issue a first token', async () => {
+    // helm template does not render NOTES.txt (only install does): render it as a template in a
+    // scratch copy of the chart, so a broken NOTES fails here rather than at `helm install`.
+    const dir = mkdtempSync(join(tmpdir(), 'nodeflavor-chart-'));
+    try {
+      const copy = join(dir, 'nodeflavor');
+      cpSync(chart, copy, { recursive: true });
+      const notes = readFileSync(join(chart, 'templates', 'NOTES.txt'), 'utf8');
+      writeFileSync(
+        join(copy, 'templates', '_notes-preview.tpl'),
+        `{{- define "preview.notes" -}}\n${notes}\n{{- end }}\n`,
+      );
+      writeFileSync(
+        join(copy, 'templates', 'notes-preview.yaml'),
+        'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\ndata:\n  notes: {{ include "preview.notes" . | toJson }}\n',
+      );
+      const rendered = await Promise.all(
+        Object.entries(MODES).map(async ([mode, values]) => {
+          const result = await helmRun([
+            'template',
+            RELEASE,
+            copy,
+            '--namespace',
+            NAMESPACE,
+            '--show-only',
+            'templates/notes-preview.yaml',
+            ...values,
+          ]);
+          assert.equal(result.code, 0, `NOTES.txt (${mode}) failed:\n${result.stderr}`);
+          return { mode, text: String(parseAllDocuments(result.stdout)[0]?.toJS().data.notes) };
+        }),
+      );
+      for (const { mode, text } of rendered) {
+        assert.match(text, /kubectl flavor issue --flavor \S+/, mode);
+        assert.ok(text.includes(`${NAMESPACE}/${RELEASE}-hmac-keys`), `${mode}: names the HMAC key Secret`);
+        assert.match(text, /never by Helm/, mode);
+        assert.ok(text.includes(`https://${RELEASE}-issuer.${NAMESPACE}.svc:8443/v1/tokens`), mode);
+        assert.doesNotMatch(text, /<no value>/, mode);
+      }
+      const withClasses = rendered.find((r) => r.mode === 'flavor classes')!.text;
+      assert.match(withClasses, /kubectl flavor issue --flavor sweet/);
+      assert.match(withClasses, /create token portal/);
+      assert.match(rendered.find((r) => r.mode === 'issuer jwt')!.text, /Bearer \$JWT/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a typo or a bad value in values fails helm template against the schema', async () => {
+    const cases: [string[], RegExp][] = [
+      [['--set=replicas=2'], /additional properties 'replicas' not allowed/],
+      [['--set=admission.mdoe=webhook'], /additional properties 'mdoe' not allowed/],
+      [['--set=tls.mode=selfsigned'], /\/tls\/mode/],
+      [['--set=issuer.auth.mode=oidc'], /\/issuer\/auth\/mode/],
+      [['--set=controller.csrAprover=true'], /additional properties 'csrAprover' not allowed/],
+      [['--set=metrics.serviceMonitor.enable=true'], /additional properties 'enable' not allowed/],
+      [['--set=admission.adminGroups={system:authenticated}'], /\/admission\/adminGroups\/0/],
+      [['--set=controller.bindingGrace=30 seconds'], /\/controller\/bindingGrace/],
+      [
+        ['--set-json=flavorClasses=[{"name":"sweet","lables":{}}]'],
+        /additional properties 'lables' not allowed/,
+      ],
+      [['--set=issuer.auth.mode=jwt'], /\/issuer\/auth\/jwt\/jwksSecret/],
+    ];
+    const results = await Promise.all(
+      cases.map(([values]) => helmRun(['template', RELEASE, chart, '--namespace', NAMESPACE, ...values])),
+    );
+    cases.forEach(([values, message], i) => {
+      const result = results[i]!;
+      assert.notEqual(result.code, 0, `${values.join(' ')} rendered`);
+      assert.match(result.stderr, /values don't meet the specifications of the schema/, values.join(' '));
+      assert.match(result.stderr, message, values.join(' '));
+    });
+  });
+});
