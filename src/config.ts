@@ -44,6 +44,8 @@ export const ConfigSchema = z.object({
   csrApprover: z.boolean().default(false),
   /** How long a node carrying a token label may wait for its CSR binding before it is judged. */
   bindingGrace: durationMs.default(30_000),
+  /** An unused FlavoredToken whose bootstrap Secret is missing this long is deleted (a failed issuance). */
+  orphanGrace: durationMs.default(120_000),
   /** Periodic re-reconcile of every object (drift repair even without events). */
   resync: durationMs.default(600_000),
   workers: z.number().int().min(1).max(64).default(8),

@@ -24,7 +24,7 @@ export class WorkQueue {
   /** Keys added again while processing: they go back to pending when done. */
   private readonly dirty = new Set<string>();
   private readonly failures = new Map<string, number>();
-  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly timers = new Map<string, { timer: NodeJS.Timeout; due: number }>();
   private running = 0;
   private stopped = true;
   private idleWaiters: (() => void)[] = [];
@@ -40,7 +40,7 @@ export class WorkQueue {
 
   stop(): void {
     this.stopped = true;
-    for (const timer of this.timers.values()) clearTimeout(timer);
+    for (const { timer } of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
   }
 
@@ -60,19 +60,22 @@ export class WorkQueue {
     this.pump();
   }
 
-  /** Adds the key after a delay (an earlier pending schedule for the key wins). */
+  /** Adds the key after a delay; of several schedules for one key, the earliest wins. */
   addAfter(key: string, delayMs: number): void {
     if (delayMs <= 0) {
       this.add(key);
       return;
     }
-    if (this.timers.has(key)) return;
+    const due = Date.now() + delayMs;
+    const existing = this.timers.get(key);
+    if (existing && existing.due <= due) return;
+    if (existing) clearTimeout(existing.timer);
     const timer = setTimeout(() => {
       this.timers.delete(key);
       this.add(key);
     }, delayMs);
     timer.unref();
-    this.timers.set(key, timer);
+    this.timers.set(key, { timer, due });
   }
 
   /** Resolves when nothing is pending or running (tests, benchmarks, shutdown). */

@@ -4,7 +4,14 @@
 // revoked, and runs revocation before a deleted token goes (finalizer).
 import type { Condition, FlavoredTokenStatus, TokenBinding } from '../flavor/resources.ts';
 import { decideBinding, type Failure, readVerificationRecord } from '../flavor/verdict.ts';
-import { deleteBootstrapSecret, type StoredToken, setFinalizer } from '../kube/token-writes.ts';
+import { kubeJson } from '../kube/fetch.ts';
+import {
+  bootstrapSecretExists,
+  deleteBootstrapSecret,
+  type StoredToken,
+  setFinalizer,
+  tokenPath,
+} from '../kube/token-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
 import { nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
@@ -108,6 +115,46 @@ async function judge(ctx: ControllerContext, token: StoredToken, now: Date): Pro
   return { status, bound, rejected, consumed, expired, revoked };
 }
 
+const secretConfirmed = new Set<string>();
+
+/**
+ * Issuance writes the FlavoredToken, then the Secret, and rolls the record back if the Secret
+ * fails. If the rollback failed too, an unused record without a Secret remains: no node can ever
+ * join with it, so it is deleted (after --orphan-grace, which covers an issuance in flight).
+ */
+async function removeIfHalfMade(
+  ctx: ControllerContext,
+  token: StoredToken,
+  tokenId: string,
+  now: Date,
+): Promise<boolean> {
+  if (secretConfirmed.has(token.metadata.uid)) return false;
+  const facts = tokenFacts(token);
+  const age = now.getTime() - new Date(token.metadata.creationTimestamp).getTime();
+  if (facts.bindings.length > 0 || facts.revoked || age < ctx.config.orphanGrace || now >= facts.expiresAt)
+    return false;
+  if (await bootstrapSecretExists(ctx.kubeConfig, tokenId)) {
+    secretConfirmed.add(token.metadata.uid);
+    return false;
+  }
+  await ctx.events.record(
+    {
+      apiVersion: token.apiVersion,
+      kind: 'FlavoredToken',
+      name: token.metadata.name,
+      uid: token.metadata.uid,
+    },
+    'Warning',
+    'BootstrapSecretMissing',
+    `token ${tokenId} has no bootstrap Secret and was never used: deleting the record`,
+  );
+  await kubeJson(ctx.kubeConfig, 'DELETE', tokenPath(token.metadata.name), {
+    action: `delete half-made FlavoredToken ${token.metadata.name}`,
+    body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: token.metadata.uid } },
+  });
+  return true;
+}
+
 /** Whether the node still carries a verification record naming this token. */
 function stillFlavoredBy(ctx: ControllerContext, nodeName: string, tokenId: string | undefined): boolean {
   const node = ctx.caches.nodes.get(nodeName);
@@ -150,6 +197,8 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     await setFinalizer(ctx.kubeConfig, cached, true);
 
   const now = ctx.now();
+  if (await removeIfHalfMade(ctx, cached, tokenId, now)) return;
+  if (!secretConfirmed.has(cached.metadata.uid)) ctx.requeueToken(name, ctx.config.orphanGrace + 1000);
   let outcome: BindingOutcome | undefined;
   await updateTokenStatus(ctx, name, async (fresh) => {
     outcome = await judge(ctx, fresh, now);

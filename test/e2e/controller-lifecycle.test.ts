@@ -37,7 +37,12 @@ describe('controller: keeping flavors true', () => {
     await installCrds(env);
     await ensureNamespace(env, OPERATOR_NAMESPACE);
     await applyFlavorClass(env, flavor, { labels: { [FLAVOR_LABEL]: flavor, 'example.com/tier': 'gold' } });
-    const config = parseConfig({ namespace: OPERATOR_NAMESPACE, leaderElect: false, bindingGrace: '3s' });
+    const config = parseConfig({
+      namespace: OPERATOR_NAMESPACE,
+      leaderElect: false,
+      bindingGrace: '3s',
+      orphanGrace: '2s',
+    });
     controller = startController({
       kubeConfig: env.kubeConfig,
       config,
@@ -184,6 +189,34 @@ describe('controller: keeping flavors true', () => {
       what: 'the kept node to follow its class',
     });
     assert.equal((await labelsOf(kept.name))[FLAVOR_LABEL], flavor);
+  });
+
+  it('an unused FlavoredToken left without its bootstrap Secret (a failed issuance) is cleaned up', async () => {
+    const name = `ft-${uniqueName('x').slice(-6)}`;
+    await tokens().createClusterCustomObject({
+      group: 'nodeflavor.io',
+      version: 'v1alpha1',
+      plural: 'flavoredtokens',
+      body: {
+        apiVersion: 'nodeflavor.io/v1alpha1',
+        kind: 'FlavoredToken',
+        metadata: { name, labels: { 'nodeflavor.io/token-id': name.slice(3) } },
+        spec: { flavorClassName: flavor, ttl: '1h' },
+      },
+    });
+    await waitFor(
+      async () =>
+        (await tokens()
+          .getClusterCustomObject({
+            group: 'nodeflavor.io',
+            version: 'v1alpha1',
+            plural: 'flavoredtokens',
+            name,
+          })
+          .then(() => false)
+          .catch(() => true)) || undefined,
+      { what: 'the half-made FlavoredToken to be deleted', timeoutMs: 20_000 },
+    );
   });
 
   it('a re-created node with the same name does not inherit the flavor', async () => {
