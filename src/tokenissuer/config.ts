@@ -1,0 +1,139 @@
+// The token issuer's configuration: one object, parsed once with zod at start-up and passed down.
+// Every field has a safe default except the TLS material. Secrets are referenced by file path
+// (the JWT shared secret) so that the parsed config can be logged without leaking them.
+import { z } from 'zod';
+import { DEFAULT_TTL, parseDuration, TtlSchema } from '../flavor/resources.ts';
+import { DEFAULT_KEY_SECRET_NAME } from '../kube/keyring-store.ts';
+
+/** kubeadm's group: every flavor's bootstrap token carries exactly this one (indistinguishability). */
+export const DEFAULT_AUTH_EXTRA_GROUP = 'system:bootstrappers:kubeadm:default-node-token';
+/** The bootstrap Secret's description: the same text for every flavor. */
+export const DEFAULT_SECRET_DESCRIPTION = 'nodeflavor join token';
+export const DEFAULT_FLAVORS_CLAIM = 'nodeflavor.io/flavors';
+
+/** The API server's rule for auth-extra-groups entries. */
+const BOOTSTRAP_GROUP_RE = /^system:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]$/;
+
+const TlsFilesSchema = z.strictObject({ certFile: z.string().min(1), keyFile: z.string().min(1) });
+/** Inline PEM, for tests and for callers that already hold the material in memory. */
+const TlsPemSchema = z.strictObject({ certPem: z.string().min(1), keyPem: z.string().min(1) });
+
+const BucketSchema = z.strictObject({
+  /** Requests a caller may make in a burst. */
+  capacity: z.number().int().min(1).max(100_000),
+  /** Requests a caller regains per second. */
+  refillPerSecond: z.number().positive().max(100_000),
+});
+
+const JwtSchema = z
+  .strictObject({
+    issuer: z.string().min(1),
+    audience: z.string().min(1),
+    /** A JSON Web Key Set file (public keys; RS*, ES*, EdDSA). */
+    jwksFile: z.string().min(1).optional(),
+    /** A file holding the HS256 shared secret (at least 32 bytes). */
+    hs256SecretFile: z.string().min(1).optional(),
+    /** Claim listing the flavors the caller may use (an array of FlavorClass names). */
+    flavorsClaim: z.string().min(1).default(DEFAULT_FLAVORS_CLAIM),
+    /** Claim naming the caller, for logs, rate limits and the FlavoredToken's requested-by. */
+    usernameClaim: z.string().min(1).default('sub'),
+  })
+  .refine((jwt) => (jwt.jwksFile === undefined) !== (jwt.hs256SecretFile === undefined), {
+    message: 'set exactly one of jwksFile and hs256SecretFile',
+  });
+
+/** How tokens are minted; the CLI parses the same schema so both paths mint identical tokens. */
+export const IssuanceSettingsSchema = z
+  .strictObject({
+    authExtraGroups: z
+      .string()
+      .regex(BOOTSTRAP_GROUP_RE, { message: 'must match system:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]' })
+      .default(DEFAULT_AUTH_EXTRA_GROUP),
+    secretDescription: z.string().max(256).default(DEFAULT_SECRET_DESCRIPTION),
+    /** Applied when a request sets neither ttl nor expiresAt. */
+    defaultTtl: TtlSchema.default(DEFAULT_TTL),
+    /** The longest validity a request may ask for (ttl or expiresAt). */
+    maxTtl: TtlSchema.default('168h'),
+    /** host:port nodes join through; default: the server in kube-public/cluster-info. */
+    apiServerEndpoint: z.string().min(1).optional(),
+    kubeadmApiVersion: z
+      .enum(['kubeadm.k8s.io/v1beta4', 'kubeadm.k8s.io/v1beta3'])
+      .default('kubeadm.k8s.io/v1beta4'),
+    /** Join material registers the node with the quarantine taint that only verification lifts. */
+    quarantineTaint: z.boolean().default(true),
+  })
+  .refine((issuance) => parseDuration(issuance.defaultTtl) <= parseDuration(issuance.maxTtl), {
+    message: 'defaultTtl must not be longer than maxTtl',
+    path: ['defaultTtl'],
+  });
+export type IssuanceSettings = z.output<typeof IssuanceSettingsSchema>;
+
+export const IssuerConfigSchema = z
+  .strictObject({
+    listen: z
+      .strictObject({
+        host: z.string().min(1).default('0.0.0.0'),
+        port: z.number().int().min(0).max(65_535).default(8443),
+      })
+      .prefault({}),
+    tls: z.union([TlsFilesSchema, TlsPemSchema]),
+    /** Larger request bodies get 413. */
+    bodyLimitBytes: z.number().int().min(1024).max(1_048_576).default(16_384),
+    issuance: IssuanceSettingsSchema.prefault({}),
+    keyRing: z
+      .strictObject({
+        namespace: z.string().min(1).default('nodeflavor'),
+        secretName: z.string().min(1).default(DEFAULT_KEY_SECRET_NAME),
+        createIfMissing: z.boolean().default(true),
+        /** How often the ring is re-read, so a rotation reaches every replica. */
+        refreshSeconds: z.number().int().min(1).max(86_400).default(60),
+      })
+      .prefault({}),
+    auth: z
+      .strictObject({
+        tokenReview: z
+          .strictObject({
+            enabled: z.boolean().default(true),
+            /** Audiences the bearer token must be valid for (empty: the API server's own). */
+            audiences: z.array(z.string().min(1)).default([]),
+          })
+          .prefault({}),
+        jwt: JwtSchema.optional(),
+        /** How long a TokenReview or SubjectAccessReview answer is reused (0 turns caching off). */
+        cacheSeconds: z.number().int().min(0).max(300).default(10),
+      })
+      .prefault({}),
+    rateLimit: z
+      .strictObject({
+        perCaller: BucketSchema.prefault({ capacity: 30, refillPerSecond: 1 }),
+        /** Failed authentications per client address: keeps a flood of bad tokens off TokenReview. */
+        unauthenticatedPerAddress: BucketSchema.prefault({ capacity: 20, refillPerSecond: 1 }),
+        maxTrackedCallers: z.number().int().min(1).max(1_000_000).default(10_000),
+      })
+      .prefault({}),
+    idempotency: z
+      .strictObject({
+        /** How long a POST's answer is kept for retries with the same Idempotency-Key. */
+        ttlSeconds: z.number().int().min(1).max(86_400).default(3_600),
+        maxEntries: z.number().int().min(1).max(1_000_000).default(10_000),
+      })
+      .prefault({}),
+    logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  })
+  .refine((config) => config.auth.tokenReview.enabled || config.auth.jwt !== undefined, {
+    message: 'enable auth.tokenReview or configure auth.jwt: the issuer needs a way to authenticate callers',
+    path: ['auth'],
+  });
+
+export type IssuerConfig = z.output<typeof IssuerConfigSchema>;
+export type IssuerConfigInput = z.input<typeof IssuerConfigSchema>;
+
+/** Parses the configuration; the error lists every bad field as `path: message`. */
+export function parseIssuerConfig(input: unknown): IssuerConfig {
+  const result = IssuerConfigSchema.safeParse(input);
+  if (result.success) return result.data;
+  const problems = result.error.issues.map(
+    (issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`,
+  );
+  throw new Error(`invalid token-issuer configuration: ${problems.join('; ')}`);
+}

@@ -1,0 +1,85 @@
+// Idempotency-Key for POST /v1/tokens: a retry with the same key, by the same caller, with the
+// same body gets the answer of the first request instead of a second token; the same key with a
+// different body is a conflict. Answers are kept in memory for a TTL and the cache is bounded.
+// It is per replica: a retry that lands on another replica mints a second token (portals that
+// need more should pin retries to one replica or revoke the extra token).
+// Concurrent duplicates share one in-flight issuance. Failures are not kept, so a retry after a
+// failure tries again.
+import { createHash } from 'node:crypto';
+import { BoundedCache } from './bounded-cache.ts';
+import { IssuerError } from './errors.ts';
+
+/** What a key may be: 1 to 255 visible ASCII characters (as the IETF draft's examples). */
+export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+
+interface Entry<V> {
+  fingerprint: string;
+  result: Promise<V>;
+}
+
+export interface IdempotentResult<V> {
+  value: V;
+  /** True when the value is the answer to an earlier request. */
+  replayed: boolean;
+}
+
+export class IdempotencyCache<V> {
+  readonly #cache: BoundedCache<string, Entry<V>>;
+  readonly #ttlMs: number;
+  readonly #now: () => number;
+
+  constructor(options: { ttlMs: number; maxEntries: number; now?: () => number }) {
+    this.#cache = new BoundedCache(options.maxEntries);
+    this.#ttlMs = options.ttlMs;
+    this.#now = options.now ?? Date.now;
+  }
+
+  async run(
+    caller: string,
+    key: string,
+    request: unknown,
+    produce: () => Promise<V>,
+  ): Promise<IdempotentResult<V>> {
+    if (!IDEMPOTENCY_KEY_PATTERN.test(key)) {
+      throw new IssuerError('InvalidRequest', 'Idempotency-Key must be 1 to 255 visible ASCII characters', [
+        { field: 'Idempotency-Key', message: 'must be 1 to 255 visible ASCII characters' },
+      ]);
+    }
+    const cacheKey = `${caller}\u0000${key}`;
+    const fingerprint = requestFingerprint(request);
+    const existing = this.#cache.get(cacheKey, this.#now());
+    if (existing) {
+      if (existing.fingerprint !== fingerprint) {
+        throw new IssuerError(
+          'Conflict',
+          'this Idempotency-Key was already used with a different request body: use a new key for a new request',
+        );
+      }
+      return { value: await existing.result, replayed: true };
+    }
+    const result = produce();
+    this.#cache.set(cacheKey, { fingerprint, result }, this.#ttlMs, this.#now());
+    try {
+      return { value: await result, replayed: false };
+    } catch (error) {
+      if (this.#cache.get(cacheKey, this.#now())?.result === result) this.#cache.delete(cacheKey);
+      throw error;
+    }
+  }
+}
+
+/** SHA-256 of the request as canonical JSON (sorted keys), so key order and spacing do not matter. */
+export function requestFingerprint(request: unknown): string {
+  return createHash('sha256').update(canonicalJson(request)).digest('hex');
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}

@@ -1,0 +1,319 @@
+// Where a token is minted: the issuance library behind both the token-issuer API and the
+// kubectl-flavor CLI. One issuance writes two objects, in this order:
+//   1. FlavoredToken ft-<token ID> (the record: flavor, expiry, uses; never a secret), its status
+//      stamped with the token ID and the expiry;
+//   2. Secret kube-system/bootstrap-token-<token ID>, owned by the FlavoredToken.
+// The record comes first so that a Secret never exists without one: a node holding a token the
+// controller cannot trace would get no flavor, but it would still join. Nothing in either object,
+// nor in the join material, names the flavor where a token holder could read it.
+import { randomBytes as cryptoRandomBytes } from 'node:crypto';
+import {
+  type BootstrapToken,
+  generateBootstrapToken,
+  type RandomBytes,
+  TOKEN_ID_PATTERN,
+} from '../flavor/bootstrap-token.ts';
+import { deriveFlavorToken } from '../flavor/flavor-token.ts';
+import type { KeyRing } from '../flavor/keyring.ts';
+import {
+  API_VERSION,
+  type Condition,
+  FLAVORED_TOKEN_KIND,
+  type FlavoredToken,
+  type FlavoredTokenInput,
+  isDnsSubdomain,
+  TOKEN_ID_LABEL,
+  tokenExpiry,
+} from '../flavor/resources.ts';
+import type { Secret } from '../flavor/secret.ts';
+import { isAlreadyExists, KubeError } from '../kube/kube-error.ts';
+import type { TokenKube } from '../kube/tokens.ts';
+import { type ClusterJoinFacts, clusterJoinFacts } from './cluster-info.ts';
+import type { IssuanceSettings } from './config.ts';
+import { IssuerError } from './errors.ts';
+import { type JoinMaterial, renderJoinMaterial } from './join-material.ts';
+import { type IssueRequest, validateIssueRequest } from './request.ts';
+
+export const FLAVORED_TOKEN_NAME_PREFIX = 'ft-';
+/** Who asked for the token (a username), for audit; on the FlavoredToken, which token holders cannot read. */
+export const REQUESTED_BY_ANNOTATION = 'nodeflavor.io/requested-by';
+
+/** Token IDs are 6 random characters: a clash with an existing token is rare, a second one rarer. */
+const MAX_ATTEMPTS = 3;
+
+export interface IssuanceDeps {
+  kube: TokenKube;
+  /** The HMAC key ring; its active key derives new flavor tokens. */
+  keyRing: () => Promise<KeyRing>;
+  settings: IssuanceSettings;
+  now?: () => Date;
+  randomBytes?: RandomBytes;
+}
+
+export interface IssueInput extends IssueRequest {
+  /** The authenticated caller, recorded on the FlavoredToken. */
+  requestedBy?: string;
+}
+
+export interface IssuedToken {
+  /** The FlavoredToken's name, ft-<tokenID>: the handle for status and revocation. */
+  name: string;
+  tokenId: string;
+  /** RFC 3339, whole seconds. */
+  expiresAt: string;
+  material: JoinMaterial;
+  bootstrapToken: BootstrapToken;
+  flavorToken: Secret;
+}
+
+/** A FlavoredToken as the API and the CLI show it: no secret, ever. */
+export interface TokenStatusView {
+  id: string;
+  tokenID: string | null;
+  flavor: string;
+  expiresAt: string | null;
+  maxUses: number;
+  uses: number;
+  revoked: boolean;
+  /** Derived from spec and status: Revoked, Expired, Consumed or Active. */
+  state: 'Active' | 'Expired' | 'Consumed' | 'Revoked';
+  nodeName: string | null;
+  nodeNamePattern: string | null;
+  description: string | null;
+  createdAt: string | null;
+  conditions: Pick<Condition, 'type' | 'status' | 'reason' | 'message' | 'lastTransitionTime'>[];
+}
+
+export function flavoredTokenName(tokenId: string): string {
+  return FLAVORED_TOKEN_NAME_PREFIX + tokenId;
+}
+
+export async function issueToken(deps: IssuanceDeps, input: IssueInput): Promise<IssuedToken> {
+  const now = deps.now ?? (() => new Date());
+  const { requestedBy, ...body } = input;
+  const request = validateIssueRequest(body, deps.settings, now());
+
+  const flavor = await deps.kube.getFlavorClass(request.flavorClassName);
+  if (!flavor || flavor.metadata.deletionTimestamp) {
+    throw new IssuerError(
+      'NotFound',
+      `FlavorClass '${request.flavorClassName}' not found: create it or check --flavor (flavorClassName)`,
+    );
+  }
+  // Read everything the material needs before writing anything, so that these failures leave nothing.
+  const ring = await deps.keyRing();
+  const facts = await readJoinFacts(deps);
+
+  const spec: FlavoredTokenInput['spec'] = {
+    flavorClassName: request.flavorClassName,
+    maxUses: request.maxUses,
+    ...(request.expiresAt !== undefined
+      ? { expiresAt: request.expiresAt }
+      : { ttl: request.ttl ?? deps.settings.defaultTtl }),
+    ...(request.nodeName !== undefined ? { nodeName: request.nodeName } : {}),
+    ...(request.nodeNamePattern !== undefined ? { nodeNamePattern: request.nodeNamePattern } : {}),
+    ...(request.description !== undefined ? { description: request.description } : {}),
+  };
+
+  for (let attempt = 1; ; attempt++) {
+    const token = generateBootstrapToken(deps.randomBytes ?? cryptoRandomBytes);
+    const flavorToken = deriveFlavorToken(ring.active, token.id, request.flavorClassName);
+    try {
+      const { name, material } = await writeTokenObjects(deps, token, spec, requestedBy, now, (expiresAt) =>
+        renderJoinMaterial({
+          apiServerEndpoint: facts.apiServerEndpoint,
+          caCertHash: facts.caCertHash,
+          token,
+          flavorToken,
+          expiresAt,
+          apiVersion: deps.settings.kubeadmApiVersion,
+          ...(deps.settings.quarantineTaint ? {} : { quarantineTaint: null }),
+        }),
+      );
+      return {
+        name,
+        tokenId: token.id,
+        expiresAt: material.expiresAt,
+        material,
+        bootstrapToken: token,
+        flavorToken,
+      };
+    } catch (error) {
+      // An existing FlavoredToken or Secret holds this token ID: draw another one.
+      if (!(error instanceof TokenIdTaken)) throw error;
+      if (attempt >= MAX_ATTEMPTS) throw new IssuerError('Conflict', 'could not find a free token ID: retry');
+    }
+  }
+}
+
+async function readJoinFacts(deps: IssuanceDeps): Promise<ClusterJoinFacts> {
+  const kubeconfig = await deps.kube.readClusterInfoKubeconfig();
+  try {
+    return clusterJoinFacts(kubeconfig, deps.settings.apiServerEndpoint);
+  } catch (error) {
+    throw new IssuerError('Internal', (error as Error).message);
+  }
+}
+
+class TokenIdTaken extends Error {}
+
+async function writeTokenObjects(
+  deps: IssuanceDeps,
+  token: BootstrapToken,
+  spec: FlavoredTokenInput['spec'],
+  requestedBy: string | undefined,
+  now: () => Date,
+  render: (expiresAt: Date) => JoinMaterial,
+): Promise<{ name: string; material: JoinMaterial }> {
+  const name = flavoredTokenName(token.id);
+  let record: FlavoredToken;
+  try {
+    record = await deps.kube.createFlavoredToken({
+      apiVersion: API_VERSION,
+      kind: FLAVORED_TOKEN_KIND,
+      metadata: {
+        name,
+        labels: { [TOKEN_ID_LABEL]: token.id },
+        ...(requestedBy ? { annotations: { [REQUESTED_BY_ANNOTATION]: requestedBy.slice(0, 1024) } } : {}),
+      },
+      spec,
+    });
+  } catch (error) {
+    if (isAlreadyExists(error)) throw new TokenIdTaken();
+    throw error;
+  }
+
+  try {
+    // The controller computes the same expiry from the same inputs (spec and creation time).
+    const created = record.metadata.creationTimestamp ? new Date(record.metadata.creationTimestamp) : now();
+    const expiresAt = wholeSeconds(tokenExpiry(spec, created));
+    const expiration = expiresAt.toISOString().replace(/\.\d{3}Z$/, 'Z');
+    await deps.kube.patchFlavoredTokenStatus(name, { tokenID: token.id, expiresAt: expiration });
+    // Rendered before the Secret exists: if the material cannot be made, the rollback leaves nothing.
+    const material = render(expiresAt);
+    await deps.kube.createBootstrapSecret({
+      token,
+      expiration,
+      authExtraGroups: deps.settings.authExtraGroups,
+      description: deps.settings.secretDescription,
+      owner: { name, uid: record.metadata.uid ?? '' },
+    });
+    return { name, material };
+  } catch (error) {
+    // Roll back the record so that a failed issuance leaves nothing. If the rollback fails too,
+    // a FlavoredToken without a Secret remains: no node can join with it (the secret was never
+    // stored), and the controller marks such records and deletes them.
+    await deps.kube.deleteFlavoredToken(name, record.metadata.uid ?? '').catch(() => undefined);
+    if (isAlreadyExists(error)) throw new TokenIdTaken();
+    throw error;
+  }
+}
+
+function wholeSeconds(date: Date): Date {
+  return new Date(Math.floor(date.getTime() / 1000) * 1000);
+}
+
+/**
+ * The FlavoredToken for a reference: a token ID (6 characters, looked up by label) or the
+ * FlavoredToken's name. undefined when there is none.
+ */
+export async function findToken(
+  deps: Pick<IssuanceDeps, 'kube'>,
+  ref: string,
+): Promise<FlavoredToken | undefined> {
+  if (TOKEN_ID_PATTERN.test(ref)) {
+    return (
+      (await deps.kube.findFlavoredTokenByTokenId(ref)) ??
+      (await deps.kube.getFlavoredToken(flavoredTokenName(ref)))
+    );
+  }
+  if (!isDnsSubdomain(ref)) {
+    throw new IssuerError(
+      'InvalidRequest',
+      'a token reference is a token ID (6 characters) or a FlavoredToken name',
+      [{ field: 'id', message: 'must be a token ID or a FlavoredToken name' }],
+    );
+  }
+  return deps.kube.getFlavoredToken(ref);
+}
+
+/** findToken, or IssuerError NotFound. */
+export async function getToken(deps: Pick<IssuanceDeps, 'kube'>, ref: string): Promise<FlavoredToken> {
+  const token = await findToken(deps, ref);
+  if (!token)
+    throw new IssuerError('NotFound', `token '${ref}' not found: check the ID (kubectl flavor list)`);
+  return token;
+}
+
+export async function listTokens(deps: Pick<IssuanceDeps, 'kube' | 'now'>): Promise<TokenStatusView[]> {
+  const now = (deps.now ?? (() => new Date()))();
+  const tokens = await deps.kube.listFlavoredTokens();
+  return tokens.map((token) => tokenStatusView(token, now));
+}
+
+/**
+ * Revokes a token: its bootstrap Secret goes at once (no node can authenticate with it from now
+ * on), then spec.revoked is set; the controller does the rest (conditions, StripNodes). Safe to
+ * repeat: a Secret already gone is fine.
+ */
+export async function revokeToken(
+  deps: Pick<IssuanceDeps, 'kube' | 'now'>,
+  ref: string | FlavoredToken,
+): Promise<TokenStatusView> {
+  const token = typeof ref === 'string' ? await getToken(deps, ref) : ref;
+  const name = token.metadata.name ?? '';
+  const tokenId = tokenIdOf(token);
+  if (tokenId) await deps.kube.deleteBootstrapSecret(tokenId);
+  let revoked: FlavoredToken;
+  try {
+    revoked = token.spec.revoked ? token : await deps.kube.markFlavoredTokenRevoked(name);
+  } catch (error) {
+    if (error instanceof KubeError && error.status === 404) {
+      throw new IssuerError('NotFound', `token '${name}' not found: it was deleted meanwhile`);
+    }
+    throw error;
+  }
+  return tokenStatusView(revoked, (deps.now ?? (() => new Date()))());
+}
+
+export function tokenIdOf(token: FlavoredToken): string | undefined {
+  const id = token.metadata.labels?.[TOKEN_ID_LABEL] ?? token.status?.tokenID;
+  return id !== undefined && TOKEN_ID_PATTERN.test(id) ? id : undefined;
+}
+
+export function tokenStatusView(token: FlavoredToken, now: Date): TokenStatusView {
+  const uses = token.status?.uses ?? 0;
+  const maxUses = token.spec.maxUses;
+  const expiresAt = token.status?.expiresAt ?? token.spec.expiresAt ?? null;
+  const expired = expiresAt !== null && Date.parse(expiresAt) <= now.getTime();
+  const state = token.spec.revoked
+    ? 'Revoked'
+    : expired
+      ? 'Expired'
+      : maxUses > 0 && uses >= maxUses
+        ? 'Consumed'
+        : 'Active';
+  return {
+    id: token.metadata.name ?? '',
+    tokenID: tokenIdOf(token) ?? null,
+    flavor: token.spec.flavorClassName,
+    expiresAt,
+    maxUses,
+    uses,
+    revoked: token.spec.revoked,
+    state,
+    nodeName: token.spec.nodeName ?? null,
+    nodeNamePattern: token.spec.nodeNamePattern ?? null,
+    description: token.spec.description ?? null,
+    createdAt: token.metadata.creationTimestamp ?? null,
+    conditions: (token.status?.conditions ?? []).map(
+      ({ type, status, reason, message, lastTransitionTime }) => ({
+        type,
+        status,
+        reason,
+        message,
+        lastTransitionTime,
+      }),
+    ),
+  };
+}

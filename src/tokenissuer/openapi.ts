@@ -1,0 +1,292 @@
+// The token issuer's API, described by hand (OpenAPI 3.1) and served at /openapi.json. A unit
+// test checks that every route the server registers is described here and vice versa.
+import { LIMITS } from '../flavor/resources.ts';
+import { ERROR_STATUS } from './errors.ts';
+
+const json = (schema: object) => ({ 'application/json': { schema } });
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const errorResponse = (description: string) => ({ description, content: json(ref('Error')) });
+
+const errors = {
+  '400': errorResponse('The request is invalid; `fields` names each failing field.'),
+  '401': errorResponse('No credentials, or invalid ones.'),
+  '403': errorResponse('The caller may not use the flavor (or the token’s flavor).'),
+  '429': errorResponse('Too many requests from this caller; see Retry-After.'),
+  '500': errorResponse('The issuer failed (e.g. missing RBAC); the message says what to fix.'),
+  '503': errorResponse('The Kubernetes API is unavailable; retry later.'),
+};
+
+const tokenRef = {
+  name: 'id',
+  in: 'path',
+  required: true,
+  description: 'The FlavoredToken name (ft-<tokenID>) or the 6-character token ID.',
+  schema: { type: 'string', maxLength: 253 },
+};
+
+export const OPENAPI_DOCUMENT = {
+  openapi: '3.1.0',
+  info: {
+    title: 'nodeflavor token issuer',
+    version: 'v1',
+    description:
+      'Issues kubeadm join material bound to a flavor (FlavorClass). The answer to an issuance has the ' +
+      'same shape and size for every flavor and does not name the flavor: the caller knows what it asked ' +
+      'for, the node administrator who receives the material must not be able to tell. Error bodies are ' +
+      '`{"error": {"code", "message", "fields"?}}`.',
+  },
+  servers: [{ url: '/' }],
+  security: [{ bearer: [] }],
+  paths: {
+    '/v1/tokens': {
+      post: {
+        operationId: 'issueToken',
+        summary: 'Issue a join token for a flavor',
+        description:
+          'Creates a FlavoredToken and its bootstrap token Secret and returns the join material. With an ' +
+          'Idempotency-Key, a retry with the same key and body (same caller, same replica, within the ' +
+          'idempotency TTL) returns the same token instead of a second one.',
+        parameters: [
+          {
+            name: 'Idempotency-Key',
+            in: 'header',
+            required: false,
+            description: '1 to 255 visible ASCII characters, unique per intended issuance.',
+            schema: { type: 'string', minLength: 1, maxLength: 255 },
+          },
+        ],
+        requestBody: { required: true, content: json(ref('IssueRequest')) },
+        responses: {
+          '201': {
+            description: 'Issued. Holds secrets: store and forward it with care (Cache-Control: no-store).',
+            headers: { Location: { schema: { type: 'string' }, description: '/v1/tokens/{id}' } },
+            content: json(ref('IssuedToken')),
+          },
+          ...errors,
+          '404': errorResponse('The FlavorClass does not exist.'),
+          '409': errorResponse('The Idempotency-Key was used with a different body.'),
+          '413': errorResponse('The body is larger than the limit (16 KiB by default).'),
+          '415': errorResponse('The body is not application/json.'),
+        },
+      },
+    },
+    '/v1/tokens/{id}': {
+      get: {
+        operationId: 'getToken',
+        summary: 'Status of an issued token (no secrets)',
+        parameters: [tokenRef],
+        responses: {
+          '200': { description: 'The token’s status.', content: json(ref('TokenStatus')) },
+          ...errors,
+          '404': errorResponse('No such token.'),
+        },
+      },
+      delete: {
+        operationId: 'revokeToken',
+        summary: 'Revoke a token',
+        description:
+          'Deletes the bootstrap token Secret at once (no node can join with it from now on) and marks the ' +
+          'FlavoredToken revoked; the controller applies its revocationPolicy to nodes that joined with it.',
+        parameters: [tokenRef],
+        responses: {
+          '200': { description: 'Revoked; the token’s status.', content: json(ref('TokenStatus')) },
+          ...errors,
+          '404': errorResponse('No such token.'),
+        },
+      },
+    },
+    '/v1/flavors': {
+      get: {
+        operationId: 'listFlavors',
+        summary: 'The flavors the caller may use',
+        responses: {
+          '200': {
+            description: 'FlavorClasses the caller may issue tokens for.',
+            content: json({
+              type: 'object',
+              required: ['items'],
+              properties: { items: { type: 'array', items: ref('Flavor') } },
+            }),
+          },
+          ...errors,
+        },
+      },
+    },
+    '/healthz': {
+      get: {
+        operationId: 'healthz',
+        summary: 'Liveness',
+        security: [],
+        responses: { '200': { description: 'The process serves requests.', content: json(ref('Health')) } },
+      },
+    },
+    '/readyz': {
+      get: {
+        operationId: 'readyz',
+        summary: 'Readiness: the HMAC key ring is loaded',
+        security: [],
+        responses: {
+          '200': { description: 'Ready to issue.', content: json(ref('Health')) },
+          '503': errorResponse('Not ready (the key ring is not loaded yet).'),
+        },
+      },
+    },
+    '/openapi.json': {
+      get: {
+        operationId: 'openapi',
+        summary: 'This document',
+        security: [],
+        responses: { '200': { description: 'The OpenAPI 3.1 document.', content: json({ type: 'object' }) } },
+      },
+    },
+  },
+  components: {
+    securitySchemes: {
+      bearer: {
+        type: 'http',
+        scheme: 'bearer',
+        description:
+          'A Kubernetes token (checked with a TokenReview; authorised by RBAC verb `use` on ' +
+          'flavorclasses.nodeflavor.io/<flavor>) or, if configured, a JWT from the configured issuer ' +
+          'whose flavors claim lists the flavor.',
+      },
+    },
+    schemas: {
+      IssueRequest: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['flavorClassName'],
+        properties: {
+          flavorClassName: { type: 'string', maxLength: 253, description: 'The FlavorClass to grant.' },
+          ttl: {
+            type: 'string',
+            maxLength: LIMITS.ttlLength,
+            pattern: '^([0-9]+([.][0-9]+)?[hms])+$',
+            description: 'Validity, e.g. 1h or 30m (at most the configured maxTtl). Not with expiresAt.',
+          },
+          expiresAt: { type: 'string', format: 'date-time', description: 'Absolute expiry. Not with ttl.' },
+          maxUses: {
+            type: 'integer',
+            minimum: 0,
+            maximum: LIMITS.maxUses,
+            default: 1,
+            description: 'How many nodes may join (0: no count limit until expiry).',
+          },
+          nodeName: {
+            type: 'string',
+            maxLength: LIMITS.nodeNameLength,
+            description: 'The only node name allowed.',
+          },
+          nodeNamePattern: {
+            type: 'string',
+            maxLength: LIMITS.nodeNameLength,
+            pattern: '^[a-z0-9*.-]+$',
+            description: "A glob ('*') of allowed node names. Not with nodeName.",
+          },
+          description: { type: 'string', maxLength: LIMITS.descriptionLength },
+        },
+      },
+      IssuedToken: {
+        type: 'object',
+        description: 'Join material. Same keys and byte lengths for every flavor; the flavor is not named.',
+        required: [
+          'id',
+          'tokenID',
+          'expiresAt',
+          'apiServerEndpoint',
+          'caCertHash',
+          'bootstrapToken',
+          'flavorToken',
+          'joinConfiguration',
+          'joinCommand',
+          'cloudInit',
+        ],
+        properties: {
+          id: { type: 'string', description: 'ft-<tokenID>: the handle for status and revocation.' },
+          tokenID: { type: 'string', pattern: '^[a-z0-9]{6}$' },
+          expiresAt: { type: 'string', format: 'date-time' },
+          apiServerEndpoint: { type: 'string', description: 'host:port' },
+          caCertHash: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$' },
+          bootstrapToken: { type: 'string', pattern: '^[a-z0-9]{6}\\.[a-z0-9]{16}$', description: 'Secret.' },
+          flavorToken: { type: 'string', pattern: '^[a-z2-7]{52}$', description: 'Secret.' },
+          joinConfiguration: { type: 'string', description: 'kubeadm JoinConfiguration YAML (secret).' },
+          joinCommand: { type: 'string', description: 'Run with the JoinConfiguration saved as join.yaml.' },
+          cloudInit: {
+            type: 'string',
+            description: '#cloud-config that writes the configuration and joins.',
+          },
+        },
+      },
+      TokenStatus: {
+        type: 'object',
+        required: [
+          'id',
+          'tokenID',
+          'flavor',
+          'expiresAt',
+          'maxUses',
+          'uses',
+          'revoked',
+          'state',
+          'conditions',
+        ],
+        properties: {
+          id: { type: 'string' },
+          tokenID: { type: ['string', 'null'] },
+          flavor: { type: 'string' },
+          expiresAt: { type: ['string', 'null'], format: 'date-time' },
+          maxUses: { type: 'integer' },
+          uses: { type: 'integer' },
+          revoked: { type: 'boolean' },
+          state: { type: 'string', enum: ['Active', 'Expired', 'Consumed', 'Revoked'] },
+          nodeName: { type: ['string', 'null'] },
+          nodeNamePattern: { type: ['string', 'null'] },
+          description: { type: ['string', 'null'] },
+          createdAt: { type: ['string', 'null'], format: 'date-time' },
+          conditions: {
+            type: 'array',
+            items: {
+              type: 'object',
+              required: ['type', 'status', 'reason', 'message', 'lastTransitionTime'],
+              properties: {
+                type: { type: 'string' },
+                status: { type: 'string', enum: ['True', 'False', 'Unknown'] },
+                reason: { type: 'string' },
+                message: { type: 'string' },
+                lastTransitionTime: { type: 'string', format: 'date-time' },
+              },
+            },
+          },
+        },
+      },
+      Flavor: {
+        type: 'object',
+        required: ['name'],
+        properties: { name: { type: 'string' }, description: { type: ['string', 'null'] } },
+      },
+      Health: { type: 'object', required: ['status'], properties: { status: { type: 'string' } } },
+      Error: {
+        type: 'object',
+        required: ['error'],
+        properties: {
+          error: {
+            type: 'object',
+            required: ['code', 'message'],
+            properties: {
+              code: { type: 'string', enum: Object.keys(ERROR_STATUS) },
+              message: { type: 'string' },
+              fields: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  required: ['field', 'message'],
+                  properties: { field: { type: 'string' }, message: { type: 'string' } },
+                },
+              },
+            },
+          },
+        },
+      },
+    },
+  },
+} as const;

@@ -1,0 +1,122 @@
+// What a caller may ask for when issuing a token, and its validation: the same rules for the HTTP
+// API and the CLI. Field names match the FlavoredToken spec; errors name the failing fields.
+import { z } from 'zod';
+import {
+  DateTimeSchema,
+  DEFAULT_MAX_USES,
+  DNS_SUBDOMAIN_PATTERN,
+  LIMITS,
+  NODE_NAME_GLOB_PATTERN,
+  parseDuration,
+  TtlSchema,
+} from '../flavor/resources.ts';
+import { type FieldError, IssuerError } from './errors.ts';
+
+const DNS_SUBDOMAIN_RE = new RegExp(DNS_SUBDOMAIN_PATTERN);
+
+/** A token must stay valid at least this long after it is issued, or no node could use it. */
+export const MIN_VALIDITY_MS = 5_000;
+
+export const IssueRequestSchema = z
+  .strictObject({
+    flavorClassName: z
+      .string({
+        error: (issue) =>
+          issue.input === undefined ? 'is required: the name of a FlavorClass' : 'must be a string',
+      })
+      .min(1)
+      .max(253)
+      .regex(DNS_SUBDOMAIN_RE, { message: 'must be a FlavorClass name (a DNS subdomain)' }),
+    ttl: TtlSchema.optional(),
+    expiresAt: DateTimeSchema.optional(),
+    maxUses: z.number().int().min(0).max(LIMITS.maxUses).optional(),
+    nodeName: z
+      .string()
+      .max(LIMITS.nodeNameLength)
+      .regex(DNS_SUBDOMAIN_RE, { message: 'must be a node name (a DNS subdomain)' })
+      .optional(),
+    nodeNamePattern: z
+      .string()
+      .max(LIMITS.nodeNameLength)
+      .regex(new RegExp(NODE_NAME_GLOB_PATTERN), {
+        message: "must hold only lowercase letters, digits, '.', '-' and '*'",
+      })
+      .optional(),
+    description: z.string().max(LIMITS.descriptionLength).optional(),
+  })
+  .superRefine((request, ctx) => {
+    if (request.ttl !== undefined && request.expiresAt !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['expiresAt'], message: 'set at most one of ttl and expiresAt' });
+    }
+    if (request.nodeName !== undefined && request.nodeNamePattern !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['nodeNamePattern'],
+        message: 'set at most one of nodeName and nodeNamePattern',
+      });
+    }
+  });
+
+export type IssueRequest = z.input<typeof IssueRequestSchema>;
+/** A request that passed validation, with maxUses defaulted and the expiry decided. */
+export type ValidIssueRequest = z.output<typeof IssueRequestSchema> & { maxUses: number };
+
+/**
+ * zod issues as field errors, the first issue per field only (later checks of an already-failed
+ * field, such as a range check after a format check, would only confuse); unknown fields are
+ * named one by one.
+ */
+export function fieldErrors(error: z.ZodError): FieldError[] {
+  const fields: FieldError[] = [];
+  const push = (field: string, message: string) => {
+    if (!fields.some((f) => f.field === field)) fields.push({ field, message });
+  };
+  for (const issue of error.issues) {
+    const base = issue.path.map(String).join('.');
+    if (issue.code === 'unrecognized_keys') {
+      for (const key of issue.keys) {
+        push(base === '' ? key : `${base}.${key}`, 'is not a known field');
+      }
+      continue;
+    }
+    push(base === '' ? '(body)' : base, issue.message);
+  }
+  return fields;
+}
+
+/**
+ * Validates a request against the schema and the issuer's limits (maxTtl, at least
+ * MIN_VALIDITY_MS ahead). Throws IssuerError InvalidRequest naming every failing field.
+ */
+export function validateIssueRequest(
+  input: unknown,
+  limits: { maxTtl: string },
+  now: Date,
+): ValidIssueRequest {
+  const parsed = IssueRequestSchema.safeParse(input);
+  if (!parsed.success) {
+    throw new IssuerError('InvalidRequest', describe(fieldErrors(parsed.error)), fieldErrors(parsed.error));
+  }
+  const request = parsed.data;
+  const maxTtlMs = parseDuration(limits.maxTtl);
+  const fields: FieldError[] = [];
+  if (request.ttl !== undefined) {
+    const ttlMs = parseDuration(request.ttl);
+    if (ttlMs > maxTtlMs) fields.push({ field: 'ttl', message: `must be at most ${limits.maxTtl}` });
+    if (ttlMs < MIN_VALIDITY_MS) fields.push({ field: 'ttl', message: 'must be at least 5s' });
+  }
+  if (request.expiresAt !== undefined) {
+    const aheadMs = Date.parse(request.expiresAt) - now.getTime();
+    if (aheadMs < MIN_VALIDITY_MS) {
+      fields.push({ field: 'expiresAt', message: 'must be at least 5 seconds in the future' });
+    } else if (aheadMs > maxTtlMs) {
+      fields.push({ field: 'expiresAt', message: `must be at most ${limits.maxTtl} in the future` });
+    }
+  }
+  if (fields.length > 0) throw new IssuerError('InvalidRequest', describe(fields), fields);
+  return { ...request, maxUses: request.maxUses ?? DEFAULT_MAX_USES };
+}
+
+function describe(fields: FieldError[]): string {
+  return `invalid request: ${fields.map((f) => `${f.field} ${f.message}`).join('; ')}`;
+}

@@ -1,0 +1,228 @@
+// The token issuer's HTTPS server: fastify with a 16 KiB body limit, JSON only, one error shape
+// (`{error: {code, message, fields?}}`, never a stack trace), a log line and a metric per request.
+// `buildIssuerApp` wires an app from its dependencies (tests inject requests into it without TLS);
+// `startTokenIssuer` builds the real dependencies from a KubeConfig and listens with TLS.
+import { readFileSync } from 'node:fs';
+import type { KubeConfig } from '@kubernetes/client-node';
+import Fastify, {
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from 'fastify';
+import type { DestinationStream, Logger } from 'pino';
+import { Registry } from 'prom-client';
+import type { RandomBytes } from '../flavor/bootstrap-token.ts';
+import type { KeyRing } from '../flavor/keyring.ts';
+import { CachedKeyRing, loadKeyRing } from '../kube/keyring-store.ts';
+import { KubeError } from '../kube/kube-error.ts';
+import { KubeReviews } from '../kube/reviews.ts';
+import { KubeTokenStore, type TokenKube } from '../kube/tokens.ts';
+import { createCallerAuth, type Reviews } from './auth.ts';
+import type { IssuerConfig } from './config.ts';
+import { type ErrorCode, errorBody, IssuerError, toIssuerError } from './errors.ts';
+import { IdempotencyCache } from './idempotency.ts';
+import { createIssuerLogger } from './log.ts';
+import { IssuerMetrics } from './metrics.ts';
+import { RateLimiter } from './rate-limit.ts';
+import type { IssueResponse } from './response.ts';
+import { callerOf, registerRoutes } from './routes.ts';
+
+export interface IssuerDeps {
+  kube: TokenKube;
+  /** Needed for TokenReview authentication and SubjectAccessReview authorisation. */
+  reviews?: Reviews;
+  keyRing: { readonly loaded: boolean; get(): Promise<KeyRing> };
+  /** Where JSON log lines go (default stdout). */
+  logStream?: DestinationStream;
+  logger?: Logger;
+  /** Metrics are registered here (default: a registry of the issuer's own). */
+  registry?: Registry;
+  now?: () => Date;
+  randomBytes?: RandomBytes;
+}
+
+export interface IssuerApp {
+  app: FastifyInstance;
+  metrics: IssuerMetrics;
+  registry: Registry;
+  logger: Logger;
+}
+
+export function buildIssuerApp(
+  config: IssuerConfig,
+  deps: IssuerDeps,
+  https?: { cert: string; key: string },
+): IssuerApp {
+  const logger = deps.logger ?? createIssuerLogger(config.logLevel, deps.logStream);
+  const registry = deps.registry ?? new Registry();
+  const metrics = new IssuerMetrics(registry);
+  const now = deps.now ?? (() => new Date());
+  // Typed as the plain instance: with and without TLS it serves the same routes, and fastify's
+  // generics for the https server and the pino logger add nothing the routes use.
+  const app = Fastify({
+    loggerInstance: logger,
+    // Our own one line per request (onResponse below) instead of fastify's two.
+    logController: new LogController({ disableRequestLogging: true }),
+    exposeHeadRoutes: false,
+    bodyLimit: config.bodyLimitBytes,
+    ...(https ? { https: { ...https, minVersion: 'TLSv1.2' as const } } : {}),
+  }) as unknown as FastifyInstance;
+
+  // JSON only: without the text/plain parser every other content type gets 415.
+  app.removeContentTypeParser(['text/plain']);
+  app.setErrorHandler((error: FastifyError, request, reply) =>
+    sendError(asIssuerError(error), request, reply),
+  );
+  app.setNotFoundHandler((request, reply) =>
+    sendError(
+      new IssuerError(
+        'NotFound',
+        `no route ${request.method} ${request.url.split('?')[0]}: see /openapi.json`,
+      ),
+      request,
+      reply,
+    ),
+  );
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? '<unmatched>';
+    metrics.requests.inc({ method: request.method, route, status: String(reply.statusCode) });
+    if (route === '/healthz' || route === '/readyz') return;
+    request.log.info(
+      {
+        method: request.method,
+        route,
+        status: reply.statusCode,
+        caller: callerOf(request)?.username,
+        ms: Math.round(reply.elapsedTime),
+      },
+      'request',
+    );
+  });
+
+  const limits = config.rateLimit;
+  registerRoutes(app, {
+    config,
+    issuance: {
+      kube: deps.kube,
+      keyRing: () => deps.keyRing.get(),
+      settings: config.issuance,
+      now,
+      ...(deps.randomBytes ? { randomBytes: deps.randomBytes } : {}),
+    },
+    auth: createCallerAuth(config.auth, deps.reviews, () => now().getTime()),
+    idempotency: new IdempotencyCache<IssueResponse>({
+      ttlMs: config.idempotency.ttlSeconds * 1000,
+      maxEntries: config.idempotency.maxEntries,
+      now: () => now().getTime(),
+    }),
+    callerLimiter: new RateLimiter(limits.perCaller, limits.maxTrackedCallers),
+    addressLimiter: new RateLimiter(limits.unauthenticatedPerAddress, limits.maxTrackedCallers),
+    metrics,
+    keyRing: deps.keyRing,
+    now,
+  });
+  return { app, metrics, registry, logger };
+}
+
+const FASTIFY_CODES: Readonly<Record<string, [ErrorCode, string]>> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: ['PayloadTooLarge', 'request body too large'],
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: [
+    'UnsupportedMediaType',
+    'send the request as Content-Type: application/json',
+  ],
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: ['InvalidRequest', 'the body does not match its Content-Length'],
+  FST_ERR_CTP_EMPTY_JSON_BODY: ['InvalidRequest', 'the request body is empty: send a JSON object'],
+  FST_ERR_CTP_INVALID_JSON_BODY: ['InvalidRequest', 'the request body is not valid JSON'],
+};
+
+/**
+ * Errors from fastify itself carry fixed codes; their messages (and JSON.parse's, which quote
+ * the input) are replaced by our own. Anything unexpected becomes a generic 500.
+ */
+function asIssuerError(error: FastifyError): IssuerError {
+  if (error instanceof IssuerError || error instanceof KubeError) return toIssuerError(error);
+  const known = error.code ? FASTIFY_CODES[error.code] : undefined;
+  if (known) {
+    const [code, message] = known;
+    return new IssuerError(code, message);
+  }
+  const status = error.statusCode ?? 500;
+  if (status === 413) return new IssuerError('PayloadTooLarge', 'request body too large');
+  if (status === 415)
+    return new IssuerError('UnsupportedMediaType', 'send the request as Content-Type: application/json');
+  if (status >= 400 && status < 500) return new IssuerError('InvalidRequest', 'the request is malformed');
+  return toIssuerError(error);
+}
+
+function sendError(error: IssuerError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  if (error.status >= 500) request.log.error({ code: error.code, message: error.message }, 'request failed');
+  return reply.code(error.status).header('Cache-Control', 'no-store').send(errorBody(error));
+}
+
+export interface RunningIssuer extends IssuerApp {
+  /** https://host:port the server listens on. */
+  url: string;
+  /** True once the HMAC key ring is loaded (what /readyz reports). */
+  ready(): boolean;
+  close(): Promise<void>;
+}
+
+export interface StartOptions {
+  /** The process's logger (a child is used); default a new one writing to `logStream` or stdout. */
+  logger?: Logger;
+  logStream?: DestinationStream;
+  registry?: Registry;
+}
+
+/** The production wiring: Kubernetes clients from `kubeConfig`, the key ring Secret, TLS, listen. */
+export async function startTokenIssuer(
+  config: IssuerConfig,
+  kubeConfig: KubeConfig,
+  options: StartOptions = {},
+): Promise<RunningIssuer> {
+  const logger =
+    options.logger?.child({ component: 'token-issuer' }) ??
+    createIssuerLogger(config.logLevel, options.logStream);
+  const keyRing = new CachedKeyRing(
+    () =>
+      loadKeyRing(kubeConfig, {
+        namespace: config.keyRing.namespace,
+        name: config.keyRing.secretName,
+        createIfMissing: config.keyRing.createIfMissing,
+      }),
+    config.keyRing.refreshSeconds * 1000,
+    (error) =>
+      logger.warn({ message: error.message }, 'could not refresh the HMAC key ring; keeping the last one'),
+  );
+  // Load now so that the first request does not wait; a failure is logged and /readyz retries.
+  await keyRing
+    .get()
+    .catch((error: Error) => logger.error({ message: error.message }, 'HMAC key ring not loaded'));
+  const tls =
+    'certFile' in config.tls
+      ? { cert: readFileSync(config.tls.certFile, 'utf8'), key: readFileSync(config.tls.keyFile, 'utf8') }
+      : { cert: config.tls.certPem, key: config.tls.keyPem };
+  const built = buildIssuerApp(
+    config,
+    {
+      kube: new KubeTokenStore(kubeConfig),
+      reviews: new KubeReviews(kubeConfig),
+      keyRing,
+      logger,
+      ...(options.registry ? { registry: options.registry } : {}),
+    },
+    tls,
+  );
+  await built.app.listen({ host: config.listen.host, port: config.listen.port });
+  const address = built.app.server.address();
+  const port = typeof address === 'object' && address ? address.port : config.listen.port;
+  const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host;
+  return {
+    ...built,
+    url: `https://${host}:${port}`,
+    ready: () => keyRing.loaded,
+    close: () => built.app.close(),
+  };
+}
