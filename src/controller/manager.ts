@@ -51,12 +51,24 @@ export function startController(options: {
       log.warn({ resource, reason, err: error?.message }, 'watch restarted');
   };
 
+  const counted =
+    (queue: string, reconcile: (key: string) => Promise<void>) =>
+    async (key: string): Promise<void> => {
+      try {
+        await reconcile(key);
+        metrics.reconciles.inc({ queue, result: 'ok' });
+      } catch (error) {
+        metrics.reconciles.inc({ queue, result: 'error' });
+        throw error;
+      }
+    };
+
   // Queues first: cache handlers only enqueue keys.
   let ctx: ControllerContext;
   const nodeQueue = new WorkQueue({
     name: 'nodes',
     concurrency: config.workers,
-    reconcile: (key) => reconcileNode(ctx, key),
+    reconcile: counted('nodes', (key) => reconcileNode(ctx, key)),
     onError: (key, error, attempt) =>
       log.warn({ node: key, attempt, err: error.message }, 'node reconcile failed; retrying'),
     onDepthChange: (depth) => metrics.queueDepth.set({ queue: 'nodes' }, depth),
@@ -189,14 +201,13 @@ export function startController(options: {
   const resyncTimer = setInterval(enqueueAll, config.resync);
   resyncTimer.unref();
 
-  // Tokens first: bindings must be known before nodes are judged (a node's grace period covers
-  // the rest), so the node queue starts once the token queue has drained after a takeover.
-  const startWorking = async () => {
+  // Both queues start at once: a node whose binding is not recorded yet waits (its grace
+  // period) rather than being judged, so nothing needs to hold the node queue back.
+  const startWorking = () => {
     metrics.isLeader.set(1);
     log.info({ identity }, 'leading: reconciling');
     enqueueAll();
     tokenQueue.start();
-    await tokenQueue.whenIdle();
     nodeQueue.start();
   };
   const stopWorking = () => {
@@ -216,7 +227,7 @@ export function startController(options: {
   void synced.then(() => {
     if (!config.leaderElect) {
       leading = true;
-      void startWorking();
+      startWorking();
       return;
     }
     elector = new LeaderElector({
@@ -226,7 +237,7 @@ export function startController(options: {
       identity,
       onStartedLeading: () => {
         leading = true;
-        void startWorking();
+        startWorking();
       },
       onStoppedLeading: () => {
         leading = false;

@@ -10,6 +10,7 @@ export interface ControllerMetrics {
   watchRestarts: Counter<'resource' | 'reason'>;
   bindings: Counter<'result' | 'reason'>;
   isLeader: Gauge;
+  reconciles: Counter<'queue' | 'result'>;
 }
 
 export function controllerMetrics(registry: Registry): ControllerMetrics {
@@ -48,6 +49,12 @@ export function controllerMetrics(registry: Registry): ControllerMetrics {
       name: 'nodeflavor_csr_bindings_total',
       help: 'Kubelet client CSRs judged by the binding checks, by result (bound, rejected) and reason.',
       labelNames: ['result', 'reason'],
+      registers: [registry],
+    }),
+    reconciles: new Counter({
+      name: 'nodeflavor_reconciles_total',
+      help: 'Reconciles run, by queue and result (ok, error).',
+      labelNames: ['queue', 'result'],
       registers: [registry],
     }),
     isLeader: new Gauge({

@@ -319,6 +319,10 @@ export class ControlPlane {
             '--use-service-account-credentials=true',
             '--controllers=*,bootstrapsigner,tokencleaner',
             '--leader-elect=false',
+            // kcm's default client limit (20 QPS) caps CSR approval+signing at a few joins a
+            // second; large clusters raise it too, and benchmarks need joins not to be the floor.
+            '--kube-api-qps=300',
+            '--kube-api-burst=600',
             `--service-cluster-ip-range=${SERVICE_CIDR}`,
           ],
           join(dir, 'kube-controller-manager.log'),

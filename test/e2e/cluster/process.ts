@@ -2,7 +2,7 @@
 // kills it when our end of its stdin pipe closes, which the kernel does when this process
 // exits for any reason (also SIGKILL), so no etcd or kube-apiserver is ever orphaned.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { createWriteStream, type WriteStream } from 'node:fs';
+import { createWriteStream, readFileSync, type WriteStream } from 'node:fs';
 
 const GUARD = `
 exec 3<&0
@@ -64,6 +64,21 @@ export class ManagedProcess {
 
   get pid(): number | undefined {
     return this.child.pid;
+  }
+
+  /** The component's own pid (the guard's child that is not its watcher), for RSS readings. */
+  componentPid(): number | undefined {
+    if (!this.child.pid) return undefined;
+    try {
+      const out = execFileSync('pgrep', ['-P', String(this.child.pid)], { encoding: 'utf8' });
+      for (const pid of out.split('\n').filter(Boolean).map(Number)) {
+        const comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+        if (comm !== 'bash') return pid;
+      }
+    } catch {
+      // gone
+    }
+    return undefined;
   }
 
   lastLines(): string {

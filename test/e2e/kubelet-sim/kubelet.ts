@@ -187,7 +187,7 @@ export class SimulatedKubelet {
 
   private async waitForCertificate(http: KubeHttp, name: string): Promise<string> {
     const deadline = Date.now() + this.timeoutMs;
-    let pause = 50;
+    let pause = 25;
     while (Date.now() < deadline) {
       const csr = await http.must<{
         status?: { certificate?: string; conditions?: { type: string; reason?: string; message?: string }[] };
@@ -200,7 +200,7 @@ export class SimulatedKubelet {
       }
       if (csr.status?.certificate) return Buffer.from(csr.status.certificate, 'base64').toString('utf8');
       await delay(pause);
-      pause = Math.min(pause * 2, 500);
+      pause = Math.min(pause * 2, 250);
     }
     throw new JoinError(
       `CSR ${name} was not signed within ${this.timeoutMs / 1000} s (is kube-controller-manager approving kubelet CSRs?)`,

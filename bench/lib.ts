@@ -1,0 +1,149 @@
+// Shared by the benchmark scripts: statistics, the results table, results.json, bounded
+// concurrency, and the control plane each figure runs against.
+import { writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { ControlPlane } from '../test/e2e/cluster/controlplane.ts';
+import { versions } from '../test/e2e/cluster/versions.ts';
+
+export type Scale = 'quick' | 'full';
+
+export interface Figure {
+  name: string;
+  value: number;
+  unit: string;
+  baseline: number | null;
+  baselineName: string | null;
+  /** value / baseline (how many times the floor); null without a baseline. */
+  ratio: number | null;
+  goal: string;
+  met: boolean;
+  notes?: string;
+}
+
+export function scaleFromArgs(argv = process.argv): Scale {
+  const at = argv.indexOf('--scale');
+  const value = at >= 0 ? argv[at + 1] : process.env.SCALE;
+  return value === 'quick' ? 'quick' : 'full';
+}
+
+export function percentile(samples: number[], p: number): number {
+  if (samples.length === 0) return Number.NaN;
+  const sorted = [...samples].sort((a, b) => a - b);
+  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[index] as number;
+}
+
+export function summary(samples: number[]): { p50: number; p95: number; p99: number; n: number } {
+  return {
+    p50: percentile(samples, 50),
+    p95: percentile(samples, 95),
+    p99: percentile(samples, 99),
+    n: samples.length,
+  };
+}
+
+export function figure(f: Omit<Figure, 'ratio'>): Figure {
+  const ratio = f.baseline ? Number((f.value / f.baseline).toFixed(3)) : null;
+  return {
+    ...f,
+    value: Number(f.value.toFixed(3)),
+    baseline: f.baseline === null ? null : Number(f.baseline.toFixed(3)),
+    ratio,
+  };
+}
+
+/** Runs `task` over `items` with at most `limit` in flight; returns results in order. */
+export async function mapLimit<T, R>(
+  items: T[],
+  limit: number,
+  task: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const index = next++;
+      results[index] = await task(items[index] as T, index);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+
+export function printTable(figures: Figure[]): void {
+  const rows = figures.map((f) => [
+    f.name,
+    `${f.value} ${f.unit}`,
+    f.baseline === null ? '-' : `${f.baseline} ${f.unit} (${f.baselineName})`,
+    f.ratio === null ? '-' : `${f.ratio}x`,
+    f.goal,
+    f.met ? 'met' : 'MISSED',
+  ]);
+  const header = ['figure', 'value', 'baseline', 'ratio', 'goal', ''];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ');
+  console.log(line(header));
+  console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+  for (const row of rows) console.log(line(row));
+}
+
+export function machine(): Record<string, string | number> {
+  return {
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+    kubernetes: versions.KUBERNETES_VERSION ?? '',
+    etcd: versions.ETCD_VERSION ?? '',
+  };
+}
+
+export function writeResults(
+  figures: Figure[],
+  scale: Scale,
+  path = join(import.meta.dirname, 'results.json'),
+): void {
+  writeFileSync(
+    path,
+    `${JSON.stringify({ date: new Date().toISOString(), scale, machine: machine(), figures }, null, 2)}\n`,
+  );
+}
+
+/** A control plane for one benchmark script (or the one E2E_KUBECONFIG names). */
+export async function benchControlPlane(): Promise<{ kubeconfigPath: string; stop: () => Promise<void> }> {
+  if (process.env.E2E_KUBECONFIG) return { kubeconfigPath: process.env.E2E_KUBECONFIG, stop: async () => {} };
+  const plane = await ControlPlane.start({ log: (line) => console.error(`[control-plane] ${line}`) });
+  process.env.E2E_KUBECONFIG = plane.kubeconfigPath;
+  return { kubeconfigPath: plane.kubeconfigPath, stop: () => plane.stop() };
+}
+
+export function log(line: string): void {
+  console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
+}
+
+export async function freePort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+/** Waits until an operator's /readyz answers 200 (its caches are synced). */
+export async function waitReady(metricsPort: number, timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const ok = await fetch(`http://127.0.0.1:${metricsPort}/readyz`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`operator on port ${metricsPort} not ready within ${timeoutMs / 1000} s`);
+}

@@ -1,0 +1,166 @@
+// P1 join→flavored: N simulated kubelets join (bounded concurrency) with issued tokens while
+// nodeflavor runs; latency from each Node's creation to its flavor label, and nodes/s. The floor,
+// in the same run: the same kind of join burst watched by a bare watcher that only patches one
+// label. Both are timed by one observer watch, from the moment the kubelet's Node POST returned.
+//   node --import tsx bench/p1-join.ts [--scale quick]
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { ManagedProcess } from '../test/e2e/cluster/process.ts';
+import { parseJoinConfiguration } from '../test/e2e/kubelet-sim/join-config.ts';
+import { SimulatedKubelet } from '../test/e2e/kubelet-sim/kubelet.ts';
+import { createBootstrapToken, joinConfiguration } from '../test/e2e/support/bootstrap.ts';
+import { e2eEnvironment } from '../test/e2e/support/environment.ts';
+import {
+  applyFlavorClass,
+  ensureNamespace,
+  installCrds,
+  issue,
+  OPERATOR_NAMESPACE,
+  startOperator,
+} from '../test/e2e/support/nodeflavor.ts';
+import { SEEN_LABEL } from './bare-watcher-label.ts';
+import {
+  benchControlPlane,
+  type Figure,
+  figure,
+  freePort,
+  log,
+  mapLimit,
+  type Scale,
+  scaleFromArgs,
+  summary,
+  waitReady,
+} from './lib.ts';
+import { LabelObserver } from './observer.ts';
+
+const FLAVOR_LABEL = 'nodeflavor.io/flavor';
+
+interface Burst {
+  latencies: number[];
+  nodesPerSecond: number;
+}
+
+async function burst(
+  kubeConfig: KubeConfig,
+  prefix: string,
+  label: string,
+  joinConfigs: string[],
+  concurrency: number,
+): Promise<Burst> {
+  const observer = new LabelObserver(kubeConfig, prefix, label);
+  await observer.start();
+  const createdAt = new Map<string, number>();
+  const kubelets: SimulatedKubelet[] = [];
+  const started = performance.timeOrigin + performance.now();
+  await mapLimit(joinConfigs, concurrency, async (config, i) => {
+    const name = `${prefix}${i}`;
+    const kubelet = new SimulatedKubelet(name, parseJoinConfiguration(config), { timeoutMs: 120_000 });
+    kubelets.push(kubelet);
+    await kubelet.join();
+    createdAt.set(name, performance.timeOrigin + performance.now());
+    kubelet.stop();
+  });
+  await observer.waitForCount(joinConfigs.length, 300_000);
+  observer.stop();
+  const latencies = [...createdAt].map(([name, at]) => Math.max(0, (observer.seenAt.get(name) ?? at) - at));
+  const last = Math.max(...observer.seenAt.values());
+  return { latencies, nodesPerSecond: joinConfigs.length / ((last - started) / 1000) };
+}
+
+export async function runP1(scale: Scale): Promise<Figure[]> {
+  const nodes = scale === 'quick' ? 100 : 1000;
+  const concurrency = 50;
+  const env = await e2eEnvironment();
+  await installCrds(env);
+  await ensureNamespace(env, OPERATOR_NAMESPACE);
+  await applyFlavorClass(env, 'bench', { labels: { [FLAVOR_LABEL]: 'bench' } });
+  const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-bench-p1-'));
+
+  log(`P1 floor: ${nodes} joins watched by a bare watcher`);
+  const plain = await createBootstrapToken(env);
+  const bare = new ManagedProcess(
+    'bare-watcher',
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      join(import.meta.dirname, 'bare-watcher.ts'),
+      '--kubeconfig',
+      env.kubeconfigPath,
+      '--prefix',
+      'p1-floor-',
+    ],
+    join(logs, 'bare-watcher.log'),
+  );
+  const floor = await burst(
+    env.kubeConfig,
+    'p1-floor-',
+    SEEN_LABEL,
+    Array(nodes).fill(joinConfiguration(env, plain.token)),
+    concurrency,
+  );
+  await bare.stop();
+
+  log(`P1 nodeflavor: issuing ${nodes} tokens`);
+  const issued = await mapLimit(Array.from({ length: nodes }), 16, () => issue(env, 'bench', { ttl: '1h' }));
+  const metricsPort = await freePort();
+  const operator = startOperator(
+    env,
+    join(logs, 'operator.log'),
+    ['--no-leader-elect', '--log-level', 'warn'],
+    { metricsPort },
+  );
+  await waitReady(metricsPort);
+  log(`P1 nodeflavor: ${nodes} joins`);
+  const measured = await burst(
+    env.kubeConfig,
+    'p1-nf-',
+    FLAVOR_LABEL,
+    issued.map((t) => t.material.joinConfiguration),
+    concurrency,
+  );
+  await operator.stop();
+
+  const ours = summary(measured.latencies);
+  const base = summary(floor.latencies);
+  log(
+    `P1 nodeflavor p50/p95/p99 ${ours.p50.toFixed(0)}/${ours.p95.toFixed(0)}/${ours.p99.toFixed(0)} ms; floor ${base.p50.toFixed(0)}/${base.p95.toFixed(0)}/${base.p99.toFixed(0)} ms`,
+  );
+  const latency = (p: 'p50' | 'p95' | 'p99', goal: string, met: (v: number, b: number) => boolean) =>
+    figure({
+      name: `P1 join→flavored ${p}`,
+      value: ours[p],
+      unit: 'ms',
+      baseline: base[p],
+      baselineName: 'bare watcher',
+      goal,
+      met: met(ours[p], base[p]),
+    });
+  return [
+    latency('p50', '-', () => true),
+    latency('p95', '-', () => true),
+    latency('p99', '≤ 2× floor', (v, b) => v <= 2 * b),
+    figure({
+      name: 'P1 nodes flavored per second',
+      value: measured.nodesPerSecond,
+      unit: 'nodes/s',
+      baseline: floor.nodesPerSecond,
+      baselineName: 'bare watcher',
+      goal: '≥ 100 nodes/s',
+      met: measured.nodesPerSecond >= 100,
+      notes: `${nodes} joins at concurrency ${concurrency}; join throughput (CSR signing by kube-controller-manager) bounds both`,
+    }),
+  ];
+}
+
+if (import.meta.main) {
+  const plane = await benchControlPlane();
+  try {
+    const { printTable } = await import('./lib.ts');
+    printTable(await runP1(scaleFromArgs()));
+  } finally {
+    await plane.stop();
+  }
+}
