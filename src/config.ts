@@ -47,14 +47,18 @@ export const ConfigSchema = z.object({
   /** An unused FlavoredToken whose bootstrap Secret is missing this long is deleted (a failed issuance). */
   orphanGrace: durationMs.default(120_000),
   /** Periodic re-reconcile of every object (drift repair even without events). */
-  resync: durationMs.default(600_000),
+  resync: durationMs.refine((ms) => ms >= 1000, 'must be at least 1s').default(600_000),
   workers: z.number().int().min(1).max(64).default(8),
   adminGroups: z
     .array(z.string().min(1))
     .default([])
-    .refine((groups) => groups.every((g) => !FORBIDDEN_ADMIN_GROUPS.has(g)), {
-      message: `admin groups may not be broad system groups (${[...FORBIDDEN_ADMIN_GROUPS].join(', ')})`,
-    }),
+    .refine(
+      (groups) =>
+        groups.every((g) => !FORBIDDEN_ADMIN_GROUPS.has(g) && !g.startsWith('system:bootstrappers')),
+      {
+        message: `admin groups may not be broad system groups (${[...FORBIDDEN_ADMIN_GROUPS].join(', ')}) or bootstrap token groups (system:bootstrappers*: every token holder is in them)`,
+      },
+    ),
   admissionMode: z.enum(['webhook', 'policy', 'both']).default('webhook'),
   webhookAddress: address.default(':9443'),
   /** The webhook Service (its DNS names go in the serving certificate). */

@@ -12,22 +12,30 @@ const KEYS = new Set(Object.keys(ConfigSchema.shape));
 
 export class UsageError extends Error {}
 
+function parseBoolean(value: string, name: string): boolean {
+  if (value === 'true') return true;
+  if (value === 'false') return false;
+  throw new UsageError(`${name} must be true or false, not "${value}"`);
+}
+
 export function parseRunFlags(args: string[], env: NodeJS.ProcessEnv): Record<string, unknown> {
   const raw: Record<string, unknown> = {};
   // Environment first, so flags override it.
   for (const key of KEYS) {
-    const value = env[`NODEFLAVOR_${kebab(key).replace(/-/g, '_').toUpperCase()}`];
+    const envName = `NODEFLAVOR_${kebab(key).replace(/-/g, '_').toUpperCase()}`;
+    const value = env[envName];
     if (value === undefined) continue;
     raw[key] = BOOLEANS.has(key)
-      ? value === 'true'
+      ? parseBoolean(value, envName)
       : NUMBERS.has(key)
         ? Number(value)
         : key === 'adminGroups'
-          ? value.split(',')
+          ? value.split(',').filter(Boolean)
           : value;
   }
   if (env.POD_NAMESPACE && raw.namespace === undefined) raw.namespace = env.POD_NAMESPACE;
 
+  const fromFlags = new Set<string>();
   for (let i = 0; i < args.length; i++) {
     const arg = args[i] as string;
     if (!arg.startsWith('--')) throw new UsageError(`unexpected argument "${arg}"`);
@@ -36,17 +44,21 @@ export function parseRunFlags(args: string[], env: NodeJS.ProcessEnv): Record<st
     if (listKey) {
       const value = inline ?? args[++i];
       if (value === undefined) throw new UsageError(`--${flag} needs a value`);
-      raw[listKey] = [...((raw[listKey] as string[] | undefined) ?? []), value];
+      // The first --admin-group replaces the environment's list; later ones add to it.
+      const current = fromFlags.has(listKey) ? ((raw[listKey] as string[] | undefined) ?? []) : [];
+      fromFlags.add(listKey);
+      raw[listKey] = [...current, value];
       continue;
     }
     if (flag.startsWith('no-') && BOOLEANS.has(camel(flag.slice(3)))) {
+      if (inline !== undefined) throw new UsageError(`--${flag} takes no value`);
       raw[camel(flag.slice(3))] = false;
       continue;
     }
     const key = camel(flag);
     if (!KEYS.has(key)) throw new UsageError(`unknown flag --${flag}`);
     if (BOOLEANS.has(key)) {
-      raw[key] = inline === undefined ? true : inline === 'true';
+      raw[key] = inline === undefined ? true : parseBoolean(inline, `--${flag}`);
       continue;
     }
     const value = inline ?? args[++i];

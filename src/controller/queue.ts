@@ -62,12 +62,14 @@ export class WorkQueue {
 
   /** Adds the key after a delay; of several schedules for one key, the earliest wins. */
   addAfter(key: string, delayMs: number): void {
+    const existing = this.timers.get(key);
     if (delayMs <= 0) {
+      if (existing) clearTimeout(existing.timer);
+      this.timers.delete(key);
       this.add(key);
       return;
     }
     const due = Date.now() + delayMs;
-    const existing = this.timers.get(key);
     if (existing && existing.due <= due) return;
     if (existing) clearTimeout(existing.timer);
     const timer = setTimeout(() => {

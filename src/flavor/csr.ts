@@ -4,6 +4,7 @@
 import 'reflect-metadata';
 import { webcrypto } from 'node:crypto';
 import * as x509 from '@peculiar/x509';
+import { isDnsSubdomain } from './resources.ts';
 
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
 
@@ -53,7 +54,7 @@ export async function parseKubeletCsr(request: string): Promise<CsrSubject> {
     };
   }
   const nodeName = commonNames[0].slice(NODE_USER_PREFIX.length);
-  if (!/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(nodeName)) {
+  if (!isDnsSubdomain(nodeName)) {
     return { ok: false, reason: 'the node name in the CN is not a valid DNS subdomain' };
   }
   const organizations = csr.subjectName.getField('O');

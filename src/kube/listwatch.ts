@@ -135,6 +135,7 @@ export class ListWatch<T extends ObjectWithMeta> {
     const fresh = new Map<string, T>();
     let continueToken: string | undefined;
     let listVersion = '';
+    let restartList = false;
     do {
       this.abort = new AbortController();
       const response = await kubeFetch(this.options.kubeConfig, this.options.path, {
@@ -147,10 +148,13 @@ export class ListWatch<T extends ObjectWithMeta> {
         headers: { Accept: 'application/json' },
         signal: this.abort.signal,
       });
-      if (response.status === 410) {
-        // The continue token expired mid-list: start the list over.
+      if (response.status === 410 && continueToken !== undefined) {
+        // The continue token expired mid-list: start the list over (a do/while `continue`
+        // would test the now-empty token and end the list half-read).
         continueToken = undefined;
         fresh.clear();
+        listVersion = '';
+        restartList = true;
         continue;
       }
       if (response.status !== 200) {
@@ -169,7 +173,8 @@ export class ListWatch<T extends ObjectWithMeta> {
       }
       listVersion = page.metadata?.resourceVersion ?? listVersion;
       continueToken = page.metadata?.continue || undefined;
-    } while (continueToken);
+      restartList = false;
+    } while (continueToken || restartList);
 
     const previous = new Map(this.cache);
     this.cache.clear();

@@ -49,7 +49,26 @@ export async function writeNodeState(
 ): Promise<void> {
   const name = node.metadata.name;
   const path = `/api/v1/nodes/${encodeURIComponent(name)}`;
-  const applied = await kubeJson<TrimmedNode>(kubeConfig, 'PATCH', path, {
+  let resourceVersion = node.metadata.resourceVersion;
+  // Removals first, so that once the flavor shows, the token label is already gone.
+  if (desired.removeLabels.length > 0 || desired.removeAnnotations.length > 0) {
+    const nulls = (keys: string[]) => Object.fromEntries(keys.map((k) => [k, null]));
+    const patched = await kubeJson<TrimmedNode>(kubeConfig, 'PATCH', path, {
+      action: `remove protected keys from node ${name}`,
+      contentType: 'application/merge-patch+json',
+      query: { fieldManager: FIELD_MANAGER },
+      body: {
+        metadata: {
+          uid: node.metadata.uid,
+          resourceVersion,
+          labels: nulls(desired.removeLabels),
+          annotations: nulls(desired.removeAnnotations),
+        },
+      },
+    });
+    resourceVersion = patched.metadata.resourceVersion;
+  }
+  await kubeJson<TrimmedNode>(kubeConfig, 'PATCH', path, {
     action: `apply the flavor of node ${name}`,
     contentType: 'application/apply-patch+yaml',
     query: { fieldManager: FIELD_MANAGER, force: true },
@@ -61,25 +80,11 @@ export async function writeNodeState(
         // Both preconditions: resourceVersion alone does not stop apply from CREATING a Node
         // that was deleted meanwhile (checked on 1.37); a uid makes that a 409 instead.
         uid: node.metadata.uid,
-        resourceVersion: node.metadata.resourceVersion,
+        resourceVersion,
         labels: desired.labels,
         annotations: desired.annotations,
       },
       spec: { taints: desired.taints },
-    },
-  });
-  if (desired.removeLabels.length === 0 && desired.removeAnnotations.length === 0) return;
-  const nulls = (keys: string[]) => Object.fromEntries(keys.map((k) => [k, null]));
-  await kubeJson(kubeConfig, 'PATCH', path, {
-    action: `remove protected keys from node ${name}`,
-    contentType: 'application/merge-patch+json',
-    query: { fieldManager: FIELD_MANAGER },
-    body: {
-      metadata: {
-        resourceVersion: applied.metadata.resourceVersion,
-        labels: nulls(desired.removeLabels),
-        annotations: nulls(desired.removeAnnotations),
-      },
     },
   });
 }

@@ -1,0 +1,360 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { parseRunFlags, UsageError } from '../../src/cli/run-flags.ts';
+import { type Config, controllerUsername, kebab, parseConfig } from '../../src/config.ts';
+
+/** What `nodeflavor run <args>` ends up with, given an environment. */
+const configOf = (args: string[], env: NodeJS.ProcessEnv = {}): Config =>
+  parseConfig(parseRunFlags(args, env));
+
+describe('config defaults', () => {
+  test('no flags and no environment give the documented defaults', () => {
+    assert.deepEqual(configOf([]), {
+      namespace: 'nodeflavor',
+      serviceAccount: 'nodeflavor',
+      controller: true,
+      webhook: true,
+      issuer: true,
+      leaderElect: true,
+      leaderElectionId: 'nodeflavor-controller',
+      metricsAddress: ':8080',
+      keySecret: 'nodeflavor-hmac-keys',
+      bootstrapGroup: 'system:bootstrappers:kubeadm:default-node-token',
+      csrApprover: false,
+      bindingGrace: 30_000,
+      orphanGrace: 120_000,
+      resync: 600_000,
+      workers: 8,
+      adminGroups: [],
+      admissionMode: 'webhook',
+      webhookAddress: ':9443',
+      webhookService: 'nodeflavor-webhook',
+      webhookConfigName: 'nodeflavor',
+      tlsMode: 'self',
+      tlsSecret: 'nodeflavor-webhook-tls',
+      issuerAddress: ':8443',
+      issuerAuth: 'tokenreview',
+      jwtFlavorsClaim: 'nodeflavor.io/flavors',
+      issuerTlsSecret: 'nodeflavor-issuer-tls',
+      logLevel: 'info',
+    });
+  });
+
+  test('environment variables unrelated to nodeflavor are ignored', () => {
+    assert.deepEqual(configOf([], { HOME: '/root', NAMESPACE: 'x', CONTROLLER: 'false' }), configOf([]));
+  });
+});
+
+describe('boolean flags', () => {
+  const booleans: Record<string, { key: keyof Config; byDefault: boolean }> = {
+    controller: { key: 'controller', byDefault: true },
+    webhook: { key: 'webhook', byDefault: true },
+    issuer: { key: 'issuer', byDefault: true },
+    'leader-elect': { key: 'leaderElect', byDefault: true },
+    'csr-approver': { key: 'csrApprover', byDefault: false },
+  };
+  const forms: Record<string, { args: (flag: string) => string[]; want: boolean | 'default' }> = {
+    absent: { args: () => [], want: 'default' },
+    '--x': { args: (f) => [`--${f}`], want: true },
+    '--no-x': { args: (f) => [`--no-${f}`], want: false },
+    '--x=true': { args: (f) => [`--${f}=true`], want: true },
+    '--x=false': { args: (f) => [`--${f}=false`], want: false },
+    '--no-x then --x: the last wins': { args: (f) => [`--no-${f}`, `--${f}`], want: true },
+    '--x then --no-x: the last wins': { args: (f) => [`--${f}`, `--no-${f}`], want: false },
+  };
+  for (const [flag, b] of Object.entries(booleans)) {
+    for (const [form, c] of Object.entries(forms)) {
+      test(`--${flag}: ${form}`, () => {
+        const want = c.want === 'default' ? b.byDefault : c.want;
+        assert.equal(configOf(c.args(flag))[b.key], want);
+      });
+    }
+  }
+
+  test('a boolean flag does not swallow the next argument', () => {
+    const config = configOf(['--csr-approver', '--namespace', 'ops']);
+    assert.equal(config.csrApprover, true);
+    assert.equal(config.namespace, 'ops');
+  });
+
+  // `--leader-elect=yes` (or NODEFLAVOR_LEADER_ELECT=1) silently turns leader election OFF: two
+  // replicas would then both reconcile. Only true/false should be accepted.
+  const notBooleans: Record<string, { args: string[]; env?: NodeJS.ProcessEnv }> = {
+    '--leader-elect=yes': { args: ['--leader-elect=yes'] },
+    '--leader-elect=1': { args: ['--leader-elect=1'] },
+    '--no-webhook=false (a double negative)': { args: ['--no-webhook=false'] },
+    'NODEFLAVOR_LEADER_ELECT=1': { args: [], env: { NODEFLAVOR_LEADER_ELECT: '1' } },
+    'NODEFLAVOR_WEBHOOK=TRUE': { args: [], env: { NODEFLAVOR_WEBHOOK: 'TRUE' } },
+  };
+  for (const [name, c] of Object.entries(notBooleans)) {
+    test(`a value other than true/false is refused: ${name}`, {}, () => {
+      assert.throws(() => configOf(c.args, c.env ?? {}), /leader-elect|webhook|true|false/);
+    });
+  }
+});
+
+describe('--admin-group', () => {
+  const cases: Record<string, { args: string[]; env?: NodeJS.ProcessEnv; want: string[]; todo?: string }> = {
+    'repeated: every group, in order': {
+      args: ['--admin-group', 'ops', '--admin-group=sre', '--admin-group', 'platform'],
+      want: ['ops', 'sre', 'platform'],
+    },
+    '--admin-groups is an alias': { args: ['--admin-groups', 'ops'], want: ['ops'] },
+    'from NODEFLAVOR_ADMIN_GROUPS, comma separated': {
+      args: [],
+      env: { NODEFLAVOR_ADMIN_GROUPS: 'ops,sre' },
+      want: ['ops', 'sre'],
+    },
+    'flags replace the environment': {
+      args: ['--admin-group', 'platform'],
+      env: { NODEFLAVOR_ADMIN_GROUPS: 'ops,sre' },
+      want: ['platform'],
+    },
+  };
+  for (const [name, c] of Object.entries(cases)) {
+    test(name, { todo: c.todo }, () => {
+      assert.deepEqual(configOf(c.args, c.env ?? {}).adminGroups, c.want);
+    });
+  }
+
+  const forbidden = [
+    'system:authenticated',
+    'system:unauthenticated',
+    'system:serviceaccounts',
+    'system:nodes',
+  ];
+  for (const group of forbidden) {
+    test(`the broad group ${group} is refused, with a message`, () => {
+      assert.throws(
+        () => configOf(['--admin-group', 'ops', '--admin-group', group]),
+        (error: Error) => {
+          assert.match(error.message, /--admin-groups: admin groups may not be broad system groups/);
+          assert.match(error.message, new RegExp(group));
+          return true;
+        },
+      );
+    });
+    test(`the broad group ${group} is refused from the environment too`, () => {
+      assert.throws(() => configOf([], { NODEFLAVOR_ADMIN_GROUPS: `ops,${group}` }), /broad system groups/);
+    });
+  }
+
+  // Every bootstrap token authenticates with this group: its holders are exactly the untrusted
+  // node administrators the operator guards against, so it must never be an admin group.
+  for (const group of ['system:bootstrappers', 'system:bootstrappers:kubeadm:default-node-token']) {
+    test(`the bootstrap token group ${group} is refused`, {}, () => {
+      assert.throws(() => configOf(['--admin-group', group]), /admin groups/);
+    });
+  }
+
+  test('a group needs a value', () => {
+    assert.throws(
+      () => parseRunFlags(['--admin-group'], {}),
+      (error: unknown) => error instanceof UsageError && error.message === '--admin-group needs a value',
+    );
+  });
+});
+
+describe('environment', () => {
+  const cases: Record<string, { args?: string[]; env: NodeJS.ProcessEnv; want: Partial<Config> }> = {
+    'NODEFLAVOR_* strings': {
+      env: {
+        NODEFLAVOR_NAMESPACE: 'ops',
+        NODEFLAVOR_SERVICE_ACCOUNT: 'nf',
+        NODEFLAVOR_ADMISSION_MODE: 'both',
+        NODEFLAVOR_METRICS_ADDRESS: '127.0.0.1:9090',
+        NODEFLAVOR_JWT_JWKS_FILE: '/etc/jwks.json',
+        NODEFLAVOR_WEBHOOK_URL: 'https://127.0.0.1:9443/validate',
+      },
+      want: {
+        namespace: 'ops',
+        serviceAccount: 'nf',
+        admissionMode: 'both',
+        metricsAddress: '127.0.0.1:9090',
+        jwtJwksFile: '/etc/jwks.json',
+        webhookUrl: 'https://127.0.0.1:9443/validate',
+      },
+    },
+    'NODEFLAVOR_* booleans, numbers and durations': {
+      env: {
+        NODEFLAVOR_LEADER_ELECT: 'false',
+        NODEFLAVOR_CSR_APPROVER: 'true',
+        NODEFLAVOR_WORKERS: '3',
+        NODEFLAVOR_BINDING_GRACE: '5m',
+      },
+      want: { leaderElect: false, csrApprover: true, workers: 3, bindingGrace: 300_000 },
+    },
+    'POD_NAMESPACE sets the namespace': {
+      env: { POD_NAMESPACE: 'kube-ops' },
+      want: { namespace: 'kube-ops' },
+    },
+    'NODEFLAVOR_NAMESPACE wins over POD_NAMESPACE': {
+      env: { POD_NAMESPACE: 'kube-ops', NODEFLAVOR_NAMESPACE: 'ops' },
+      want: { namespace: 'ops' },
+    },
+    'a flag wins over NODEFLAVOR_NAMESPACE and POD_NAMESPACE': {
+      args: ['--namespace', 'flagged'],
+      env: { POD_NAMESPACE: 'kube-ops', NODEFLAVOR_NAMESPACE: 'ops' },
+      want: { namespace: 'flagged' },
+    },
+    'flags win over the environment, for every kind of setting': {
+      args: [
+        '--leader-elect',
+        '--no-csr-approver',
+        '--workers',
+        '5',
+        '--binding-grace=1h',
+        '--log-level',
+        'warn',
+      ],
+      env: {
+        NODEFLAVOR_LEADER_ELECT: 'false',
+        NODEFLAVOR_CSR_APPROVER: 'true',
+        NODEFLAVOR_WORKERS: '3',
+        NODEFLAVOR_BINDING_GRACE: '5m',
+        NODEFLAVOR_LOG_LEVEL: 'debug',
+      },
+      want: { leaderElect: true, csrApprover: false, workers: 5, bindingGrace: 3_600_000, logLevel: 'warn' },
+    },
+  };
+  for (const [name, c] of Object.entries(cases)) {
+    test(name, () => {
+      const config = configOf(c.args ?? [], c.env);
+      for (const [key, value] of Object.entries(c.want)) {
+        assert.deepEqual(config[key as keyof Config], value, key);
+      }
+    });
+  }
+
+  test('a bad environment value names the flag it stands for', () => {
+    assert.throws(() => configOf([], { NODEFLAVOR_RESYNC: 'often' }), /--resync: a duration/);
+    assert.throws(() => configOf([], { NODEFLAVOR_WORKERS: 'many' }), /--workers:/);
+  });
+});
+
+describe('usage errors', () => {
+  const cases: Record<string, { args: string[]; message: string }> = {
+    'an unknown flag': { args: ['--bogus'], message: 'unknown flag --bogus' },
+    'an unknown flag with a value': { args: ['--bogus=1'], message: 'unknown flag --bogus' },
+    'an unknown flag after good ones': {
+      args: ['--namespace', 'ops', '--frobnicate'],
+      message: 'unknown flag --frobnicate',
+    },
+    '--no- on a flag that is not a boolean': {
+      args: ['--no-namespace'],
+      message: 'unknown flag --no-namespace',
+    },
+    'a misspelt boolean': { args: ['--no-webhooks'], message: 'unknown flag --no-webhooks' },
+    'a positional argument': { args: ['extra'], message: 'unexpected argument "extra"' },
+    'a single-dash flag': { args: ['-n', 'ops'], message: 'unexpected argument "-n"' },
+    'a flag without its value': { args: ['--namespace'], message: '--namespace needs a value' },
+  };
+  for (const [name, c] of Object.entries(cases)) {
+    test(name, () => {
+      assert.throws(
+        () => parseRunFlags(c.args, {}),
+        (error: unknown) => {
+          assert.ok(error instanceof UsageError, String(error));
+          assert.equal(error.message, c.message);
+          return true;
+        },
+      );
+    });
+  }
+});
+
+describe('values checked by the schema', () => {
+  const durationFlags = ['binding-grace', 'orphan-grace', 'resync'] as const;
+  const durations: Record<string, number> = {
+    '500ms': 500,
+    '30s': 30_000,
+    '5m': 300_000,
+    '1h': 3_600_000,
+    '0s': 0,
+    '90s': 90_000,
+  };
+  for (const flag of durationFlags) {
+    const key = flag === 'resync' ? 'resync' : flag === 'binding-grace' ? 'bindingGrace' : 'orphanGrace';
+    for (const [text, ms] of Object.entries(durations)) {
+      if (flag === 'resync' && ms < 1000) continue; // --resync has a 1s minimum (tested below)
+      test(`--${flag} ${text} is ${ms} ms`, () => {
+        assert.equal(configOf([`--${flag}`, text])[key], ms);
+      });
+    }
+    for (const bad of ['10', '1.5s', '5d', '-1s', '1h30m', '5 m', 'soon', '']) {
+      test(`--${flag} ${JSON.stringify(bad)} is refused, naming the flag`, () => {
+        assert.throws(
+          () => configOf([`--${flag}=${bad}`]),
+          new RegExp(`^Error: invalid configuration: .*--${flag}: a duration like 500ms, 30s, 5m or 1h`),
+        );
+      });
+    }
+  }
+
+  test('--resync 0s is refused', {}, () => {
+    assert.throws(() => configOf(['--resync', '0s']), /--resync/);
+  });
+
+  const invalid: Record<string, { args: string[]; message: RegExp }> = {
+    'workers 0': { args: ['--workers', '0'], message: /--workers:/ },
+    'workers 65': { args: ['--workers', '65'], message: /--workers:/ },
+    'workers not a number': { args: ['--workers', 'lots'], message: /--workers:/ },
+    'workers 1.5': { args: ['--workers', '1.5'], message: /--workers:/ },
+    'an unknown admission mode': { args: ['--admission-mode', 'cel'], message: /--admission-mode:/ },
+    'an unknown log level': { args: ['--log-level', 'trace'], message: /--log-level:/ },
+    'a metrics address without a port': {
+      args: ['--metrics-address', 'localhost'],
+      message: /--metrics-address:/,
+    },
+    'an empty namespace': { args: ['--namespace='], message: /--namespace:/ },
+    'a bootstrap group outside system:bootstrappers': {
+      args: ['--bootstrap-group', 'system:masters'],
+      message: /--bootstrap-group:/,
+    },
+    'a webhook URL that is not a URL': { args: ['--webhook-url', 'not a url'], message: /--webhook-url:/ },
+    'several bad values: each named': {
+      args: ['--workers', '0', '--resync', 'x'],
+      message: /--resync: .*; --workers: |--workers: .*; --resync: /,
+    },
+  };
+  for (const [name, c] of Object.entries(invalid)) {
+    test(name, () => {
+      assert.throws(() => configOf(c.args), c.message);
+    });
+  }
+
+  test('addresses: :port, host:port and [ipv6]:port are accepted', () => {
+    assert.equal(configOf(['--metrics-address', ':9090']).metricsAddress, ':9090');
+    assert.equal(configOf(['--webhook-address', '0.0.0.0:9443']).webhookAddress, '0.0.0.0:9443');
+    assert.equal(configOf(['--issuer-address', '[::1]:8443']).issuerAddress, '[::1]:8443');
+  });
+});
+
+describe('controllerUsername', () => {
+  const cases: Record<string, { args: string[]; want: string }> = {
+    'by default': { args: [], want: 'system:serviceaccount:nodeflavor:nodeflavor' },
+    'with --namespace and --service-account': {
+      args: ['--namespace', 'ops', '--service-account', 'nf-controller'],
+      want: 'system:serviceaccount:ops:nf-controller',
+    },
+  };
+  for (const [name, c] of Object.entries(cases)) {
+    test(name, () => {
+      assert.equal(controllerUsername(configOf(c.args)), c.want);
+    });
+  }
+
+  test('with POD_NAMESPACE', () => {
+    assert.equal(
+      controllerUsername(configOf([], { POD_NAMESPACE: 'infra' })),
+      'system:serviceaccount:infra:nodeflavor',
+    );
+  });
+});
+
+describe('kebab', () => {
+  test('turns config keys into flag names', () => {
+    assert.equal(kebab('leaderElectionId'), 'leader-election-id');
+    assert.equal(kebab('namespace'), 'namespace');
+  });
+});

@@ -1,0 +1,831 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import fc from 'fast-check';
+import {
+  isProtectedKey,
+  protectedKeysFromFlavorClasses,
+  QUARANTINE_TAINT_KEY,
+  TOKEN_LABEL_KEY,
+} from '../../src/flavor/admission.ts';
+import { deriveFlavorToken } from '../../src/flavor/flavor-token.ts';
+import { newKeyRing, rotateKeyRing } from '../../src/flavor/keyring.ts';
+import type { FlavorClassSpec, TokenBinding } from '../../src/flavor/resources.ts';
+import {
+  type BindingDecision,
+  type BoundToken,
+  type CsrFacts,
+  type DesiredNodeState,
+  decideBinding,
+  decideNode,
+  desiredNodeState,
+  FAILURE_REASONS,
+  type FailureReason,
+  type ManagedKeys,
+  type NodeDecisionInput,
+  type NodeFacts,
+  type NodeVerdict,
+  nodeMatches,
+  type TokenFacts,
+  VERIFIED_ANNOTATION,
+} from '../../src/flavor/verdict.ts';
+
+// A fake clock: every time in this file is relative to NOW, nothing reads the real clock.
+const NOW = new Date('2030-01-01T12:00:00Z');
+const at = (offsetMs: number) => new Date(NOW.getTime() + offsetMs);
+const MINUTE = 60_000;
+const GRACE_MS = 30_000;
+
+const ring = newKeyRing();
+const otherRing = newKeyRing();
+const flavorTokenFor = (tokenId: string, flavor: string, keys = ring) =>
+  deriveFlavorToken(keys.active, tokenId, flavor).reveal();
+
+const SWEET: FlavorClassSpec = {
+  labels: { 'nodeflavor.io/flavor': 'sweet', 'example.com/tier': 'gold' },
+  annotations: { 'example.com/contact': 'sre' },
+  taints: [{ key: 'example.com/dedicated', value: 'sweet', effect: 'NoSchedule' }],
+};
+const SOUR: FlavorClassSpec = {
+  labels: { 'nodeflavor.io/flavor': 'sour', 'example.com/sour': 'yes' },
+  taints: [{ key: 'example.com/sour-only', effect: 'NoExecute' }],
+};
+const CLASSES: ReadonlyMap<string, FlavorClassSpec> = new Map([
+  ['sweet', SWEET],
+  ['sour', SOUR],
+]);
+
+function managedKeys(classes: Iterable<FlavorClassSpec>): ManagedKeys {
+  const keys = protectedKeysFromFlavorClasses([...classes]);
+  return {
+    isProtectedLabel: (k) => isProtectedKey('label', k, keys),
+    isProtectedAnnotation: (k) => isProtectedKey('annotation', k, keys),
+    isProtectedTaint: (k) => isProtectedKey('taint', k, keys),
+  };
+}
+const KEYS = managedKeys(CLASSES.values());
+
+function token(overrides: Partial<TokenFacts> = {}): TokenFacts {
+  return {
+    name: 'ft-abcdef',
+    tokenId: 'abcdef',
+    flavorClassName: 'sweet',
+    maxUses: 1,
+    expiresAt: at(60 * MINUTE),
+    revoked: false,
+    deleting: false,
+    stripNodesOnRevoke: false,
+    bindings: [],
+    ...overrides,
+  };
+}
+
+function binding(overrides: Partial<TokenBinding> = {}): TokenBinding {
+  return { nodeName: 'n1', csrName: 'csr-n1', boundAt: at(-MINUTE).toISOString(), ...overrides };
+}
+
+function csr(overrides: Partial<CsrFacts> = {}): CsrFacts {
+  return {
+    name: 'csr-n1',
+    createdAt: at(-MINUTE),
+    subject: { ok: true, nodeName: 'n1', organizations: ['system:nodes'] },
+    ...overrides,
+  };
+}
+
+function node(overrides: Partial<NodeFacts> = {}): NodeFacts {
+  return {
+    name: 'n1',
+    uid: 'uid-1',
+    createdAt: at(-5 * MINUTE),
+    labels: {},
+    annotations: {},
+    taints: [],
+    ...overrides,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// decideBinding
+
+describe('decideBinding', () => {
+  const cases: Record<string, { csr: CsrFacts; token: TokenFacts | undefined; want: BindingDecision }> = {
+    'a CSR whose request could not be read is MalformedCSR, without a node name': {
+      csr: csr({ subject: { ok: false, reason: 'the request signature does not verify' } }),
+      token: token(),
+      want: {
+        kind: 'reject',
+        failure: { reason: 'MalformedCSR', message: 'CSR csr-n1: the request signature does not verify' },
+      },
+    },
+    'a CSR made with a bootstrap token nodeflavor did not issue is UnknownToken': {
+      csr: csr(),
+      token: undefined,
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: {
+          reason: 'UnknownToken',
+          message: 'CSR csr-n1 was made with a bootstrap token nodeflavor did not issue',
+        },
+      },
+    },
+    'a revoked token is Revoked': {
+      csr: csr(),
+      token: token({ revoked: true }),
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: { reason: 'Revoked', message: 'token abcdef was revoked' },
+      },
+    },
+    'a token being deleted is Revoked': {
+      csr: csr(),
+      token: token({ deleting: true }),
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: { reason: 'Revoked', message: 'token abcdef was revoked' },
+      },
+    },
+    'revoked wins over expired (chain order)': {
+      csr: csr({ createdAt: at(2 * MINUTE) }),
+      token: token({ revoked: true, expiresAt: at(MINUTE) }),
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: { reason: 'Revoked', message: 'token abcdef was revoked' },
+      },
+    },
+    'a CSR created after the token expired is Expired': {
+      csr: csr({ createdAt: at(1) }),
+      token: token({ expiresAt: NOW }),
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: {
+          reason: 'Expired',
+          message: `token abcdef expired at ${NOW.toISOString()} before the CSR was made`,
+        },
+      },
+    },
+    'a CSR created at the very instant of expiry still binds': {
+      csr: csr({ createdAt: NOW }),
+      token: token({ expiresAt: NOW }),
+      want: { kind: 'bind', nodeName: 'n1' },
+    },
+    'a CSR created before expiry binds even if judged after it': {
+      csr: csr({ createdAt: at(-2 * MINUTE) }),
+      token: token({ expiresAt: at(-MINUTE) }),
+      want: { kind: 'bind', nodeName: 'n1' },
+    },
+    'a node name other than the expected exact name is NodeNameMismatch': {
+      csr: csr(),
+      token: token({ nodeName: 'n2' }),
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: {
+          reason: 'NodeNameMismatch',
+          message: `node name "n1" does not match token abcdef's nodeName "n2"`,
+        },
+      },
+    },
+    'the expected exact name binds': {
+      csr: csr(),
+      token: token({ nodeName: 'n1' }),
+      want: { kind: 'bind', nodeName: 'n1' },
+    },
+    'a node name outside the pattern is NodeNameMismatch': {
+      csr: csr({ subject: { ok: true, nodeName: 'db-1', organizations: [] } }),
+      token: token({ nodeNamePattern: 'web-*' }),
+      want: {
+        kind: 'reject',
+        nodeName: 'db-1',
+        failure: {
+          reason: 'NodeNameMismatch',
+          message: `node name "db-1" does not match token abcdef's nodeNamePattern "web-*"`,
+        },
+      },
+    },
+    'a node name matching the pattern binds': {
+      csr: csr({ subject: { ok: true, nodeName: 'web-7', organizations: [] } }),
+      token: token({ nodeNamePattern: 'web-*' }),
+      want: { kind: 'bind', nodeName: 'web-7' },
+    },
+    'a token with all maxUses bound to other nodes is NoUsesLeft': {
+      csr: csr(),
+      token: token({
+        maxUses: 2,
+        bindings: [
+          binding({ nodeName: 'a', csrName: 'csr-a' }),
+          binding({ nodeName: 'b', csrName: 'csr-b' }),
+        ],
+      }),
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: { reason: 'NoUsesLeft', message: 'token abcdef has no uses left (2/2)' },
+      },
+    },
+    'a token with one use left binds': {
+      csr: csr(),
+      token: token({ maxUses: 2, bindings: [binding({ nodeName: 'a', csrName: 'csr-a' })] }),
+      want: { kind: 'bind', nodeName: 'n1' },
+    },
+    'maxUses 0 is unlimited': {
+      csr: csr(),
+      token: token({
+        maxUses: 0,
+        bindings: Array.from({ length: 50 }, (_, i) => binding({ nodeName: `x${i}`, csrName: `csr-x${i}` })),
+      }),
+      want: { kind: 'bind', nodeName: 'n1' },
+    },
+    'a CSR already bound (same CSR name) is idempotent and uses nothing more': {
+      csr: csr(),
+      token: token({ maxUses: 1, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1' })] }),
+      want: { kind: 'already-bound', nodeName: 'n1' },
+    },
+    'a second CSR of an already-bound node name is idempotent (kubelet retried)': {
+      csr: csr({ name: 'csr-n1-retry' }),
+      token: token({ maxUses: 1, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1' })] }),
+      want: { kind: 'already-bound', nodeName: 'n1' },
+    },
+    'a valid CSR for an unused token binds': {
+      csr: csr(),
+      token: token(),
+      want: { kind: 'bind', nodeName: 'n1' },
+    },
+  };
+
+  for (const [name, c] of Object.entries(cases)) {
+    test(name, () => {
+      assert.deepEqual(decideBinding(c.csr, c.token), c.want);
+    });
+  }
+
+  test('does not mutate the token (a binding is recorded by the caller)', () => {
+    const t = token({ maxUses: 0 });
+    decideBinding(csr(), t);
+    assert.deepEqual(t.bindings, []);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// decideNode
+
+const TOKEN = token();
+const GOOD = flavorTokenFor(TOKEN.tokenId, 'sweet');
+
+function bound(tokenOverrides: Partial<TokenFacts> = {}, bindingOverrides: Partial<TokenBinding> = {}) {
+  const b = binding(bindingOverrides);
+  return { token: token({ bindings: [b], ...tokenOverrides }), binding: b } satisfies BoundToken;
+}
+
+function input(overrides: Partial<NodeDecisionInput> = {}): NodeDecisionInput {
+  return {
+    node: node({
+      labels: { [TOKEN_LABEL_KEY]: GOOD },
+      taints: [{ key: QUARANTINE_TAINT_KEY, effect: 'NoSchedule' }],
+    }),
+    bindings: [bound()],
+    rejectedClaims: [],
+    flavorClasses: CLASSES,
+    keyRing: ring,
+    now: NOW,
+    bindingGraceMs: GRACE_MS,
+    carriesTrustedKeys: false,
+    tokenExists: () => true,
+    ...overrides,
+  };
+}
+
+const record = (tokenID: string, flavorClass: string) =>
+  JSON.stringify({ tokenID, flavorClass, verifiedAt: at(-MINUTE).toISOString() });
+
+/** What a verdict must be: the kind, and the failure reason for unflavored ones. */
+type Want =
+  | { kind: 'verify' | 'flavored' | 'unmanaged'; check?: (v: NodeVerdict) => void }
+  | { kind: 'unflavored'; reason: FailureReason; message?: RegExp }
+  | { kind: 'wait'; retryAfterMs: number };
+
+describe('decideNode', () => {
+  const verifiedBinding = { nodeUID: 'uid-1', verifiedAt: at(-MINUTE).toISOString() };
+  const cases: Record<string, { input: NodeDecisionInput; want: Want }> = {
+    // -- no binding names this node
+    'unbound with a rejected claim: the most recent claim is the reason': {
+      input: input({
+        bindings: [],
+        rejectedClaims: [
+          { reason: 'NodeNameMismatch', message: 'node name "n1" does not match' },
+          { reason: 'Expired', message: 'older claim' },
+        ],
+      }),
+      want: { kind: 'unflavored', reason: 'NodeNameMismatch', message: /does not match/ },
+    },
+    'unbound, token deleted (Keep), verification record on the node: flavor kept': {
+      input: input({
+        node: node({
+          labels: { 'nodeflavor.io/flavor': 'sweet' },
+          annotations: { [VERIFIED_ANNOTATION]: record('gone00', 'sweet') },
+        }),
+        bindings: [],
+        carriesTrustedKeys: true,
+        tokenExists: (id) => id !== 'gone00',
+      }),
+      want: {
+        kind: 'flavored',
+        check: (v) => {
+          assert.equal(v.kind, 'flavored');
+          if (v.kind !== 'flavored') return;
+          assert.equal(v.bound, undefined);
+          assert.deepEqual(v.record, {
+            tokenID: 'gone00',
+            flavorClass: 'sweet',
+            verifiedAt: at(-MINUTE).toISOString(),
+          });
+          assert.equal(v.flavorClass, SWEET);
+        },
+      },
+    },
+    'unbound, token deleted, the recorded FlavorClass is gone: FlavorClassNotFound': {
+      input: input({
+        node: node({ annotations: { [VERIFIED_ANNOTATION]: record('gone00', 'vanilla') } }),
+        bindings: [],
+        carriesTrustedKeys: true,
+        tokenExists: () => false,
+      }),
+      want: { kind: 'unflavored', reason: 'FlavorClassNotFound', message: /"vanilla"/ },
+    },
+    'unbound, verification record of a token that still exists (binding gone): NoBinding': {
+      input: input({
+        node: node({ annotations: { [VERIFIED_ANNOTATION]: record('abcdef', 'sweet') } }),
+        bindings: [],
+        tokenExists: () => true,
+      }),
+      want: { kind: 'unflavored', reason: 'NoBinding', message: /trusted keys/ },
+    },
+    'unbound, token label, within the grace period: wait for the rest of it': {
+      input: input({
+        node: node({ createdAt: at(-10_000), labels: { [TOKEN_LABEL_KEY]: GOOD } }),
+        bindings: [],
+      }),
+      want: { kind: 'wait', retryAfterMs: GRACE_MS - 10_000 },
+    },
+    'unbound, token label, grace almost over: wait at least 250 ms': {
+      input: input({
+        node: node({ createdAt: at(-(GRACE_MS - 1)), labels: { [TOKEN_LABEL_KEY]: GOOD } }),
+        bindings: [],
+      }),
+      want: { kind: 'wait', retryAfterMs: 250 },
+    },
+    'unbound, token label, grace period over: NoBinding': {
+      input: input({
+        node: node({ createdAt: at(-GRACE_MS), labels: { [TOKEN_LABEL_KEY]: GOOD } }),
+        bindings: [],
+      }),
+      want: { kind: 'unflavored', reason: 'NoBinding', message: /no CSR made with a nodeflavor token/ },
+    },
+    'unbound, forged trusted keys, no token label: NoBinding': {
+      input: input({
+        node: node({ labels: { 'nodeflavor.io/flavor': 'sweet' } }),
+        bindings: [],
+        carriesTrustedKeys: true,
+      }),
+      want: { kind: 'unflavored', reason: 'NoBinding', message: /carries trusted keys/ },
+    },
+    'unbound, nothing of ours on the node: unmanaged': {
+      input: input({ node: node({ labels: { 'kubernetes.io/hostname': 'n1' } }), bindings: [] }),
+      want: { kind: 'unmanaged' },
+    },
+    'unbound, a mangled verification annotation is no record': {
+      input: input({
+        node: node({ annotations: { [VERIFIED_ANNOTATION]: '{"tokenID":1}' } }),
+        bindings: [],
+        tokenExists: () => false,
+        carriesTrustedKeys: true,
+      }),
+      want: { kind: 'unflavored', reason: 'NoBinding' },
+    },
+    // -- bound
+    'bound by two different tokens: Conflict naming both token IDs, sorted': {
+      input: input({
+        bindings: [
+          bound({ name: 'ft-zzzzzz', tokenId: 'zzzzzz' }),
+          bound({ name: 'ft-aaaaaa', tokenId: 'aaaaaa' }),
+        ],
+      }),
+      want: { kind: 'unflavored', reason: 'Conflict', message: /\(aaaaaa, zzzzzz\)/ },
+    },
+    'bound, Node re-created since (UID changed): NodeUIDChanged': {
+      input: input({ bindings: [bound({}, { nodeUID: 'uid-0', verifiedAt: at(-MINUTE).toISOString() })] }),
+      want: { kind: 'unflavored', reason: 'NodeUIDChanged', message: /re-created/ },
+    },
+    'revoked with StripNodes, even verified: Revoked': {
+      input: input({ bindings: [bound({ revoked: true, stripNodesOnRevoke: true }, verifiedBinding)] }),
+      want: { kind: 'unflavored', reason: 'Revoked' },
+    },
+    'revoked with Keep, verified: flavor kept': {
+      input: input({ bindings: [bound({ revoked: true }, verifiedBinding)] }),
+      want: { kind: 'flavored' },
+    },
+    'deleting with Keep, verified: flavor kept': {
+      input: input({ bindings: [bound({ deleting: true }, verifiedBinding)] }),
+      want: { kind: 'flavored' },
+    },
+    'revoked with Keep, never verified: Revoked': {
+      input: input({ bindings: [bound({ revoked: true })] }),
+      want: { kind: 'unflavored', reason: 'Revoked' },
+    },
+    'deleting with StripNodes: Revoked': {
+      input: input({ bindings: [bound({ deleting: true, stripNodesOnRevoke: true }, verifiedBinding)] }),
+      want: { kind: 'unflavored', reason: 'Revoked' },
+    },
+    "the token's FlavorClass does not exist: FlavorClassNotFound": {
+      input: input({ bindings: [bound({ flavorClassName: 'vanilla' })] }),
+      want: { kind: 'unflavored', reason: 'FlavorClassNotFound', message: /"vanilla" of token abcdef/ },
+    },
+    'verified before (same UID): flavored, the token label is no longer needed': {
+      input: input({ node: node({ labels: {} }), bindings: [bound({}, verifiedBinding)] }),
+      want: {
+        kind: 'flavored',
+        check: (v) => {
+          assert.equal(v.kind, 'flavored');
+          if (v.kind === 'flavored') assert.equal(v.bound?.token.tokenId, 'abcdef');
+        },
+      },
+    },
+    'verifiedAt without the node UID is not verified: the token is checked': {
+      input: input({
+        node: node({ labels: {} }),
+        bindings: [bound({}, { verifiedAt: at(-MINUTE).toISOString() })],
+      }),
+      want: { kind: 'unflavored', reason: 'MissingToken' },
+    },
+    'bound, no token label: MissingToken': {
+      input: input({ node: node({ labels: { 'kubernetes.io/hostname': 'n1' } }) }),
+      want: { kind: 'unflavored', reason: 'MissingToken', message: new RegExp(TOKEN_LABEL_KEY) },
+    },
+    'bound, token label of the wrong form: MalformedToken': {
+      input: input({ node: node({ labels: { [TOKEN_LABEL_KEY]: 'sweet' } }) }),
+      want: { kind: 'unflavored', reason: 'MalformedToken' },
+    },
+    'bound, token label of the right length in upper case: MalformedToken': {
+      input: input({ node: node({ labels: { [TOKEN_LABEL_KEY]: GOOD.toUpperCase() } }) }),
+      want: { kind: 'unflavored', reason: 'MalformedToken' },
+    },
+    'bound, token for another flavor (sour) of the same token ID: InvalidToken': {
+      input: input({ node: node({ labels: { [TOKEN_LABEL_KEY]: flavorTokenFor('abcdef', 'sour') } }) }),
+      want: { kind: 'unflavored', reason: 'InvalidToken', message: /does not match token abcdef/ },
+    },
+    "bound, another token's value (copied from another node): InvalidToken": {
+      input: input({ node: node({ labels: { [TOKEN_LABEL_KEY]: flavorTokenFor('zzzzzz', 'sweet') } }) }),
+      want: { kind: 'unflavored', reason: 'InvalidToken' },
+    },
+    'bound, token derived with a key not in the ring: InvalidToken': {
+      input: input({
+        node: node({ labels: { [TOKEN_LABEL_KEY]: flavorTokenFor('abcdef', 'sweet', otherRing) } }),
+      }),
+      want: { kind: 'unflavored', reason: 'InvalidToken' },
+    },
+    'bound, the right flavor token: verify': {
+      input: input(),
+      want: {
+        kind: 'verify',
+        check: (v) => {
+          assert.equal(v.kind, 'verify');
+          if (v.kind !== 'verify') return;
+          assert.equal(v.bound.token.tokenId, 'abcdef');
+          assert.equal(v.bound.binding.nodeName, 'n1');
+          assert.equal(v.flavorClass, SWEET);
+        },
+      },
+    },
+    'bound, a token derived with a key since retired (still in the ring): verify': {
+      input: input({ keyRing: rotateKeyRing(ring) }),
+      want: { kind: 'verify' },
+    },
+    'bound, binding already holds this node UID but unverified: verify': {
+      input: input({ bindings: [bound({}, { nodeUID: 'uid-1' })] }),
+      want: { kind: 'verify' },
+    },
+  };
+
+  for (const [name, c] of Object.entries(cases)) {
+    test(name, () => {
+      const verdict = decideNode(c.input);
+      assert.equal(verdict.kind, c.want.kind, JSON.stringify(verdict));
+      if (c.want.kind === 'unflavored' && verdict.kind === 'unflavored') {
+        assert.equal(verdict.failure.reason, c.want.reason, verdict.failure.message);
+        if (c.want.message) assert.match(verdict.failure.message, c.want.message);
+      }
+      if (c.want.kind === 'wait') assert.deepEqual(verdict, c.want);
+      if ('check' in c.want && c.want.check) c.want.check(verdict);
+      // The presented flavor token is a secret: no verdict (message) may echo it.
+      const presented = c.input.node.labels[TOKEN_LABEL_KEY];
+      if (presented) assert.ok(!JSON.stringify(verdict).includes(presented), 'verdict leaks the token');
+    });
+  }
+
+  test('every failure reason a node can get is covered by the table', () => {
+    const nodeReasons = new Set<FailureReason>();
+    for (const c of Object.values(cases)) if (c.want.kind === 'unflavored') nodeReasons.add(c.want.reason);
+    const bindingOnly = new Set<FailureReason>(['MalformedCSR', 'UnknownToken', 'Expired', 'NoUsesLeft']);
+    // NodeNameMismatch reaches nodes only as a rejected claim; it is covered above that way.
+    const missing = FAILURE_REASONS.filter((r) => !nodeReasons.has(r) && !bindingOnly.has(r));
+    assert.deepEqual(missing, []);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// desiredNodeState / nodeMatches
+
+const ANNOTATION = record('abcdef', 'sweet');
+const sweet = { flavorClass: SWEET, annotation: ANNOTATION };
+const NOT_READY = { key: 'node.kubernetes.io/not-ready', effect: 'NoExecute' };
+const QUARANTINE = { key: QUARANTINE_TAINT_KEY, effect: 'NoSchedule' };
+
+describe('desiredNodeState', () => {
+  const cases: Record<string, { node: NodeFacts; flavor: typeof sweet | undefined; want: DesiredNodeState }> =
+    {
+      'flavored, bare node: the class keys plus the verification annotation': {
+        node: node(),
+        flavor: sweet,
+        want: {
+          labels: { 'nodeflavor.io/flavor': 'sweet', 'example.com/tier': 'gold' },
+          annotations: { 'example.com/contact': 'sre', [VERIFIED_ANNOTATION]: ANNOTATION },
+          taints: [{ key: 'example.com/dedicated', value: 'sweet', effect: 'NoSchedule' }],
+          removeLabels: [],
+          removeAnnotations: [],
+        },
+      },
+      'flavored, freshly joined: token label and quarantine go, others stay': {
+        node: node({
+          labels: { [TOKEN_LABEL_KEY]: GOOD, 'kubernetes.io/hostname': 'n1' },
+          annotations: { 'volumes.kubernetes.io/controller-managed-attach-detach': 'true' },
+          taints: [QUARANTINE, NOT_READY],
+        }),
+        flavor: sweet,
+        want: {
+          labels: { 'nodeflavor.io/flavor': 'sweet', 'example.com/tier': 'gold' },
+          annotations: { 'example.com/contact': 'sre', [VERIFIED_ANNOTATION]: ANNOTATION },
+          taints: [NOT_READY, { key: 'example.com/dedicated', value: 'sweet', effect: 'NoSchedule' }],
+          removeLabels: [TOKEN_LABEL_KEY],
+          removeAnnotations: [],
+        },
+      },
+      "flavored, node carrying another class's keys: those not wanted go": {
+        node: node({
+          labels: { 'nodeflavor.io/flavor': 'sour', 'example.com/sour': 'yes', 'team.io/x': '1' },
+          annotations: { 'nodeflavor.io/stale': 'x' },
+          taints: [{ key: 'example.com/sour-only', effect: 'NoExecute' }, NOT_READY],
+        }),
+        flavor: sweet,
+        want: {
+          labels: { 'nodeflavor.io/flavor': 'sweet', 'example.com/tier': 'gold' },
+          annotations: { 'example.com/contact': 'sre', [VERIFIED_ANNOTATION]: ANNOTATION },
+          taints: [NOT_READY, { key: 'example.com/dedicated', value: 'sweet', effect: 'NoSchedule' }],
+          removeLabels: ['example.com/sour'],
+          removeAnnotations: ['nodeflavor.io/stale'],
+        },
+      },
+      'flavored, class taint present with a hand-edited value: replaced, not duplicated': {
+        node: node({ taints: [{ key: 'example.com/dedicated', value: 'other', effect: 'NoSchedule' }] }),
+        flavor: sweet,
+        want: {
+          labels: { 'nodeflavor.io/flavor': 'sweet', 'example.com/tier': 'gold' },
+          annotations: { 'example.com/contact': 'sre', [VERIFIED_ANNOTATION]: ANNOTATION },
+          taints: [{ key: 'example.com/dedicated', value: 'sweet', effect: 'NoSchedule' }],
+          removeLabels: [],
+          removeAnnotations: [],
+        },
+      },
+      'unflavored: quarantine added, token label kept, flavor keys removed, others kept': {
+        node: node({
+          labels: {
+            [TOKEN_LABEL_KEY]: GOOD,
+            'nodeflavor.io/flavor': 'sweet',
+            'example.com/tier': 'gold',
+            'kubernetes.io/hostname': 'n1',
+          },
+          annotations: { [VERIFIED_ANNOTATION]: ANNOTATION, 'example.com/contact': 'sre', 'team.io/a': 'b' },
+          taints: [{ key: 'example.com/dedicated', value: 'sweet', effect: 'NoSchedule' }, NOT_READY],
+        }),
+        flavor: undefined,
+        want: {
+          labels: {},
+          annotations: {},
+          taints: [NOT_READY, QUARANTINE],
+          removeLabels: ['nodeflavor.io/flavor', 'example.com/tier'],
+          removeAnnotations: [VERIFIED_ANNOTATION, 'example.com/contact'],
+        },
+      },
+      'unflavored, already quarantined: exactly one quarantine taint': {
+        node: node({ labels: { [TOKEN_LABEL_KEY]: GOOD }, taints: [QUARANTINE] }),
+        flavor: undefined,
+        want: { labels: {}, annotations: {}, taints: [QUARANTINE], removeLabels: [], removeAnnotations: [] },
+      },
+      'unflavored, quarantine key with another effect: replaced by NoSchedule': {
+        node: node({ taints: [{ key: QUARANTINE_TAINT_KEY, effect: 'NoExecute' }] }),
+        flavor: undefined,
+        want: { labels: {}, annotations: {}, taints: [QUARANTINE], removeLabels: [], removeAnnotations: [] },
+      },
+    };
+
+  for (const [name, c] of Object.entries(cases)) {
+    test(name, () => {
+      const desired = desiredNodeState(c.node, c.flavor, KEYS);
+      assert.deepEqual(desired, c.want);
+    });
+  }
+
+  test('the returned taints are copies: editing them leaves the FlavorClass alone', () => {
+    const desired = desiredNodeState(node(), sweet, KEYS);
+    desired.taints[0]!.value = 'changed';
+    desired.labels['x'] = 'y';
+    assert.equal(SWEET.taints?.[0]?.value, 'sweet');
+    assert.equal(SWEET.labels?.['x'], undefined);
+  });
+});
+
+/** Writes a desired state onto a Node as the controller does: labels/annotations set or removed, taints replaced. */
+function applied(n: NodeFacts, desired: DesiredNodeState): NodeFacts {
+  const labels = { ...n.labels, ...desired.labels };
+  for (const k of desired.removeLabels) delete labels[k];
+  const annotations = { ...n.annotations, ...desired.annotations };
+  for (const k of desired.removeAnnotations) delete annotations[k];
+  return { ...n, labels, annotations, taints: desired.taints.map((t) => ({ ...t })) };
+}
+
+describe('nodeMatches', () => {
+  const flavoredNode = applied(node(), desiredNodeState(node(), sweet, KEYS));
+  const want = desiredNodeState(flavoredNode, sweet, KEYS);
+  const cases: Record<string, { node: NodeFacts; desired: DesiredNodeState; matches: boolean }> = {
+    'a node written as desired matches': { node: flavoredNode, desired: want, matches: true },
+    "others' labels and annotations do not matter": {
+      node: {
+        ...flavoredNode,
+        labels: { ...flavoredNode.labels, 'team.io/x': '1' },
+        annotations: { ...flavoredNode.annotations, 'team.io/y': '2' },
+      },
+      desired: want,
+      matches: true,
+    },
+    'taint order does not matter': {
+      node: { ...flavoredNode, taints: [NOT_READY, ...flavoredNode.taints] },
+      desired: { ...want, taints: [...want.taints, NOT_READY] },
+      matches: true,
+    },
+    'a label with another value does not match': {
+      node: { ...flavoredNode, labels: { ...flavoredNode.labels, 'nodeflavor.io/flavor': 'sour' } },
+      desired: want,
+      matches: false,
+    },
+    'a missing annotation does not match': {
+      node: { ...flavoredNode, annotations: {} },
+      desired: want,
+      matches: false,
+    },
+    'a label still to remove does not match': {
+      node: flavoredNode,
+      desired: { ...want, removeLabels: ['example.com/sour'] },
+      matches: false,
+    },
+    'an annotation still to remove does not match': {
+      node: flavoredNode,
+      desired: { ...want, removeAnnotations: ['nodeflavor.io/stale'] },
+      matches: false,
+    },
+    'an extra taint does not match': {
+      node: { ...flavoredNode, taints: [...flavoredNode.taints, NOT_READY] },
+      desired: want,
+      matches: false,
+    },
+    'a missing taint does not match': {
+      node: { ...flavoredNode, taints: [] },
+      desired: want,
+      matches: false,
+    },
+    'a taint with another value does not match': {
+      node: { ...flavoredNode, taints: [{ key: 'example.com/dedicated', value: 'x', effect: 'NoSchedule' }] },
+      desired: want,
+      matches: false,
+    },
+    'a taint with another effect does not match': {
+      node: {
+        ...flavoredNode,
+        taints: [{ key: 'example.com/dedicated', value: 'sweet', effect: 'NoExecute' }],
+      },
+      desired: want,
+      matches: false,
+    },
+  };
+
+  for (const [name, c] of Object.entries(cases)) {
+    test(name, () => {
+      assert.equal(nodeMatches(c.node, c.desired), c.matches);
+    });
+  }
+
+  test('an untouched fresh node does not match its flavored state', () => {
+    const fresh = node({ labels: { [TOKEN_LABEL_KEY]: GOOD }, taints: [QUARANTINE] });
+    assert.equal(nodeMatches(fresh, desiredNodeState(fresh, sweet, KEYS)), false);
+    assert.equal(nodeMatches(fresh, desiredNodeState(fresh, undefined, KEYS)), true);
+  });
+});
+
+describe('desiredNodeState / nodeMatches properties', () => {
+  const labelKeys = [
+    TOKEN_LABEL_KEY,
+    'nodeflavor.io/flavor',
+    'nodeflavor.io/other',
+    'example.com/tier',
+    'example.com/sour',
+    'kubernetes.io/hostname',
+    'team.io/x',
+  ];
+  const annotationKeys = [VERIFIED_ANNOTATION, 'nodeflavor.io/note', 'example.com/contact', 'team.io/y'];
+  const taintKeys = [
+    QUARANTINE_TAINT_KEY,
+    'example.com/dedicated',
+    'example.com/sour-only',
+    'nodeflavor.io/x',
+    'node.kubernetes.io/not-ready',
+    'team.io/z',
+  ];
+  const effects = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const;
+  const value = fc.constantFrom('a', 'b', 'sweet', 'gold');
+  const taint = fc.record(
+    { key: fc.constantFrom(...taintKeys), value: value, effect: fc.constantFrom(...effects) },
+    { requiredKeys: ['key', 'effect'] },
+  );
+  // The API server keeps one taint per (key, effect); FlavorClasses too.
+  const taints = fc.uniqueArray(taint, { selector: (t) => `${t.key}\u0000${t.effect}`, maxLength: 6 });
+  const stringMap = (keys: string[]) =>
+    fc.dictionary(fc.constantFrom(...keys), value, { maxKeys: keys.length });
+  const nodeArb = fc.record({
+    labels: stringMap(labelKeys),
+    annotations: stringMap(annotationKeys),
+    taints,
+  });
+  const classArb: fc.Arbitrary<FlavorClassSpec> = fc.record(
+    {
+      labels: stringMap(labelKeys.filter((k) => k !== TOKEN_LABEL_KEY)),
+      annotations: stringMap(annotationKeys.filter((k) => k !== VERIFIED_ANNOTATION)),
+      taints: taints.map((ts) => ts.filter((t) => t.key !== QUARANTINE_TAINT_KEY)),
+    },
+    { requiredKeys: [] },
+  );
+  const flavorArb = fc.option(fc.record({ flavorClass: classArb, annotation: fc.constant(ANNOTATION) }), {
+    nil: undefined,
+  });
+
+  test('reconciling twice writes nothing the second time', () => {
+    fc.assert(
+      fc.property(nodeArb, flavorArb, classArb, (facts, flavor, otherClass) => {
+        const n = node(facts);
+        const keys = managedKeys([...CLASSES.values(), otherClass, ...(flavor ? [flavor.flavorClass] : [])]);
+        const first = desiredNodeState(n, flavor, keys);
+        const written = applied(n, first);
+        const second = desiredNodeState(written, flavor, keys);
+        assert.ok(nodeMatches(written, second), JSON.stringify({ written, second }));
+        assert.ok(nodeMatches(applied(written, second), second));
+        // The second pass asks for the same keys and removes nothing more.
+        assert.deepEqual(second.labels, first.labels);
+        assert.deepEqual(second.annotations, first.annotations);
+        assert.deepEqual(second.removeLabels, []);
+        assert.deepEqual(second.removeAnnotations, []);
+      }),
+      { numRuns: 1000, seed: 20300101 },
+    );
+  });
+
+  test('the written node carries every wanted key, no unwanted protected key and keeps the rest', () => {
+    fc.assert(
+      fc.property(nodeArb, flavorArb, (facts, flavor) => {
+        const n = node(facts);
+        const keys = managedKeys([...CLASSES.values(), ...(flavor ? [flavor.flavorClass] : [])]);
+        const written = applied(n, desiredNodeState(n, flavor, keys));
+        for (const [k, v] of Object.entries(n.labels)) {
+          if (!keys.isProtectedLabel(k)) assert.equal(written.labels[k], v, `label ${k} kept`);
+        }
+        for (const t of n.taints) {
+          if (keys.isProtectedTaint(t.key)) continue;
+          assert.ok(
+            written.taints.some((w) => w.key === t.key && w.effect === t.effect),
+            `taint ${t.key} kept`,
+          );
+        }
+        const wantedLabels = flavor?.flavorClass.labels ?? {};
+        for (const k of Object.keys(written.labels)) {
+          if (!keys.isProtectedLabel(k) || Object.hasOwn(wantedLabels, k)) continue;
+          // Only the token label may stay unwanted, and only on an unflavored node.
+          assert.equal(k, TOKEN_LABEL_KEY);
+          assert.equal(flavor, undefined);
+        }
+        const quarantined = written.taints.some((t) => t.key === QUARANTINE_TAINT_KEY);
+        assert.equal(quarantined, flavor === undefined);
+      }),
+      { numRuns: 500, seed: 7 },
+    );
+  });
+});
