@@ -1,0 +1,288 @@
+#!/usr/bin/env node
+// kubectl-flavor: the kubectl plugin for flavored join tokens. It acts as the caller (their
+// kubeconfig, their RBAC) through the same issuance library as the token-issuer API.
+// Exit codes: 0 success, 1 runtime error, 2 usage error; errors are one line on stderr.
+import { parseArgs } from 'node:util';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { FLAVOR_CLASS_PLURAL, GROUP } from '../flavor/resources.ts';
+import { loadKubeConfig } from '../kube/config.ts';
+import { DEFAULT_KEY_SECRET_NAME, loadKeyRing } from '../kube/keyring-store.ts';
+import { KubeError } from '../kube/kube-error.ts';
+import { listNodeFacts } from '../kube/node-list.ts';
+import { KubeReviews } from '../kube/reviews.ts';
+import { KubeTokenStore } from '../kube/tokens.ts';
+import { IssuanceSettingsSchema } from '../tokenissuer/config.ts';
+import { IssuerError } from '../tokenissuer/errors.ts';
+import { type IssuanceDeps, issueToken, listTokens, revokeToken } from '../tokenissuer/issue.ts';
+import { type IssueRequest, validateIssueRequest } from '../tokenissuer/request.ts';
+import { issueResponse } from '../tokenissuer/response.ts';
+import { asJson, asYaml, nodesTable, table, tokensTable } from './flavor-output.ts';
+
+const PROGRAM = 'kubectl-flavor';
+const DEFAULT_KEY_SECRET = `nodeflavor/${DEFAULT_KEY_SECRET_NAME}`;
+/** The issuer's defaults: the CLI mints exactly what the API mints. */
+const SETTINGS = IssuanceSettingsSchema.parse({});
+
+const USAGE = `Usage: kubectl flavor <command> [flags]
+
+Commands:
+  issue --flavor F [--ttl 1h | --expires-at T] [--max-uses N]
+        [--node-name N | --node-name-pattern P] [--description D]
+        [-o yaml|json|join|cloud-init]    issue a join token for flavor F
+  list [-o table|json|yaml]               list issued tokens (no secrets)
+  revoke ID                               revoke a token (its name ft-<id> or its token ID)
+  flavors                                 list FlavorClasses and whether you may use them
+  nodes                                   list nodes with their flavor and verification state
+
+Flags:
+  --kubeconfig PATH      kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, in-cluster)
+  --key-secret NS/NAME   the HMAC key Secret (issue; default ${DEFAULT_KEY_SECRET})
+  -h, --help             show this help
+
+-o join prints the kubeadm JoinConfiguration (run: kubeadm join --config <file>);
+-o cloud-init prints a #cloud-config that writes it and joins; -o yaml/json print everything.
+`;
+
+class UsageError extends Error {}
+
+const OPTIONS = {
+  kubeconfig: { type: 'string' },
+  'key-secret': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+  flavor: { type: 'string' },
+  ttl: { type: 'string' },
+  'expires-at': { type: 'string' },
+  'max-uses': { type: 'string' },
+  'node-name': { type: 'string' },
+  'node-name-pattern': { type: 'string' },
+  description: { type: 'string' },
+  output: { type: 'string', short: 'o' },
+} as const;
+
+type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+
+const COMMAND_FLAGS: Readonly<Record<string, readonly string[]>> = {
+  issue: [
+    'flavor',
+    'ttl',
+    'expires-at',
+    'max-uses',
+    'node-name',
+    'node-name-pattern',
+    'description',
+    'output',
+    'key-secret',
+  ],
+  list: ['output'],
+  revoke: [],
+  flavors: [],
+  nodes: [],
+};
+const COMMON_FLAGS = ['kubeconfig', 'help'];
+
+/** Request fields as the flags that set them, so validation errors speak the CLI's language. */
+const FLAG_OF_FIELD: Readonly<Record<string, string>> = {
+  flavorClassName: '--flavor',
+  ttl: '--ttl',
+  expiresAt: '--expires-at',
+  maxUses: '--max-uses',
+  nodeName: '--node-name',
+  nodeNamePattern: '--node-name-pattern',
+  description: '--description',
+};
+
+interface Io {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+}
+
+export async function main(argv: string[], io: Io): Promise<number> {
+  let values: Values;
+  let positionals: string[];
+  try {
+    ({ values, positionals } = parseArgs({
+      args: argv,
+      options: OPTIONS,
+      allowPositionals: true,
+      strict: true,
+    }));
+  } catch (error) {
+    return fail(io, new UsageError((error as Error).message));
+  }
+  const [command, ...rest] = positionals;
+  if (values.help || command === 'help') {
+    io.stdout(USAGE);
+    return 0;
+  }
+  try {
+    // Every usage check comes before the cluster is contacted, so that bad usage is always exit 2.
+    checkUsage(command, values, rest);
+    const issueFlags = command === 'issue' ? parseIssueFlags(values) : undefined;
+    const kubeConfig = loadKubeConfig(values.kubeconfig);
+    switch (command) {
+      case 'issue':
+        return await issue(kubeConfig, issueFlags!, io);
+      case 'list':
+        return await list(kubeConfig, values.output ?? 'table', io);
+      case 'revoke':
+        return await revoke(kubeConfig, rest[0] ?? '', io);
+      case 'flavors':
+        return await flavors(kubeConfig, io);
+      default:
+        io.stdout(nodesTable(await listNodeFacts(kubeConfig)));
+        return 0;
+    }
+  } catch (error) {
+    return fail(io, error);
+  }
+}
+
+function checkUsage(command: string | undefined, values: Values, rest: string[]): asserts command is string {
+  if (command === undefined)
+    throw new UsageError('a command is required (issue, list, revoke, flavors, nodes)');
+  const allowed = COMMAND_FLAGS[command];
+  if (!allowed) throw new UsageError(`unknown command '${command}'`);
+  for (const flag of Object.keys(values)) {
+    if (!allowed.includes(flag) && !COMMON_FLAGS.includes(flag)) {
+      throw new UsageError(`flag --${flag} does not apply to '${command}'`);
+    }
+  }
+  if (command === 'revoke') {
+    if (rest.length !== 1 || !rest[0])
+      throw new UsageError('revoke takes exactly one token (its name or token ID)');
+  } else if (rest.length > 0) {
+    throw new UsageError(`unexpected argument '${rest[0]}'`);
+  }
+  if (command === 'list' && !['table', 'json', 'yaml'].includes(values.output ?? 'table')) {
+    throw new UsageError(`-o ${values.output} is not one of table, json, yaml`);
+  }
+}
+
+interface IssueFlags {
+  request: IssueRequest;
+  output: string;
+  keySecret: { namespace: string; name: string };
+}
+
+/** The issue flags as a request, validated (InvalidRequest, exit 2) without touching the cluster. */
+function parseIssueFlags(values: Values): IssueFlags {
+  const output = values.output ?? 'yaml';
+  if (!['yaml', 'json', 'join', 'cloud-init'].includes(output)) {
+    throw new UsageError(`-o ${output} is not one of yaml, json, join, cloud-init`);
+  }
+  if (!values.flavor) throw new UsageError('--flavor is required');
+  const maxUses = values['max-uses'];
+  if (maxUses !== undefined && !/^[0-9]+$/.test(maxUses)) {
+    throw new UsageError('--max-uses must be a whole number (0: no limit)');
+  }
+  const [namespace, name, ...extra] = (values['key-secret'] ?? DEFAULT_KEY_SECRET).split('/');
+  if (!namespace || !name || extra.length > 0) throw new UsageError('--key-secret must be NAMESPACE/NAME');
+  const request: IssueRequest = {
+    flavorClassName: values.flavor,
+    ...(values.ttl !== undefined ? { ttl: values.ttl } : {}),
+    ...(values['expires-at'] !== undefined ? { expiresAt: values['expires-at'] } : {}),
+    ...(maxUses !== undefined ? { maxUses: Number(maxUses) } : {}),
+    ...(values['node-name'] !== undefined ? { nodeName: values['node-name'] } : {}),
+    ...(values['node-name-pattern'] !== undefined ? { nodeNamePattern: values['node-name-pattern'] } : {}),
+    ...(values.description !== undefined ? { description: values.description } : {}),
+  };
+  validateIssueRequest(request, SETTINGS, new Date());
+  return { request, output, keySecret: { namespace, name } };
+}
+
+async function issue(kubeConfig: KubeConfig, flags: IssueFlags, io: Io): Promise<number> {
+  const { namespace, name } = flags.keySecret;
+  const deps: IssuanceDeps = {
+    kube: new KubeTokenStore(kubeConfig),
+    // Read only: the operator creates the key ring; a CLI that made its own would mint tokens
+    // no controller could verify.
+    keyRing: () => loadKeyRing(kubeConfig, { namespace, name, createIfMissing: false }),
+    settings: SETTINGS,
+  };
+  const flavor = flags.request.flavorClassName;
+  const reviews = new KubeReviews(kubeConfig);
+  // The API server checks the writes; this makes the flavor's own permission count too, as in the API.
+  if (!(await reviews.selfCan({ group: GROUP, resource: FLAVOR_CLASS_PLURAL, verb: 'use', name: flavor }))) {
+    throw new KubeError(
+      403,
+      'Forbidden',
+      `you may not use FlavorClass '${flavor}': it needs RBAC verb 'use' on flavorclasses.nodeflavor.io '${flavor}'`,
+    );
+  }
+  const requestedBy = await reviews.whoAmI().catch(() => undefined);
+  const response = issueResponse(
+    await issueToken(deps, { ...flags.request, ...(requestedBy ? { requestedBy } : {}) }),
+  );
+  if (flags.output === 'join') io.stdout(response.joinConfiguration);
+  else if (flags.output === 'cloud-init') io.stdout(response.cloudInit);
+  else if (flags.output === 'json') io.stdout(asJson(response));
+  else io.stdout(asYaml(response));
+  return 0;
+}
+
+async function list(kubeConfig: KubeConfig, output: string, io: Io): Promise<number> {
+  const tokens = await listTokens({ kube: new KubeTokenStore(kubeConfig) });
+  if (output === 'json') io.stdout(asJson({ items: tokens }));
+  else if (output === 'yaml') io.stdout(asYaml({ items: tokens }));
+  else io.stdout(tokens.length === 0 ? 'No tokens found.\n' : tokensTable(tokens, new Date()));
+  return 0;
+}
+
+async function revoke(kubeConfig: KubeConfig, ref: string, io: Io): Promise<number> {
+  const view = await revokeToken({ kube: new KubeTokenStore(kubeConfig) }, ref);
+  io.stdout(
+    `token ${view.id} revoked: its bootstrap token Secret is deleted, no further node can join with it\n`,
+  );
+  return 0;
+}
+
+async function flavors(kubeConfig: KubeConfig, io: Io): Promise<number> {
+  const classes = await new KubeTokenStore(kubeConfig).listFlavorClasses();
+  const reviews = new KubeReviews(kubeConfig);
+  const usable = await Promise.all(
+    classes.map((c) =>
+      reviews.selfCan({
+        group: GROUP,
+        resource: FLAVOR_CLASS_PLURAL,
+        verb: 'use',
+        name: c.metadata.name ?? '',
+      }),
+    ),
+  );
+  const rows = classes.map((c, i) => [
+    c.metadata.name ?? '',
+    usable[i] ? 'yes' : 'no',
+    c.spec.description ?? '',
+  ]);
+  io.stdout(
+    rows.length === 0 ? 'No FlavorClasses found.\n' : table(['NAME', 'YOU-MAY-USE', 'DESCRIPTION'], rows),
+  );
+  return 0;
+}
+
+function fail(io: Io, error: unknown): number {
+  const usage =
+    error instanceof UsageError || (error instanceof IssuerError && error.code === 'InvalidRequest');
+  io.stderr(`${PROGRAM}: ${oneLine(messageOf(error))}\n`);
+  return usage ? 2 : 1;
+}
+
+function messageOf(error: unknown): string {
+  if (error instanceof IssuerError && error.fields && error.fields.length > 0) {
+    return error.fields.map((f) => `${FLAG_OF_FIELD[f.field] ?? f.field}: ${f.message}`).join('; ');
+  }
+  if (error instanceof UsageError) return `${error.message} (see --help)`;
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s*\n\s*/g, ' ').trim();
+}
+
+if (import.meta.main) {
+  process.exitCode = await main(process.argv.slice(2), {
+    stdout: (text) => process.stdout.write(text),
+    stderr: (text) => process.stderr.write(text),
+  });
+}

@@ -1,0 +1,152 @@
+// In-memory stand-ins for the token issuer's Kubernetes I/O (TokenKube) and reviews, for unit
+// tests of the issuance logic and the HTTP layer. The real API server is exercised by the e2e tests.
+import type { KeyRing } from '../../../src/flavor/keyring.ts';
+import { newKeyRing } from '../../../src/flavor/keyring.ts';
+import {
+  type FlavorClass,
+  type FlavoredToken,
+  type FlavoredTokenInput,
+  FlavoredTokenSchema,
+  type FlavoredTokenStatus,
+  TOKEN_ID_LABEL,
+} from '../../../src/flavor/resources.ts';
+import { KubeError } from '../../../src/kube/kube-error.ts';
+import type { KubeUser, ResourceCheck } from '../../../src/kube/reviews.ts';
+import type { BootstrapSecretRequest, TokenKube } from '../../../src/kube/tokens.ts';
+import { createCertificateAuthority } from '../../../src/pki/certs.ts';
+import type { Reviews } from '../../../src/tokenissuer/auth.ts';
+import { seededRandomBytes } from './random.ts';
+
+export interface StoredSecret {
+  tokenId: string;
+  secret: string;
+  expiration: string;
+  authExtraGroups: string;
+  description: string;
+  owner: { name: string; uid: string };
+}
+
+export class FakeTokenKube implements TokenKube {
+  readonly flavors = new Map<string, FlavorClass>();
+  readonly tokens = new Map<string, FlavoredToken>();
+  readonly secrets = new Map<string, StoredSecret>();
+  /** Set to make the next call of that name throw. */
+  failNext: Partial<Record<keyof TokenKube, KubeError>> = {};
+  clusterInfo: string;
+  #uid = 0;
+
+  constructor(clusterInfo: string) {
+    this.clusterInfo = clusterInfo;
+  }
+
+  addFlavor(name: string, description?: string): void {
+    this.flavors.set(name, {
+      apiVersion: 'nodeflavor.io/v1alpha1',
+      kind: 'FlavorClass',
+      metadata: { name },
+      spec: description ? { description } : {},
+    });
+  }
+
+  #maybeFail(name: keyof TokenKube): void {
+    const error = this.failNext[name];
+    if (error) {
+      delete this.failNext[name];
+      throw error;
+    }
+  }
+
+  async getFlavorClass(name: string) {
+    this.#maybeFail('getFlavorClass');
+    return this.flavors.get(name);
+  }
+  async listFlavorClasses() {
+    return [...this.flavors.values()];
+  }
+  async createFlavoredToken(token: FlavoredTokenInput) {
+    this.#maybeFail('createFlavoredToken');
+    const name = token.metadata.name ?? '';
+    if (this.tokens.has(name))
+      throw new KubeError(409, 'AlreadyExists', `flavoredtokens "${name}" already exists`);
+    const stored = FlavoredTokenSchema.parse({
+      ...token,
+      metadata: { ...token.metadata, uid: `uid-${++this.#uid}`, creationTimestamp: '2030-01-01T00:00:00Z' },
+    });
+    this.tokens.set(name, stored);
+    return stored;
+  }
+  async getFlavoredToken(name: string) {
+    return this.tokens.get(name);
+  }
+  async findFlavoredTokenByTokenId(tokenId: string) {
+    return [...this.tokens.values()].find((t) => t.metadata.labels?.[TOKEN_ID_LABEL] === tokenId);
+  }
+  async listFlavoredTokens() {
+    return [...this.tokens.values()];
+  }
+  async patchFlavoredTokenStatus(name: string, status: FlavoredTokenStatus) {
+    this.#maybeFail('patchFlavoredTokenStatus');
+    const token = this.tokens.get(name);
+    if (!token) throw new KubeError(404, 'NotFound', 'not found');
+    token.status = { ...token.status, ...status };
+  }
+  async markFlavoredTokenRevoked(name: string) {
+    const token = this.tokens.get(name);
+    if (!token) throw new KubeError(404, 'NotFound', 'not found');
+    token.spec.revoked = true;
+    return token;
+  }
+  async deleteFlavoredToken(name: string, uid: string) {
+    this.#maybeFail('deleteFlavoredToken');
+    if (this.tokens.get(name)?.metadata.uid === uid) this.tokens.delete(name);
+  }
+  async createBootstrapSecret(request: BootstrapSecretRequest) {
+    this.#maybeFail('createBootstrapSecret');
+    if (this.secrets.has(request.token.id)) throw new KubeError(409, 'AlreadyExists', 'secret exists');
+    this.secrets.set(request.token.id, {
+      tokenId: request.token.id,
+      secret: request.token.secret.reveal(),
+      expiration: request.expiration,
+      authExtraGroups: request.authExtraGroups,
+      description: request.description,
+      owner: request.owner,
+    });
+  }
+  async deleteBootstrapSecret(tokenId: string) {
+    return this.secrets.delete(tokenId);
+  }
+  async readClusterInfoKubeconfig() {
+    this.#maybeFail('readClusterInfoKubeconfig');
+    return this.clusterInfo;
+  }
+}
+
+export async function clusterInfoKubeconfig(server = 'https://10.0.0.1:6443'): Promise<string> {
+  const ca = await createCertificateAuthority('test-ca', 3_600_000);
+  const data = Buffer.from(ca.certPem).toString('base64');
+  return `apiVersion: v1\nkind: Config\nclusters:\n- name: ""\n  cluster:\n    server: ${server}\n    certificate-authority-data: ${data}\n`;
+}
+
+/** Bearer token → user; user → flavors it may use. */
+export class FakeReviews implements Reviews {
+  readonly users = new Map<string, KubeUser>();
+  readonly grants = new Map<string, Set<string>>();
+  reviewCalls = 0;
+
+  addUser(token: string, username: string, flavors: string[]): void {
+    this.users.set(token, { username, groups: ['system:authenticated'], extra: {} });
+    this.grants.set(username, new Set(flavors));
+  }
+  async reviewToken(token: string) {
+    this.reviewCalls++;
+    return this.users.get(token);
+  }
+  async userCan(user: KubeUser, check: ResourceCheck) {
+    return check.verb === 'use' && (this.grants.get(user.username)?.has(check.name ?? '') ?? false);
+  }
+}
+
+export function fakeKeyRing(seed = 'ring'): { loaded: boolean; get(): Promise<KeyRing> } {
+  const ring = newKeyRing(seededRandomBytes(seed));
+  return { loaded: true, get: async () => ring };
+}
