@@ -48,6 +48,9 @@ export interface ValidatingWebhookConfiguration {
     sideEffects: 'None';
     timeoutSeconds: number;
     admissionReviewVersions: ['v1'];
+    /** Stated (they are the API server's defaults) so that a narrowed selector shows up as drift. */
+    namespaceSelector: Record<string, never>;
+    objectSelector: Record<string, never>;
     matchConditions: MatchCondition[];
   }[];
 }
@@ -136,6 +139,9 @@ export function validatingWebhookConfiguration(opts: WebhookOptions): Validating
         sideEffects: 'None',
         timeoutSeconds,
         admissionReviewVersions: ['v1'],
+        // Every Node, whatever its labels: an object selector would let a node opt out of the guard.
+        namespaceSelector: {},
+        objectSelector: {},
         matchConditions: guardMatchConditions(opts),
       },
     ],

@@ -75,6 +75,11 @@ describe('validatingWebhookConfiguration', () => {
     ]);
   });
 
+  test('states empty selectors, so a narrowed one (a node opting out) shows up as drift', () => {
+    assert.deepEqual(webhook.namespaceSelector, {});
+    assert.deepEqual(webhook.objectSelector, {});
+  });
+
   test('never matches leases, so kubelet heartbeats never reach it', () => {
     assert.ok(!JSON.stringify(webhook.rules).includes('lease'));
     assert.ok(!JSON.stringify(policy.spec.matchConstraints).includes('lease'));

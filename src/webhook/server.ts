@@ -1,0 +1,213 @@
+// The webhook's HTTPS endpoint: bytes in, reviewNodeAdmission (pure, src/webhook/review.ts), bytes
+// out, plus counting and logging. Plain node:https rather than a framework: two routes, and every
+// microsecond per review is the API server's (and so every Node write's) latency. The serving
+// certificate swaps in place (setSecureContext): new handshakes get the new one, connections open
+// on the old one carry on, so a renewal drops nothing.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import type { AdmissionPolicy } from '../flavor/admission.ts';
+import type { AdmissionMetrics } from './metrics.ts';
+import { reviewNodeAdmission } from './review.ts';
+
+export const VALIDATE_NODES_PATH = '/validate-nodes';
+export const HEALTH_PATH = '/healthz';
+/**
+ * A review carries the Node twice (object and oldObject); etcd stores objects up to 1.5 MiB, so a
+ * legitimate review can approach 3 MiB plus the envelope.
+ */
+export const MAX_BODY_BYTES = 4 * 1024 * 1024;
+/**
+ * Longer than the idle timeout of the API server's Go HTTP client (90 s), so the client is always
+ * the one to close an idle connection: a server-side close racing a new request would fail that
+ * request (Go does not retry POSTs).
+ */
+const KEEP_ALIVE_TIMEOUT_MS = 120_000;
+const MAX_LOGGED_LENGTH = 256;
+
+export interface KeyPair {
+  certPem: string;
+  keyPem: string;
+}
+
+export interface WebhookServerOptions {
+  host?: string;
+  port: number;
+  certificate: KeyPair;
+  /** Read on every request: FlavorClass changes apply to the next review. */
+  policy: () => AdmissionPolicy;
+  metrics: AdmissionMetrics;
+  logger: Logger;
+  maxBodyBytes?: number;
+}
+
+export interface WebhookServer {
+  /** The bound port (useful with port 0). */
+  readonly port: number;
+  /** Serves `certificate` to every new TLS handshake from now on. */
+  setCertificate(certificate: KeyPair): void;
+  /** Stops listening and closes every connection. */
+  close(): Promise<void>;
+}
+
+export async function startWebhookServer(options: WebhookServerOptions): Promise<WebhookServer> {
+  const server = createServer(
+    {
+      cert: options.certificate.certPem,
+      key: options.certificate.keyPem,
+      minVersion: 'TLSv1.2',
+      keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+      headersTimeout: 10_000,
+      requestTimeout: 30_000,
+    },
+    (req, res) => handle(req, res, options),
+  );
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  server.on('error', (error) => options.logger.error({ err: error.message }, 'webhook server error'));
+  return {
+    port: (server.address() as AddressInfo).port,
+    setCertificate: (certificate) => {
+      try {
+        server.setSecureContext({
+          cert: certificate.certPem,
+          key: certificate.keyPem,
+          minVersion: 'TLSv1.2',
+        });
+      } catch (error) {
+        // Keep the working context; the next renewal tries again.
+        options.logger.error({ err: (error as Error).message }, 'cannot load the new serving certificate');
+      }
+    },
+    close: () => closeServer(server),
+  };
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+}
+
+function handle(req: IncomingMessage, res: ServerResponse, options: WebhookServerOptions): void {
+  const started = performance.now();
+  const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
+  if (path === HEALTH_PATH && (req.method === 'GET' || req.method === 'HEAD')) {
+    res.writeHead(200, { 'Content-Type': 'text/plain' }).end('ok\n');
+    return;
+  }
+  const refusal = routeRefusal(req, path);
+  if (refusal !== undefined) {
+    if (refusal.status === 405) res.setHeader('Allow', 'POST');
+    reject(res, options, refusal.status, refusal.message);
+    return;
+  }
+  const limit = options.maxBodyBytes ?? MAX_BODY_BYTES;
+  if (Number(req.headers['content-length'] ?? 0) > limit) {
+    tooLarge(req, res, options, limit);
+    return;
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  req.on('data', (chunk: Buffer) => {
+    if (size > limit) return; // already refused
+    size += chunk.length;
+    if (size > limit) tooLarge(req, res, options, limit);
+    else chunks.push(chunk);
+  });
+  req.on('error', () => {
+    // The client went away; there is nobody to answer.
+  });
+  req.on('end', () => {
+    if (size > limit) return;
+    let body: unknown;
+    try {
+      body = JSON.parse(Buffer.concat(chunks, size).toString('utf8'));
+    } catch {
+      reject(res, options, 400, 'the body is not valid JSON');
+      return;
+    }
+    answer(body, res, options, started);
+  });
+}
+
+function routeRefusal(req: IncomingMessage, path: string): { status: number; message: string } | undefined {
+  if (path !== VALIDATE_NODES_PATH) return { status: 404, message: `no route ${path.slice(0, 100)}` };
+  if (req.method !== 'POST') return { status: 405, message: `${VALIDATE_NODES_PATH} takes POST` };
+  if (!isJson(req.headers['content-type'])) {
+    return { status: 415, message: 'an AdmissionReview must be sent as Content-Type: application/json' };
+  }
+  return undefined;
+}
+
+function answer(body: unknown, res: ServerResponse, options: WebhookServerOptions, started: number): void {
+  const outcome = reviewNodeAdmission(body, options.policy());
+  if (outcome.httpStatus === 400) {
+    reject(res, options, 400, outcome.error);
+    return;
+  }
+  const payload = JSON.stringify(outcome.body);
+  res
+    .writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) })
+    .end(payload);
+  const { decision } = outcome;
+  const result = decision.allowed ? 'allowed' : 'denied';
+  options.metrics.decisions.inc({ result, reason: decision.reason });
+  options.metrics.duration.observe((performance.now() - started) / 1000);
+  // Who asked and what we said; never the object (the token label's value is a secret).
+  const level = decision.allowed ? 'debug' : 'info';
+  if (options.logger.isLevelEnabled(level)) {
+    options.logger[level]({ ...requestFacts(body), result, reason: decision.reason }, 'admission decision');
+  }
+}
+
+function reject(res: ServerResponse, options: WebhookServerOptions, status: number, message: string): void {
+  options.metrics.rejectedRequests.inc({ status: String(status) });
+  options.logger.warn({ status, message }, 'webhook request rejected');
+  if (res.headersSent) return;
+  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8' }).end(`${message}\n`);
+}
+
+function tooLarge(
+  req: IncomingMessage,
+  res: ServerResponse,
+  options: WebhookServerOptions,
+  limit: number,
+): void {
+  // Do not read (or keep) the rest: answer, then drop the connection.
+  res.shouldKeepAlive = false;
+  reject(res, options, 413, `the body exceeds ${limit} bytes`);
+  req.pause();
+  res.once('finish', () => req.socket.destroy());
+}
+
+function isJson(contentType: string | undefined): boolean {
+  const mediaType = contentType?.split(';', 1)[0]?.trim().toLowerCase();
+  return mediaType === 'application/json';
+}
+
+function requestFacts(body: unknown): Record<string, string> {
+  const request = field(body, 'request');
+  return {
+    uid: text(field(request, 'uid')),
+    user: text(field(field(request, 'userInfo'), 'username')),
+    node: text(field(request, 'name')),
+    operation: text(field(request, 'operation')),
+    subResource: text(field(request, 'subResource')),
+  };
+}
+
+function field(value: unknown, key: string): unknown {
+  return typeof value === 'object' && value !== null ? (value as Record<string, unknown>)[key] : undefined;
+}
+
+function text(value: unknown): string {
+  return typeof value === 'string' ? value.slice(0, MAX_LOGGED_LENGTH) : '';
+}

@@ -1,0 +1,587 @@
+// The admission guard on the real control plane, once as the webhook and once as the
+// ValidatingAdmissionPolicy: real kubelet identities (simulated kubelets that did the real TLS
+// bootstrap), an ordinary user who may patch nodes, the controller's ServiceAccount and an admin
+// group, every patch type, both nodes and nodes/status. The operator side runs in this process
+// with the controller ServiceAccount's token and exactly the RBAC the chart grants, so missing
+// permissions fail here too. Webhook mode also checks that heartbeats survive a dead webhook and
+// that certificate renewals fail no request.
+import assert from 'node:assert/strict';
+import { randomInt } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { after, before, describe, it } from 'node:test';
+import { isDeepStrictEqual } from 'node:util';
+import { AdmissionregistrationV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import { type Config, parseConfig } from '../../src/config.ts';
+import { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from '../../src/flavor/admission.ts';
+import { removeAdmissionRegistration } from '../../src/kube/admission-registration.ts';
+import { kubeJson } from '../../src/kube/fetch.ts';
+import { watchProtectedKeys } from '../../src/kube/protected-keys-source.ts';
+import { type RunningAdmission, startAdmission } from '../../src/webhook/index.ts';
+import type { HttpResult, KubeHttp } from './kubelet-sim/http.ts';
+import { parseJoinConfiguration } from './kubelet-sim/join-config.ts';
+import { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
+import {
+  deleteObjects,
+  freePort,
+  type Identity,
+  messageOf,
+  NODE_EDITOR_RULES,
+  operatorClusterRules,
+  operatorNamespaceRules,
+  servedSerial,
+  serviceAccountIdentity,
+} from './support/admission.ts';
+import { createBootstrapToken, joinConfiguration, tokenKubeConfig } from './support/bootstrap.ts';
+import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
+import { applyFlavorClass, installCrds } from './support/nodeflavor.ts';
+import { uniqueName, waitFor } from './support/wait.ts';
+
+const FLAVOR_LABEL = 'nodeflavor.io/flavor';
+const TIER_LABEL = 'example.com/tier';
+const TRUST_ANNOTATION = 'example.com/trust-note';
+const DEDICATED_TAINT = 'example.com/dedicated';
+const BASE32 = 'abcdefghijklmnopqrstuvwxyz234567';
+/** A flavor token as a node presents it: its value is secret and must never reach a log line. */
+const FLAVOR_TOKEN = Array.from({ length: 52 }, () => BASE32[randomInt(32)]).join('');
+const QUARANTINE = { key: QUARANTINE_TAINT_KEY, effect: 'NoSchedule' };
+const MERGE = 'application/merge-patch+json';
+const JSON_PATCH = 'application/json-patch+json';
+const STRATEGIC = 'application/strategic-merge-patch+json';
+const APPLY = 'application/apply-patch+yaml';
+
+const run = uniqueName('adm');
+const MODES = ['webhook', 'policy'] as const;
+const registrationName = (mode: string) => `nodeflavor-${run}-${mode}`;
+const flavorClass = `sweet-${run}`;
+const created: object[] = [];
+const logLines: string[] = [];
+
+let env: E2EEnvironment;
+let operator: Identity;
+let admin: Identity;
+let user: Identity;
+let keys: ReturnType<typeof watchProtectedKeys>;
+const kubelets: SimulatedKubelet[] = [];
+
+before(async () => {
+  env = await e2eEnvironment();
+  await installCrds(env);
+  await applyFlavorClass(env, flavorClass, {
+    labels: { [FLAVOR_LABEL]: 'sweet', [TIER_LABEL]: 'gold' },
+    annotations: { [TRUST_ANNOTATION]: 'vetted' },
+    taints: [{ key: DEDICATED_TAINT, value: 'sweet', effect: 'NoSchedule' }],
+  });
+  operator = await serviceAccountIdentity(
+    env,
+    {
+      namespace: `${run}-operator`,
+      name: 'nodeflavor',
+      clusterRules: operatorClusterRules(MODES.map(registrationName)),
+      namespaceRules: operatorNamespaceRules(MODES.map((mode) => `${registrationName(mode)}-tls`)),
+    },
+    created,
+  );
+  admin = await serviceAccountIdentity(
+    env,
+    { namespace: `${run}-admins`, name: 'admin', clusterRules: NODE_EDITOR_RULES },
+    created,
+  );
+  user = await serviceAccountIdentity(
+    env,
+    { namespace: `${run}-users`, name: 'editor', clusterRules: NODE_EDITOR_RULES },
+    created,
+  );
+  keys = watchProtectedKeys(tokenKubeConfig(env, operator.token));
+  await keys.ready;
+  await waitFor(() => keys.protectedKeys().labels.has(TIER_LABEL), { what: 'the FlavorClass keys' });
+});
+
+after(async () => {
+  keys?.stop();
+  for (const kubelet of kubelets) {
+    kubelet.stop();
+    await env.core.deleteNode({ name: kubelet.nodeName }).catch(() => undefined);
+  }
+  await env.kubeConfig
+    .makeApiClient(CustomObjectsApi)
+    .deleteClusterCustomObject({
+      group: 'nodeflavor.io',
+      version: 'v1alpha1',
+      plural: 'flavorclasses',
+      name: flavorClass,
+    })
+    .catch(() => undefined);
+  await deleteObjects(env, created);
+  for (const identity of [operator, admin, user]) identity?.http.close();
+  if (process.env.E2E_ADMISSION_LOG) writeFileSync(process.env.E2E_ADMISSION_LOG, logLines.join(''));
+  // Label values are secret: no log line of the operator may carry the token label's value.
+  assert.ok(logLines.length > 0, 'the operator logged');
+  assert.ok(!logLines.some((line) => line.includes(FLAVOR_TOKEN)), 'a log line carries the flavor token');
+});
+
+for (const mode of MODES) {
+  describe(`admission guard as ${mode === 'webhook' ? 'a validating webhook' : 'a ValidatingAdmissionPolicy'}`, () => {
+    const name = registrationName(mode);
+    let config: Config;
+    let admission: RunningAdmission;
+    let port = 0;
+    let registry: Registry;
+    /** Joined with the token label and the quarantine taint: the ordinary, allowed registration. */
+    let guarded: SimulatedKubelet;
+
+    /** Our guard's refusal (not NodeRestriction's, not RBAC's), naming `key`. */
+    const assertRefused = (result: HttpResult, key: string, what: string) => {
+      const message = messageOf(result);
+      assert.equal(result.status, 403, `${what}: expected 403, got ${result.status}: ${message}`);
+      assert.match(
+        message,
+        mode === 'webhook'
+          ? /admission webhook "nodes\.nodeflavor\.io" denied the request/
+          : /ValidatingAdmissionPolicy/,
+        `${what}: refused by someone else: ${message}`,
+      );
+      assert.ok(message.includes(`"${key}"`), `${what}: the message does not name ${key}: ${message}`);
+    };
+    const assertAllowed = (result: HttpResult, what: string) =>
+      assert.ok(
+        result.status >= 200 && result.status < 300,
+        `${what}: HTTP ${result.status}: ${messageOf(result)}`,
+      );
+
+    const start = (overrides: { servingCertificateLifetimeMs?: number } = {}) => {
+      admission = startAdmission({
+        kubeConfig: tokenKubeConfig(env, operator.token),
+        config,
+        registry,
+        logger: pino({ level: 'debug' }, { write: (line: string) => void logLines.push(line) }),
+        protectedKeys: keys,
+        ...overrides,
+      });
+      return admission.ready;
+    };
+
+    /** Waits until the API server enforces the guard (its informers lag our writes a little). */
+    const waitUntilEnforced = async (node: string) => {
+      await waitFor(
+        async () => {
+          const probe = await user.http.request(
+            'PATCH',
+            `/api/v1/nodes/${node}?dryRun=All`,
+            { metadata: { labels: { [FLAVOR_LABEL]: 'probe' } } },
+            MERGE,
+          );
+          return probe.status === 403 && messageOf(probe).includes(FLAVOR_LABEL);
+        },
+        { what: `the ${mode} to be enforced`, timeoutMs: 30_000 },
+      );
+    };
+
+    const join = async (
+      prefix: string,
+      labels: Record<string, string>,
+      taints: (typeof QUARANTINE)[] = [],
+    ) => {
+      const token = await createBootstrapToken(env);
+      const kubelet = new SimulatedKubelet(
+        uniqueName(prefix),
+        parseJoinConfiguration(joinConfiguration(env, token.token, { nodeLabels: labels, taints })),
+        { timeoutMs: 30_000 },
+      );
+      kubelets.push(kubelet);
+      await kubelet.join();
+      return kubelet;
+    };
+
+    const patchNode = (client: KubeHttp, node: string, body: unknown, type: string, subresource = '') => {
+      const query = type === APPLY ? '?fieldManager=e2e&force=true' : '';
+      return client.request('PATCH', `/api/v1/nodes/${node}${subresource}${query}`, body, type);
+    };
+
+    /** As the controller would: server-side apply with its field manager. */
+    const applyAsController = (node: string, metadata: object, spec?: object) =>
+      operator.http.request(
+        'PATCH',
+        `/api/v1/nodes/${node}?fieldManager=nodeflavor&force=true`,
+        { apiVersion: 'v1', kind: 'Node', metadata: { name: node, ...metadata }, ...(spec ? { spec } : {}) },
+        APPLY,
+      );
+
+    before(async () => {
+      port = await freePort();
+      registry = new Registry();
+      config = parseConfig({
+        namespace: operator.namespace,
+        serviceAccount: operator.name,
+        admissionMode: mode,
+        webhookAddress: `127.0.0.1:${port}`,
+        webhookUrl: `https://127.0.0.1:${port}/validate-nodes`,
+        webhookConfigName: name,
+        tlsSecret: `${name}-tls`,
+        adminGroups: [`system:serviceaccounts:${admin.namespace}`],
+        resync: '30s',
+      });
+      await start();
+      guarded = await join('guarded', { [TOKEN_LABEL_KEY]: FLAVOR_TOKEN }, [QUARANTINE]);
+      await waitUntilEnforced(guarded.nodeName);
+    });
+
+    after(async () => {
+      await admission?.stop();
+      await removeAdmissionRegistration(env.kubeConfig, name);
+      await env.core
+        .deleteNamespacedSecret({ name: `${name}-tls`, namespace: operator.namespace })
+        .catch(() => undefined);
+    });
+
+    it('allows a kubelet to register with only the token label and the quarantine taint', async () => {
+      const node = await env.core.readNode({ name: guarded.nodeName });
+      assert.equal(node.metadata?.labels?.[TOKEN_LABEL_KEY], FLAVOR_TOKEN);
+      assert.ok(node.spec?.taints?.some((t) => t.key === QUARANTINE_TAINT_KEY));
+    });
+
+    it('refuses a kubelet registering with a trusted flavor label', async () => {
+      await assert.rejects(join('rogue', { [TIER_LABEL]: 'gold' }), (error: Error) => {
+        assert.match(error.message, /HTTP 403/);
+        assert.ok(error.message.includes(`"${TIER_LABEL}"`), error.message);
+        return true;
+      });
+    });
+
+    for (const subresource of ['', '/status']) {
+      const where = subresource === '' ? 'nodes' : 'nodes/status';
+      it(`refuses a kubelet adding a trusted label through ${where}, by every patch type`, async () => {
+        const node = guarded.nodeName;
+        const client = guarded.client();
+        const label = { metadata: { labels: { [FLAVOR_LABEL]: 'sweet' } } };
+        const variants: [string, unknown, string][] = [
+          ['merge patch', label, MERGE],
+          [
+            'JSON patch',
+            [{ op: 'add', path: '/metadata/labels/nodeflavor.io~1flavor', value: 'sweet' }],
+            JSON_PATCH,
+          ],
+          ['strategic merge patch', label, STRATEGIC],
+          [
+            'server-side apply',
+            { apiVersion: 'v1', kind: 'Node', metadata: { name: node, ...label.metadata } },
+            APPLY,
+          ],
+        ];
+        for (const [what, body, type] of variants) {
+          assertRefused(
+            await patchNode(client, node, body, type, subresource),
+            FLAVOR_LABEL,
+            `${what} on ${where}`,
+          );
+        }
+        const unchanged = await env.core.readNode({ name: node });
+        assert.equal(unchanged.metadata?.labels?.[FLAVOR_LABEL], undefined);
+      });
+    }
+
+    it('refuses a kubelet changing or removing a trusted label the controller set', async () => {
+      const kubelet = await join('flavored', { [TOKEN_LABEL_KEY]: FLAVOR_TOKEN }, [QUARANTINE]);
+      assertAllowed(
+        await applyAsController(kubelet.nodeName, { labels: { [TIER_LABEL]: 'gold' } }),
+        'controller apply',
+      );
+      const client = kubelet.client();
+      const change = { metadata: { labels: { [TIER_LABEL]: 'platinum' } } };
+      const remove = { metadata: { labels: { [TIER_LABEL]: null } } };
+      assertRefused(await patchNode(client, kubelet.nodeName, change, MERGE), TIER_LABEL, 'change');
+      assertRefused(await patchNode(client, kubelet.nodeName, remove, MERGE), TIER_LABEL, 'removal');
+      assertRefused(
+        await patchNode(client, kubelet.nodeName, remove, MERGE, '/status'),
+        TIER_LABEL,
+        'removal via status',
+      );
+      const node = await env.core.readNode({ name: kubelet.nodeName });
+      assert.equal(node.metadata?.labels?.[TIER_LABEL], 'gold');
+    });
+
+    it('refuses a kubelet removing the quarantine taint (NodeRestriction refuses first; our guard backs it)', async () => {
+      const result = await patchNode(guarded.client(), guarded.nodeName, { spec: { taints: [] } }, MERGE);
+      // A kubelet may not change taints at all after CREATE: NodeRestriction (a mutating-phase plugin)
+      // refuses before any validating webhook or policy runs, so the message is NodeRestriction's.
+      assert.equal(result.status, 403, messageOf(result));
+      assert.match(messageOf(result), /not allowed to modify taints/);
+      // The same removal by an ordinary user does reach our guard, which names the taint.
+      assertRefused(
+        await patchNode(user.http, guarded.nodeName, { spec: { taints: [] } }, MERGE),
+        QUARANTINE_TAINT_KEY,
+        'user removes the quarantine taint',
+      );
+      const node = await env.core.readNode({ name: guarded.nodeName });
+      assert.ok(node.spec?.taints?.some((t) => t.key === QUARANTINE_TAINT_KEY));
+    });
+
+    it('refuses a kubelet adding a trusted annotation', async () => {
+      const body = { metadata: { annotations: { [TRUST_ANNOTATION]: 'vetted' } } };
+      assertRefused(
+        await patchNode(guarded.client(), guarded.nodeName, body, MERGE),
+        TRUST_ANNOTATION,
+        'annotation',
+      );
+      assertRefused(
+        await patchNode(guarded.client(), guarded.nodeName, body, MERGE, '/status'),
+        TRUST_ANNOTATION,
+        'annotation via status',
+      );
+    });
+
+    it('refuses a kubelet setting or changing the token label on update', async () => {
+      const plain = await join('plain', {});
+      const set = { metadata: { labels: { [TOKEN_LABEL_KEY]: FLAVOR_TOKEN } } };
+      assertRefused(
+        await patchNode(plain.client(), plain.nodeName, set, MERGE),
+        TOKEN_LABEL_KEY,
+        'set on update',
+      );
+      const other = { metadata: { labels: { [TOKEN_LABEL_KEY]: 'a'.repeat(52) } } };
+      assertRefused(
+        await patchNode(guarded.client(), guarded.nodeName, other, MERGE),
+        TOKEN_LABEL_KEY,
+        'change',
+      );
+    });
+
+    it('refuses an ordinary user who may otherwise patch nodes', async () => {
+      const node = guarded.nodeName;
+      assertAllowed(
+        await patchNode(user.http, node, { metadata: { labels: { 'example.com/rack': 'r1' } } }, MERGE),
+        'an unprotected label',
+      );
+      const flavor = { metadata: { labels: { [FLAVOR_LABEL]: 'sweet' } } };
+      assertRefused(
+        await patchNode(user.http, node, flavor, MERGE),
+        FLAVOR_LABEL,
+        'user adds a flavor label',
+      );
+      assertRefused(
+        await patchNode(user.http, node, flavor, MERGE, '/status'),
+        FLAVOR_LABEL,
+        'user via status',
+      );
+      const taint = {
+        spec: { taints: [QUARANTINE, { key: DEDICATED_TAINT, value: 'sweet', effect: 'NoSchedule' }] },
+      };
+      assertRefused(
+        await patchNode(user.http, node, taint, MERGE),
+        DEDICATED_TAINT,
+        'user adds a flavor taint',
+      );
+    });
+
+    it("allows the controller's ServiceAccount to apply a flavor and lift the quarantine", async () => {
+      const kubelet = await join('verified', { [TOKEN_LABEL_KEY]: FLAVOR_TOKEN }, [QUARANTINE]);
+      const result = await applyAsController(
+        kubelet.nodeName,
+        {
+          labels: { [FLAVOR_LABEL]: 'sweet', [TIER_LABEL]: 'gold' },
+          annotations: { [TRUST_ANNOTATION]: 'vetted' },
+        },
+        { taints: [{ key: DEDICATED_TAINT, value: 'sweet', effect: 'NoSchedule' }] },
+      );
+      assertAllowed(result, 'controller apply');
+      // ...and removes the token label, as the controller does once the node is verified.
+      assertAllowed(
+        await patchNode(
+          operator.http,
+          kubelet.nodeName,
+          { metadata: { labels: { [TOKEN_LABEL_KEY]: null } } },
+          MERGE,
+        ),
+        'controller removes the token label',
+      );
+      const node = await env.core.readNode({ name: kubelet.nodeName });
+      assert.equal(node.metadata?.labels?.[FLAVOR_LABEL], 'sweet');
+      assert.equal(node.metadata?.labels?.[TOKEN_LABEL_KEY], undefined);
+      assert.deepEqual(
+        node.spec?.taints?.map((t) => t.key),
+        [DEDICATED_TAINT],
+      );
+    });
+
+    it('allows a member of an admin group', async () => {
+      const change = { metadata: { labels: { [TIER_LABEL]: 'silver', [FLAVOR_LABEL]: 'sweet' } } };
+      assertAllowed(await patchNode(admin.http, guarded.nodeName, change, MERGE), 'admin sets labels');
+      assertAllowed(
+        await patchNode(
+          admin.http,
+          guarded.nodeName,
+          { metadata: { labels: { [TIER_LABEL]: null, [FLAVOR_LABEL]: null } } },
+          MERGE,
+        ),
+        'admin removes labels',
+      );
+    });
+
+    it('allows kubelet status reports and Lease renewals', async () => {
+      await guarded.reportStatus();
+      await guarded.renewLease();
+      await guarded.renewLease();
+      const node = await env.core.readNode({ name: guarded.nodeName });
+      assert.ok(node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+    });
+
+    it('restores a registration someone tampered with', async () => {
+      const api = '/apis/admissionregistration.k8s.io/v1';
+      const off = { name: 'tampered', expression: 'false' };
+      const edits: [string, object[]][] =
+        mode === 'webhook'
+          ? [
+              [
+                `${api}/validatingwebhookconfigurations/${name}`,
+                [
+                  { op: 'add', path: '/webhooks/0/matchConditions/-', value: off },
+                  {
+                    op: 'replace',
+                    path: '/webhooks/0/objectSelector',
+                    value: { matchLabels: { skip: 'me' } },
+                  },
+                  {
+                    op: 'replace',
+                    path: '/webhooks/0/clientConfig/caBundle',
+                    value: Buffer.from('x').toString('base64'),
+                  },
+                ],
+              ],
+            ]
+          : [
+              [
+                `${api}/validatingadmissionpolicies/${name}`,
+                [{ op: 'add', path: '/spec/matchConditions/-', value: off }],
+              ],
+              [
+                `${api}/validatingadmissionpolicybindings/${name}`,
+                [{ op: 'replace', path: '/spec/validationActions', value: ['Audit'] }],
+              ],
+            ];
+      const before = await Promise.all(edits.map(([path]) => kubeJson<object>(env.kubeConfig, 'GET', path)));
+      for (const [path, patch] of edits) {
+        await kubeJson(env.kubeConfig, 'PATCH', path, { body: patch, contentType: JSON_PATCH });
+      }
+      await waitFor(
+        async () => {
+          const now = await Promise.all(edits.map(([path]) => kubeJson<object>(env.kubeConfig, 'GET', path)));
+          return now.every((live, i) => isDeepStrictEqual(guardFields(live), guardFields(before[i] ?? {})));
+        },
+        { what: `the ${mode} registration to be restored`, timeoutMs: 15_000 },
+      );
+      await waitUntilEnforced(guarded.nodeName);
+    });
+
+    if (mode !== 'webhook') return;
+
+    it('with the webhook process stopped: heartbeats pass, protected changes are still refused', async () => {
+      await admission.stop();
+      await guarded.reportStatus();
+      await guarded.renewLease();
+      assertAllowed(
+        await patchNode(
+          guarded.client(),
+          guarded.nodeName,
+          { metadata: { labels: { 'example.com/zone': 'a' } } },
+          MERGE,
+        ),
+        'an unprotected kubelet label',
+      );
+      assertAllowed(
+        await applyAsController(guarded.nodeName, { annotations: { [TRUST_ANNOTATION]: 'vetted' } }),
+        'the controller does not depend on the webhook',
+      );
+      const result = await patchNode(
+        guarded.client(),
+        guarded.nodeName,
+        { metadata: { labels: { [FLAVOR_LABEL]: 'sweet' } } },
+        MERGE,
+      );
+      assert.ok(result.status >= 400, `a protected change passed a dead webhook: HTTP ${result.status}`);
+      assert.match(messageOf(result), /failed calling webhook "nodes\.nodeflavor\.io"/);
+    });
+
+    it('renews the serving certificate twice under a stream of reviews without one failed request', async (t) => {
+      // Restarted with a 9 s lifetime: the 30-day certificate is replaced at once (same CA), then
+      // every 6 s (two thirds of the lifetime), leaving 3 s in which the old one is still valid.
+      const before = await readCaBundle(name);
+      await start({ servingCertificateLifetimeMs: 9_000 });
+      await waitUntilEnforced(guarded.nodeName);
+      assert.equal(await readCaBundle(name), before, 'a renewal must keep the CA (and so the caBundle)');
+
+      const caPem = Buffer.from(before, 'base64').toString('utf8');
+      const serials = new Set<string>();
+      const failures: string[] = [];
+      let reviews = 0;
+      let running = true;
+      const kubeletStream = async () => {
+        while (running) {
+          const result = await patchNode(
+            guarded.client(),
+            guarded.nodeName,
+            { metadata: { labels: { [FLAVOR_LABEL]: 'sweet' } } },
+            MERGE,
+          ).catch((error: Error) => ({ status: 0, body: undefined, text: error.message }));
+          reviews += 1;
+          const message = messageOf(result);
+          if (result.status !== 403 || !message.includes('denied the request'))
+            failures.push(`${result.status}: ${message}`);
+        }
+      };
+      const adminStream = async () => {
+        for (let i = 0; running; i++) {
+          const body = { metadata: { labels: { [TIER_LABEL]: i % 2 === 0 ? 'gold' : 'silver' } } };
+          const result = await patchNode(admin.http, guarded.nodeName, body, MERGE).catch((error: Error) => ({
+            status: 0,
+            body: undefined,
+            text: error.message,
+          }));
+          reviews += 1;
+          if (result.status !== 200) failures.push(`admin ${result.status}: ${messageOf(result)}`);
+        }
+      };
+      // New handshakes, verified the way the API server verifies them (against the caBundle).
+      const handshakes = async () => {
+        while (running) {
+          await servedSerial(port, caPem).then(
+            (serial) => serials.add(serial),
+            (error: Error) => failures.push(`handshake: ${error.message}`),
+          );
+        }
+      };
+      const streams = [kubeletStream(), kubeletStream(), adminStream(), handshakes()];
+      try {
+        await waitFor(() => serials.size >= 3, {
+          what: 'two certificate renewals',
+          timeoutMs: 40_000,
+          intervalMs: 200,
+        });
+      } finally {
+        running = false;
+        await Promise.all(streams);
+      }
+      t.diagnostic(
+        `${reviews} reviews and ${serials.size} serving certificates, ${failures.length} failures`,
+      );
+      assert.deepEqual(failures.slice(0, 5), [], `${failures.length} of ${reviews} requests failed`);
+      assert.ok(reviews >= 20, `only ${reviews} reviews went through the renewals`);
+      assert.equal(await readCaBundle(name), before, 'the caBundle stayed');
+      const changes = await registry.getSingleMetricAsString('nodeflavor_webhook_certificate_changes_total');
+      assert.match(changes, /nodeflavor_webhook_certificate_changes_total \d+/);
+    });
+  });
+}
+
+/** The parts of a registration object that decide what is guarded (not metadata, not status). */
+function guardFields(object: object): unknown {
+  const { webhooks, spec } = object as { webhooks?: unknown; spec?: unknown };
+  return webhooks ?? spec;
+}
+
+async function readCaBundle(name: string): Promise<string> {
+  const response = await env.kubeConfig
+    .makeApiClient(AdmissionregistrationV1Api)
+    .readValidatingWebhookConfiguration({ name });
+  return response.webhooks?.[0]?.clientConfig.caBundle ?? '';
+}
