@@ -65,7 +65,7 @@ test: tools ## every test: lint, unit, e2e
 	npm run test:e2e
 
 demo: tools ## the whole idea on a local control plane: two flavors, two nodes, one refused self-label
-	node --import tsx src/demo/main.ts
+	node --import tsx demo/main.ts
 
 cluster-up: tools ## start a local control plane in the background; kubeconfig in .cluster/kubeconfig
 	node --import tsx test/e2e/cluster/cli.ts up

@@ -76,6 +76,10 @@ export const ConfigSchema = z.object({
   jwtAudience: z.string().optional(),
   jwtFlavorsClaim: z.string().default('nodeflavor.io/flavors'),
   issuerTlsSecret: z.string().default('nodeflavor-issuer-tls'),
+  /** The issuer API's Service (its DNS names go in the self-managed serving certificate). */
+  issuerService: z.string().default('nodeflavor-issuer'),
+  /** host:port nodes join through, when it differs from the server in kube-public/cluster-info. */
+  joinApiServerEndpoint: z.string().optional(),
   logLevel: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
 });
 

@@ -1,21 +1,109 @@
-// The optional parts of `nodeflavor run` besides the controller: the admission webhook and the
+// The optional parts of `nodeflavor run` besides the controller: the admission guard and the
 // token-issuer API. Each returns a readiness check and a stop function.
+import type { Server as HttpsServer } from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { Config } from '../config.ts';
+import { watchProtectedKeys } from '../kube/protected-keys-source.ts';
+import { WebhookTlsStore } from '../kube/webhook-tls-store.ts';
 import type { ReadinessCheck } from '../ops/server.ts';
+import { parseIssuerConfig } from '../tokenissuer/config.ts';
+import { startTokenIssuer } from '../tokenissuer/server.ts';
+import { CertManagerTls } from '../webhook/cert-manager-tls.ts';
+import type { CertificateSource } from '../webhook/certificate-source.ts';
+import { listenAddress, startAdmission } from '../webhook/index.ts';
+import { SelfManagedTls } from '../webhook/self-managed-tls.ts';
+import { DEFAULT_SERVING_LIFETIME_MS, servingNames } from '../webhook/tls.ts';
 
 export interface RunningPart {
   check: ReadinessCheck;
   stop: () => Promise<void>;
 }
 
-export async function startOptionalParts(_options: {
+interface PartOptions {
   kubeConfig: KubeConfig;
   config: Config;
   registry: Registry;
   log: Logger;
-}): Promise<RunningPart[]> {
-  return [];
+}
+
+export async function startOptionalParts(options: PartOptions): Promise<RunningPart[]> {
+  const parts: RunningPart[] = [];
+  if (options.config.webhook) parts.push(startAdmissionPart(options));
+  if (options.config.issuer) parts.push(await startIssuerPart(options));
+  return parts;
+}
+
+function startAdmissionPart({ kubeConfig, config, registry, log }: PartOptions): RunningPart {
+  // Its own small FlavorClass watch (key names only), so the guard runs with or without the controller.
+  const keys = watchProtectedKeys(kubeConfig);
+  const admission = startAdmission({ kubeConfig, config, registry, logger: log, protectedKeys: keys });
+  admission.ready.catch((error: Error) =>
+    log.error({ err: error.message }, 'admission guard failed to start'),
+  );
+  return {
+    check: { name: 'admission', ready: () => admission.isReady() },
+    stop: async () => {
+      await admission.stop();
+      keys.stop();
+    },
+  };
+}
+
+/** The issuer's serving certificate: the same self-managed (or cert-manager) Secret scheme as the webhook. */
+function issuerCertificates(kubeConfig: KubeConfig, config: Config, log: Logger): CertificateSource {
+  const store = new WebhookTlsStore(kubeConfig, config.namespace, config.issuerTlsSecret);
+  if (config.tlsMode === 'cert-manager') return new CertManagerTls({ store, logger: log });
+  // Loopback names too, so a port-forward or an out-of-cluster run verifies against the same CA.
+  const names = servingNames({
+    service: config.issuerService,
+    namespace: config.namespace,
+    url: 'https://127.0.0.1',
+  });
+  return new SelfManagedTls({
+    store,
+    wanted: { names, servingLifetimeMs: DEFAULT_SERVING_LIFETIME_MS },
+    logger: log,
+  });
+}
+
+async function startIssuerPart({ kubeConfig, config, registry, log }: PartOptions): Promise<RunningPart> {
+  const certificates = issuerCertificates(kubeConfig, config, log.child({ component: 'issuer-tls' }));
+  const first = await certificates.start();
+  const { host, port } = listenAddress(config.issuerAddress);
+  const jwt =
+    config.issuerAuth === 'jwt'
+      ? {
+          issuer: config.jwtIssuer ?? '',
+          audience: config.jwtAudience ?? '',
+          flavorsClaim: config.jwtFlavorsClaim,
+          ...(config.jwtJwksFile ? { jwksFile: config.jwtJwksFile } : {}),
+          ...(config.jwtSecretFile ? { hs256SecretFile: config.jwtSecretFile } : {}),
+        }
+      : undefined;
+  const issuerConfig = parseIssuerConfig({
+    listen: { host: host ?? '0.0.0.0', port },
+    tls: { certPem: first.certPem, keyPem: first.keyPem },
+    issuance: {
+      authExtraGroups: config.bootstrapGroup,
+      ...(config.joinApiServerEndpoint ? { apiServerEndpoint: config.joinApiServerEndpoint } : {}),
+    },
+    keyRing: { namespace: config.namespace, secretName: config.keySecret, createIfMissing: true },
+    auth: { tokenReview: { enabled: config.issuerAuth === 'tokenreview' }, ...(jwt ? { jwt } : {}) },
+    logLevel: config.logLevel,
+  });
+  const issuer = await startTokenIssuer(issuerConfig, kubeConfig, { logger: log, registry });
+  // Renewed certificates are served without a restart.
+  certificates.onChange((next) =>
+    (issuer.app.server as unknown as HttpsServer).setSecureContext({ cert: next.certPem, key: next.keyPem }),
+  );
+  log.info({ url: issuer.url }, 'token issuer serving');
+  return {
+    check: { name: 'issuer', ready: () => issuer.ready() },
+    stop: async () => {
+      certificates.stop();
+      await issuer.close();
+    },
+  };
 }

@@ -1,0 +1,107 @@
+// Steps of the demo that talk to the cluster or the issuer API like a real portal would.
+import { request } from 'node:https';
+import { createServer } from 'node:net';
+import { applyObjects } from '../test/e2e/cluster/apply.ts';
+import type { E2EEnvironment } from '../test/e2e/support/environment.ts';
+import { kubeJson } from '../src/kube/fetch.ts';
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+/** A portal identity: a ServiceAccount allowed to `use` the given flavors, and a token for it. */
+export async function portalToken(env: E2EEnvironment, namespace: string, flavors: string[]): Promise<string> {
+  await applyObjects(env.kubeconfigPath, [
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'node-admin-portal', namespace } },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: 'nodeflavor-portal' },
+      rules: [{ apiGroups: ['nodeflavor.io'], resources: ['flavorclasses'], resourceNames: flavors, verbs: ['use'] }],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: 'nodeflavor-portal' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'nodeflavor-portal' },
+      subjects: [{ kind: 'ServiceAccount', name: 'node-admin-portal', namespace }],
+    },
+  ]);
+  const response = await kubeJson<{ status: { token: string } }>(
+    env.kubeConfig,
+    'POST',
+    `/api/v1/namespaces/${namespace}/serviceaccounts/node-admin-portal/token`,
+    { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } } },
+  );
+  return response.status.token;
+}
+
+/** The CA the issuer's self-managed serving certificate chains to. */
+export async function readIssuerCa(env: E2EEnvironment, namespace: string): Promise<string> {
+  const secret = await env.core.readNamespacedSecret({ namespace, name: 'nodeflavor-issuer-tls' });
+  return Buffer.from(secret.data?.['ca.crt'] ?? '', 'base64').toString('utf8');
+}
+
+export interface Issued {
+  id: string;
+  joinConfiguration: string;
+  body: string;
+}
+
+export function issueThroughApi(url: string, ca: string, bearer: string, flavor: string): Promise<Issued> {
+  const payload = JSON.stringify({ flavorClassName: flavor, ttl: '1h' });
+  return new Promise((resolve, reject) => {
+    const req = request(
+      `${url}/v1/tokens`,
+      {
+        method: 'POST',
+        ca,
+        headers: { Authorization: `Bearer ${bearer}`, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) },
+      },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk) => {
+          body += chunk;
+        });
+        res.on('end', () => {
+          if (res.statusCode !== 201 && res.statusCode !== 200) {
+            reject(new Error(`POST /v1/tokens (${flavor}): HTTP ${res.statusCode}: ${body.slice(0, 300)}`));
+            return;
+          }
+          const parsed = JSON.parse(body) as { id: string; joinConfiguration: string };
+          resolve({ id: parsed.id, joinConfiguration: parsed.joinConfiguration, body });
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+/** NAME  FLAVOR  TAINTS  VERIFIED — what `kubectl flavor nodes` shows, computed here directly. */
+export async function nodeTable(env: E2EEnvironment): Promise<string> {
+  const nodes = (await env.core.listNode()).items;
+  const rows = nodes.map((node) => {
+    const labels = node.metadata?.labels ?? {};
+    const record = node.metadata?.annotations?.['nodeflavor.io/verified'];
+    const verified = record ? (JSON.parse(record) as { tokenID: string; verifiedAt: string }) : undefined;
+    return [
+      node.metadata?.name ?? '',
+      labels['nodeflavor.io/flavor'] ?? '<none>',
+      (node.spec?.taints ?? []).map((t) => `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`).join(',') || '<none>',
+      verified ? `token ${verified.tokenID} at ${verified.verifiedAt}` : 'no',
+      labels['nodeflavor.io/token'] ? 'present' : 'removed',
+    ];
+  });
+  const header = ['NODE', 'FLAVOR', 'TAINTS', 'VERIFIED', 'TOKEN LABEL'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  return [header, ...rows].map((row) => row.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('   ').trimEnd()).join('\n');
+}

@@ -1,0 +1,72 @@
+// The Helm chart, for real: render it with the pinned helm, apply what an out-of-cluster run needs
+// (CRDs, namespace-scoped and cluster RBAC, ServiceAccount, FlavorClasses) server-side, and give
+// the operator a kubeconfig holding a TokenRequest token of the chart's ServiceAccount, so a test
+// or the demo proves that the chart's RBAC is enough.
+import { execFile } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { parseAllDocuments } from 'yaml';
+import { kubeJson } from '../../../src/kube/fetch.ts';
+import { applyObjects } from '../cluster/apply.ts';
+import { kubeconfigYaml } from '../cluster/controlplane.ts';
+import { binaryPaths } from '../cluster/versions.ts';
+import type { E2EEnvironment } from './environment.ts';
+import { ensureNamespace } from './nodeflavor.ts';
+
+const run = promisify(execFile);
+const chartDir = join(import.meta.dirname, '..', '..', '..', 'deploy', 'helm', 'nodeflavor');
+/** What only a Pod in the cluster needs; an out-of-cluster run skips these. */
+const IN_CLUSTER_KINDS = new Set(['Deployment', 'Service', 'PodDisruptionBudget', 'ServiceMonitor', 'Ingress', 'Issuer', 'Certificate']);
+
+export interface KubeObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string };
+}
+
+export async function renderChart(namespace: string, set: Record<string, string> = {}, release = 'nodeflavor'): Promise<KubeObject[]> {
+  const helm = binaryPaths().helm;
+  if (!existsSync(helm)) throw new Error(`${helm} is missing: run 'make binaries'`);
+  const args = ['template', release, chartDir, '--namespace', namespace, '--include-crds'];
+  for (const [key, value] of Object.entries(set)) args.push('--set', `${key}=${value}`);
+  const { stdout } = await run(helm, args, { maxBuffer: 32 * 1024 * 1024 });
+  return parseAllDocuments(stdout)
+    .map((doc) => doc.toJS() as KubeObject | null)
+    .filter((o): o is KubeObject => o !== null && typeof o === 'object' && 'kind' in o);
+}
+
+export interface ChartInstall {
+  /** A kubeconfig authenticating as the chart's ServiceAccount. */
+  kubeconfigPath: string;
+  serviceAccount: string;
+  namespace: string;
+  objects: KubeObject[];
+}
+
+/** Applies the chart's cluster objects and returns a kubeconfig for its ServiceAccount. */
+export async function installChartOutOfCluster(
+  env: E2EEnvironment,
+  options: { namespace: string; dir: string; set?: Record<string, string> },
+): Promise<ChartInstall> {
+  await ensureNamespace(env, options.namespace);
+  const objects = await renderChart(options.namespace, { replicaCount: '1', ...options.set });
+  const wanted = objects.filter((o) => !IN_CLUSTER_KINDS.has(o.kind));
+  // CRDs first: FlavorClasses from values need them established.
+  const crds = wanted.filter((o) => o.kind === 'CustomResourceDefinition');
+  await applyObjects(env.kubeconfigPath, crds);
+  const { installCrds } = await import('./nodeflavor.ts');
+  await installCrds(env);
+  await applyObjects(env.kubeconfigPath, wanted.filter((o) => o.kind !== 'CustomResourceDefinition'));
+  const serviceAccount = wanted.find((o) => o.kind === 'ServiceAccount')?.metadata.name;
+  if (!serviceAccount) throw new Error('the chart rendered no ServiceAccount');
+  const token = await kubeJson<{ status: { token: string } }>(
+    env.kubeConfig,
+    'POST',
+    `/api/v1/namespaces/${options.namespace}/serviceaccounts/${serviceAccount}/token`,
+    { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 24 * 3600 } } },
+  );
+  const kubeconfigPath = join(options.dir, 'operator.kubeconfig');
+  writeFileSync(kubeconfigPath, kubeconfigYaml(env.server, env.caPem, { token: token.status.token }, 'nodeflavor-operator'), { mode: 0o600 });
+  return { kubeconfigPath, serviceAccount, namespace: options.namespace, objects };
+}
