@@ -2,16 +2,15 @@
 // node names (oldest first, so the first node to ask gets a single-use token), keeps uses and
 // conditions true, deletes the bootstrap Secret the moment the token is consumed, expired or
 // revoked, and runs revocation before a deleted token goes (finalizer).
-import type { Condition, FlavoredTokenStatus, TokenBinding } from '../flavor/resources.ts';
+import {
+  type Condition,
+  type FlavoredTokenStatus,
+  ISSUED_ANNOTATION,
+  type TokenBinding,
+} from '../flavor/resources.ts';
 import { decideBinding, type Failure, readVerificationRecord } from '../flavor/verdict.ts';
 import { kubeJson } from '../kube/fetch.ts';
-import {
-  bootstrapSecretExists,
-  deleteBootstrapSecret,
-  type StoredToken,
-  setFinalizer,
-  tokenPath,
-} from '../kube/token-writes.ts';
+import { deleteBootstrapSecret, type StoredToken, setFinalizer, tokenPath } from '../kube/token-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
 import { nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
@@ -115,12 +114,11 @@ async function judge(ctx: ControllerContext, token: StoredToken, now: Date): Pro
   return { status, bound, rejected, consumed, expired, revoked };
 }
 
-const secretConfirmed = new Set<string>();
-
 /**
- * Issuance writes the FlavoredToken, then the Secret, and rolls the record back if the Secret
- * fails. If the rollback failed too, an unused record without a Secret remains: no node can ever
- * join with it, so it is deleted (after --orphan-grace, which covers an issuance in flight).
+ * Issuance writes the FlavoredToken, then the Secret, then marks the record issued; a failure
+ * rolls both back. If the rollback failed too, an unmarked, unused record remains: no node can
+ * join with it, so it is deleted after --orphan-grace (which covers an issuance in flight), and
+ * its Secret, if any, goes with it (the record owns it).
  */
 async function removeIfHalfMade(
   ctx: ControllerContext,
@@ -128,13 +126,13 @@ async function removeIfHalfMade(
   tokenId: string,
   now: Date,
 ): Promise<boolean> {
-  if (secretConfirmed.has(token.metadata.uid)) return false;
+  const metadata = token.metadata as StoredToken['metadata'] & { annotations?: Record<string, string> };
+  if (metadata.annotations?.[ISSUED_ANNOTATION] !== undefined) return false;
   const facts = tokenFacts(token);
   const age = now.getTime() - new Date(token.metadata.creationTimestamp).getTime();
-  if (facts.bindings.length > 0 || facts.revoked || age < ctx.config.orphanGrace || now >= facts.expiresAt)
-    return false;
-  if (await bootstrapSecretExists(ctx.kubeConfig, tokenId)) {
-    secretConfirmed.add(token.metadata.uid);
+  if (facts.bindings.length > 0 || facts.revoked) return false;
+  if (age < ctx.config.orphanGrace) {
+    ctx.requeueToken(token.metadata.name, ctx.config.orphanGrace - age + 500);
     return false;
   }
   await ctx.events.record(
@@ -145,8 +143,8 @@ async function removeIfHalfMade(
       uid: token.metadata.uid,
     },
     'Warning',
-    'BootstrapSecretMissing',
-    `token ${tokenId} has no bootstrap Secret and was never used: deleting the record`,
+    'IssuanceIncomplete',
+    `token ${tokenId} was never marked issued and never used: deleting the record`,
   );
   await kubeJson(ctx.kubeConfig, 'DELETE', tokenPath(token.metadata.name), {
     action: `delete half-made FlavoredToken ${token.metadata.name}`,
@@ -198,7 +196,6 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
 
   const now = ctx.now();
   if (await removeIfHalfMade(ctx, cached, tokenId, now)) return;
-  if (!secretConfirmed.has(cached.metadata.uid)) ctx.requeueToken(name, ctx.config.orphanGrace + 1000);
   let outcome: BindingOutcome | undefined;
   await updateTokenStatus(ctx, name, async (fresh) => {
     outcome = await judge(ctx, fresh, now);

@@ -27,6 +27,12 @@ export const CATEGORY = 'nodeflavor';
 
 /** Label the issuer sets on every FlavoredToken: `nodeflavor.io/token-id=<token ID>`, for lookup. */
 export const TOKEN_ID_LABEL = 'nodeflavor.io/token-id';
+/**
+ * Set by the issuer once the bootstrap Secret exists: a FlavoredToken without it (and unused)
+ * is a failed issuance whose rollback also failed, and the controller deletes it. This spares
+ * the controller reading Secrets in kube-system.
+ */
+export const ISSUED_ANNOTATION = 'nodeflavor.io/issued';
 /** Node label under which a joining node presents its flavor token. Reserved in FlavorClass labels. */
 export const FLAVOR_TOKEN_LABEL = 'nodeflavor.io/token';
 /** Quarantine taint key for nodes not (yet) verified. Reserved in FlavorClass taints. */

@@ -83,23 +83,6 @@ export async function deleteBootstrapSecret(kubeConfig: KubeConfig, tokenId: str
   }
 }
 
-export async function bootstrapSecretExists(kubeConfig: KubeConfig, tokenId: string): Promise<boolean> {
-  try {
-    await kubeJson(
-      kubeConfig,
-      'GET',
-      `/api/v1/namespaces/kube-system/secrets/${bootstrapSecretName(tokenId)}`,
-      {
-        action: `read bootstrap token Secret of token ${tokenId}`,
-      },
-    );
-    return true;
-  } catch (error) {
-    if (error instanceof KubeError && error.status === 404) return false;
-    throw error;
-  }
-}
-
 export interface CsrObject {
   metadata: { name: string; uid: string; resourceVersion: string; creationTimestamp: string };
   spec: { username?: string; signerName?: string; request?: string; groups?: string[] };

@@ -24,6 +24,7 @@ import {
   FlavoredTokenSchema,
   type FlavoredTokenStatus,
   GROUP,
+  ISSUED_ANNOTATION,
   TOKEN_ID_LABEL,
   VERSION,
 } from '../flavor/resources.ts';
@@ -56,6 +57,8 @@ export interface TokenKube {
   listFlavoredTokens(): Promise<FlavoredToken[]>;
   patchFlavoredTokenStatus(name: string, status: FlavoredTokenStatus): Promise<void>;
   markFlavoredTokenRevoked(name: string): Promise<FlavoredToken>;
+  /** Marks issuance complete (the bootstrap Secret exists), see ISSUED_ANNOTATION. */
+  markFlavoredTokenIssued(name: string, at: string): Promise<void>;
   /** Deletes only the object with this UID (a precondition), so a rollback never hits a newer one. */
   deleteFlavoredToken(name: string, uid: string): Promise<void>;
   createBootstrapSecret(request: BootstrapSecretRequest): Promise<void>;
@@ -147,6 +150,21 @@ export class KubeTokenStore implements TokenKube {
     await call(`update the status of FlavoredToken '${name}'`, () =>
       this.#custom.patchClusterCustomObjectStatus(
         { group: GROUP, version: VERSION, plural: FLAVORED_TOKEN_PLURAL, name, body: { status } },
+        mergePatch,
+      ),
+    );
+  }
+
+  async markFlavoredTokenIssued(name: string, at: string): Promise<void> {
+    await call(`mark FlavoredToken '${name}' issued`, () =>
+      this.#custom.patchClusterCustomObject(
+        {
+          group: GROUP,
+          version: VERSION,
+          plural: FLAVORED_TOKEN_PLURAL,
+          name,
+          body: { metadata: { annotations: { [ISSUED_ANNOTATION]: at } } },
+        },
         mergePatch,
       ),
     );

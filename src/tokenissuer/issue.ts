@@ -183,6 +183,7 @@ async function writeTokenObjects(
     throw error;
   }
 
+  let secretCreated = false;
   try {
     // The controller computes the same expiry from the same inputs (spec and creation time).
     const created = record.metadata.creationTimestamp ? new Date(record.metadata.creationTimestamp) : now();
@@ -198,11 +199,20 @@ async function writeTokenObjects(
       description: deps.settings.secretDescription,
       owner: { name, uid: record.metadata.uid ?? '' },
     });
+    secretCreated = true;
+    // Issuance is complete only with this mark; the controller deletes unmarked, unused records.
+    await deps.kube.markFlavoredTokenIssued(
+      name,
+      now()
+        .toISOString()
+        .replace(/\.\d{3}Z$/, 'Z'),
+    );
     return { name, material };
   } catch (error) {
-    // Roll back the record so that a failed issuance leaves nothing. If the rollback fails too,
-    // a FlavoredToken without a Secret remains: no node can join with it (the secret was never
-    // stored), and the controller marks such records and deletes them.
+    // Roll back so that a failed issuance leaves nothing: the Secret (if made) and the record.
+    // If the rollback fails too, an unmarked FlavoredToken remains, which the controller deletes
+    // after --orphan-grace (and the Secret goes with it: it is owned by the record).
+    if (secretCreated) await deps.kube.deleteBootstrapSecret(token.id).catch(() => undefined);
     await deps.kube.deleteFlavoredToken(name, record.metadata.uid ?? '').catch(() => undefined);
     if (isAlreadyExists(error)) throw new TokenIdTaken();
     throw error;

@@ -14,6 +14,7 @@ import {
 import type { ManagedProcess } from './cluster/process.ts';
 import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
 import { createBootstrapToken, joinConfiguration } from './support/bootstrap.ts';
+import { prepareOperatorIdentity } from './support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
 import {
   applyFlavorClass,
@@ -52,6 +53,8 @@ describe('controller: CSR approver mode and metrics', () => {
     await installCrds(env);
     await ensureNamespace(env, OPERATOR_NAMESPACE);
     await applyFlavorClass(env, flavor, { labels: { 'nodeflavor.io/flavor': flavor } });
+    // The chart with approver mode on: its ClusterRole then grants CSR approval.
+    await prepareOperatorIdentity(env, { 'controller.csrApprover': 'true' });
     // What a cluster using approver mode does: kube-controller-manager no longer auto-approves.
     const rbac = env.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
     removed = await rbac.readClusterRoleBinding({ name: AUTO_APPROVE });

@@ -10,6 +10,7 @@ import { parseConfig } from '../../src/config.ts';
 import { type ControllerHandle, startController } from '../../src/controller/manager.ts';
 import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
 import { createBootstrapToken, joinConfiguration } from './support/bootstrap.ts';
+import { prepareOperatorIdentity } from './support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
 import {
   applyFlavorClass,
@@ -43,8 +44,10 @@ describe('controller: keeping flavors true', () => {
       bindingGrace: '3s',
       orphanGrace: '2s',
     });
+    // As the Helm chart's ServiceAccount, so the chart's RBAC is what these tests exercise.
+    const { kubeConfig } = await prepareOperatorIdentity(env);
     controller = startController({
-      kubeConfig: env.kubeConfig,
+      kubeConfig,
       config,
       registry: new Registry(),
       log: pino({ level: 'warn' }),

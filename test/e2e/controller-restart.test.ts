@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { ManagedProcess } from './cluster/process.ts';
 import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
+import { prepareOperatorIdentity } from './support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
 import {
   applyFlavorClass,
@@ -40,6 +41,7 @@ describe('controller restarts and failover', () => {
     await installCrds(env);
     await ensureNamespace(env, OPERATOR_NAMESPACE);
     await applyFlavorClass(env, flavor, { labels: { 'nodeflavor.io/flavor': flavor } });
+    await prepareOperatorIdentity(env);
   });
   after(async () => {
     for (const kubelet of kubelets) kubelet.stop();

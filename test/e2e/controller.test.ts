@@ -9,6 +9,7 @@ import { type ControllerHandle, startController } from '../../src/controller/man
 import { FLAVOR_TOKEN_LENGTH } from '../../src/flavor/flavor-token.ts';
 import { VERIFIED_ANNOTATION } from '../../src/flavor/verdict.ts';
 import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
+import { prepareOperatorIdentity } from './support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
 import {
   applyFlavorClass,
@@ -49,8 +50,10 @@ describe('controller: a node flavor is what the API server authenticated', () =>
       webhook: false,
       issuer: false,
     });
+    // As the Helm chart's ServiceAccount, so the chart's RBAC is what these tests exercise.
+    const { kubeConfig } = await prepareOperatorIdentity(env);
     controller = startController({
-      kubeConfig: env.kubeConfig,
+      kubeConfig,
       config,
       registry,
       log: pino({ level: 'warn' }),

@@ -23,6 +23,7 @@ import { applyObjects } from './cluster/apply.ts';
 import { parseJoinConfiguration } from './kubelet-sim/join-config.ts';
 import { JoinError, SimulatedKubelet } from './kubelet-sim/kubelet.ts';
 import { tokenKubeConfig } from './support/bootstrap.ts';
+import { prepareOperatorIdentity } from './support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
 import { ensureNamespace, installCrds, OPERATOR_NAMESPACE } from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
@@ -73,7 +74,10 @@ describe('token issuer on the real control plane', () => {
       logLevel: 'debug',
       ...overrides,
     });
-    const server = await startTokenIssuer(config, env.kubeConfig, { logStream });
+    // As the Helm chart's ServiceAccount: the chart's RBAC must be enough for the issuer.
+    const server = await startTokenIssuer(config, (await prepareOperatorIdentity(env)).kubeConfig, {
+      logStream,
+    });
     servers.push(server);
     return server;
   }

@@ -379,7 +379,7 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     ]);
     assert.equal(only(objects, 'Role', `${RELEASE}-leader-election`).metadata.namespace, NAMESPACE);
     assert.deepEqual(roleGrants(objects, 'Role', `${RELEASE}-bootstrap-tokens`), [
-      'core secrets *any*: create,delete,get',
+      'core secrets *any*: create,delete',
     ]);
     assert.equal(only(objects, 'Role', `${RELEASE}-bootstrap-tokens`).metadata.namespace, 'kube-system');
     assert.deepEqual(roleGrants(objects, 'Role', `${RELEASE}-cluster-info`), [

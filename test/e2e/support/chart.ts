@@ -3,21 +3,31 @@
 // the operator a kubeconfig holding a TokenRequest token of the chart's ServiceAccount, so a test
 // or the demo proves that the chart's RBAC is enough.
 import { execFile } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { KubeConfig } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { kubeJson } from '../../../src/kube/fetch.ts';
 import { applyObjects } from '../cluster/apply.ts';
 import { kubeconfigYaml } from '../cluster/controlplane.ts';
 import { binaryPaths } from '../cluster/versions.ts';
 import type { E2EEnvironment } from './environment.ts';
-import { ensureNamespace } from './nodeflavor.ts';
+import { ensureNamespace, OPERATOR_NAMESPACE } from './nodeflavor.ts';
 
 const run = promisify(execFile);
 const chartDir = join(import.meta.dirname, '..', '..', '..', 'deploy', 'helm', 'nodeflavor');
 /** What only a Pod in the cluster needs; an out-of-cluster run skips these. */
-const IN_CLUSTER_KINDS = new Set(['Deployment', 'Service', 'PodDisruptionBudget', 'ServiceMonitor', 'Ingress', 'Issuer', 'Certificate']);
+const IN_CLUSTER_KINDS = new Set([
+  'Deployment',
+  'Service',
+  'PodDisruptionBudget',
+  'ServiceMonitor',
+  'Ingress',
+  'Issuer',
+  'Certificate',
+]);
 
 export interface KubeObject {
   apiVersion: string;
@@ -25,7 +35,11 @@ export interface KubeObject {
   metadata: { name: string; namespace?: string };
 }
 
-export async function renderChart(namespace: string, set: Record<string, string> = {}, release = 'nodeflavor'): Promise<KubeObject[]> {
+export async function renderChart(
+  namespace: string,
+  set: Record<string, string> = {},
+  release = 'nodeflavor',
+): Promise<KubeObject[]> {
   const helm = binaryPaths().helm;
   if (!existsSync(helm)) throw new Error(`${helm} is missing: run 'make binaries'`);
   const args = ['template', release, chartDir, '--namespace', namespace, '--include-crds'];
@@ -57,16 +71,54 @@ export async function installChartOutOfCluster(
   await applyObjects(env.kubeconfigPath, crds);
   const { installCrds } = await import('./nodeflavor.ts');
   await installCrds(env);
-  await applyObjects(env.kubeconfigPath, wanted.filter((o) => o.kind !== 'CustomResourceDefinition'));
+  await applyObjects(
+    env.kubeconfigPath,
+    wanted.filter((o) => o.kind !== 'CustomResourceDefinition'),
+  );
   const serviceAccount = wanted.find((o) => o.kind === 'ServiceAccount')?.metadata.name;
   if (!serviceAccount) throw new Error('the chart rendered no ServiceAccount');
   const token = await kubeJson<{ status: { token: string } }>(
     env.kubeConfig,
     'POST',
     `/api/v1/namespaces/${options.namespace}/serviceaccounts/${serviceAccount}/token`,
-    { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 24 * 3600 } } },
+    {
+      body: {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenRequest',
+        spec: { expirationSeconds: 24 * 3600 },
+      },
+    },
   );
   const kubeconfigPath = join(options.dir, 'operator.kubeconfig');
-  writeFileSync(kubeconfigPath, kubeconfigYaml(env.server, env.caPem, { token: token.status.token }, 'nodeflavor-operator'), { mode: 0o600 });
+  writeFileSync(
+    kubeconfigPath,
+    kubeconfigYaml(env.server, env.caPem, { token: token.status.token }, 'nodeflavor-operator'),
+    { mode: 0o600 },
+  );
   return { kubeconfigPath, serviceAccount, namespace: options.namespace, objects };
+}
+
+let prepared: { install: ChartInstall; kubeConfig: KubeConfig } | undefined;
+
+/**
+ * Installs the chart (out of cluster) into the operator namespace once per test process and
+ * returns the identity every operator in the e2e suite runs as: the chart's ServiceAccount.
+ */
+export async function prepareOperatorIdentity(
+  env: E2EEnvironment,
+  set: Record<string, string> = {},
+): Promise<{ install: ChartInstall; kubeConfig: KubeConfig }> {
+  if (prepared && Object.keys(set).length === 0) return prepared;
+  const dir = mkdtempSync(join(tmpdir(), 'nodeflavor-operator-'));
+  const install = await installChartOutOfCluster(env, { namespace: OPERATOR_NAMESPACE, dir, set });
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(install.kubeconfigPath);
+  prepared = { install, kubeConfig };
+  return prepared;
+}
+
+/** The prepared operator identity (prepareOperatorIdentity must have run in a before hook). */
+export function operatorIdentity(): { install: ChartInstall; kubeConfig: KubeConfig } {
+  if (!prepared) throw new Error('call prepareOperatorIdentity(env) in a before() hook first');
+  return prepared;
 }

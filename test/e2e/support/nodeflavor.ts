@@ -17,6 +17,7 @@ import { applyObjects } from '../cluster/apply.ts';
 import { ManagedProcess } from '../cluster/process.ts';
 import { parseJoinConfiguration } from '../kubelet-sim/join-config.ts';
 import { SimulatedKubelet } from '../kubelet-sim/kubelet.ts';
+import { operatorIdentity } from './chart.ts';
 import type { E2EEnvironment } from './environment.ts';
 import { waitFor } from './wait.ts';
 
@@ -127,8 +128,11 @@ export function startOperator(
       'tsx',
       join(repoRoot, 'src', 'cli', 'nodeflavor.ts'),
       'run',
+      // As the Helm chart's ServiceAccount: the suite proves the chart's RBAC is enough.
       '--kubeconfig',
-      env.kubeconfigPath,
+      operatorIdentity().install.kubeconfigPath,
+      '--service-account',
+      operatorIdentity().install.serviceAccount,
       '--namespace',
       OPERATOR_NAMESPACE,
       '--no-webhook',

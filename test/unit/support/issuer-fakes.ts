@@ -90,6 +90,12 @@ export class FakeTokenKube implements TokenKube {
     if (!token) throw new KubeError(404, 'NotFound', 'not found');
     token.status = { ...token.status, ...status };
   }
+  async markFlavoredTokenIssued(name: string, at: string) {
+    this.#maybeFail('markFlavoredTokenIssued');
+    const token = this.tokens.get(name);
+    if (!token) throw new KubeError(404, 'NotFound', 'not found');
+    token.metadata.annotations = { ...token.metadata.annotations, 'nodeflavor.io/issued': at };
+  }
   async markFlavoredTokenRevoked(name: string) {
     const token = this.tokens.get(name);
     if (!token) throw new KubeError(404, 'NotFound', 'not found');
