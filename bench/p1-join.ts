@@ -106,12 +106,9 @@ export async function runP1(scale: Scale): Promise<Figure[]> {
   log(`P1 nodeflavor: issuing ${nodes} tokens`);
   const issued = await mapLimit(Array.from({ length: nodes }), 16, () => issue(env, 'bench', { ttl: '1h' }));
   const metricsPort = await freePort();
-  const operator = startOperator(
-    env,
-    join(logs, 'operator.log'),
-    ['--no-leader-elect', '--log-level', 'warn'],
-    { metricsPort },
-  );
+  const operator = startOperator(join(logs, 'operator.log'), ['--no-leader-elect', '--log-level', 'warn'], {
+    metricsPort,
+  });
   await waitReady(metricsPort);
   log(`P1 nodeflavor: ${nodes} joins`);
   const measured = await burst(

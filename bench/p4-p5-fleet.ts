@@ -66,12 +66,9 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
 
   // First run settles the fleet (finalizers, conditions) and is the one whose memory we read.
   const port = await freePort();
-  const first = startOperator(
-    env,
-    join(logs, 'operator-1.log'),
-    ['--no-leader-elect', '--log-level', 'warn'],
-    { metricsPort: port },
-  );
+  const first = startOperator(join(logs, 'operator-1.log'), ['--no-leader-elect', '--log-level', 'warn'], {
+    metricsPort: port,
+  });
   await waitReady(port, 300_000);
   await waitReconciled(port, count, 600_000);
   await settle();
@@ -96,12 +93,9 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
   // P5: a fresh controller on the settled fleet.
   const port2 = await freePort();
   const restartStarted = performance.now();
-  const second = startOperator(
-    env,
-    join(logs, 'operator-2.log'),
-    ['--no-leader-elect', '--log-level', 'warn'],
-    { metricsPort: port2 },
-  );
+  const second = startOperator(join(logs, 'operator-2.log'), ['--no-leader-elect', '--log-level', 'warn'], {
+    metricsPort: port2,
+  });
   await waitReady(port2, 300_000);
   await waitReconciled(port2, count, 600_000);
   const restartSeconds = (performance.now() - restartStarted) / 1000;

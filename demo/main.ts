@@ -67,7 +67,9 @@ async function main(): Promise<void> {
     ).catch((error: Error) => {
       throw new Error(`${error.message}\n${operator?.lastLines() ?? ''}`);
     });
-    console.log(`    controller, admission webhook (:${webhookPort}) and token issuer (:${issuerPort}) ready`);
+    console.log(
+      `    controller, admission webhook (:${webhookPort}) and token issuer (:${issuerPort}) ready`,
+    );
 
     say('creating FlavorClasses sweet and sour');
     await applyFlavorClass(env, 'sweet', {
@@ -75,7 +77,10 @@ async function main(): Promise<void> {
       labels: { 'nodeflavor.io/flavor': 'sweet' },
       taints: [{ key: 'nodeflavor.io/dedicated', value: 'sweet', effect: 'NoSchedule' }],
     });
-    await applyFlavorClass(env, 'sour', { description: 'nodes a third party runs', labels: { 'nodeflavor.io/flavor': 'sour' } });
+    await applyFlavorClass(env, 'sour', {
+      description: 'nodes a third party runs',
+      labels: { 'nodeflavor.io/flavor': 'sour' },
+    });
 
     say('the node-admin portal asks the issuer API for one token of each flavor');
     const bearer = await portalToken(env, NAMESPACE, ['sweet', 'sour']);
@@ -83,7 +88,9 @@ async function main(): Promise<void> {
     const url = `https://127.0.0.1:${issuerPort}`;
     const sweet = await issueThroughApi(url, ca, bearer, 'sweet');
     const sour = await issueThroughApi(url, ca, bearer, 'sour');
-    console.log(`    POST /v1/tokens → ${sweet.id} and ${sour.id}: ${sweet.body.length} and ${sour.body.length} bytes (same size: nothing tells the flavors apart)`);
+    console.log(
+      `    POST /v1/tokens → ${sweet.id} and ${sour.id}: ${sweet.body.length} and ${sour.body.length} bytes (same size: nothing tells the flavors apart)`,
+    );
 
     say('two simulated kubelets join with the returned JoinConfigurations (kubeadm join --config)');
     kubelets.push(await joinWith(sweet.joinConfiguration, 'node-a'));
@@ -93,7 +100,9 @@ async function main(): Promise<void> {
     await waitFor(
       async () => {
         const nodes = await env.core.listNode({ labelSelector: 'nodeflavor.io/flavor' });
-        const settled = nodes.items.every((n) => !n.spec?.taints?.some((t) => t.key.startsWith('node.kubernetes.io/')));
+        const settled = nodes.items.every(
+          (n) => !n.spec?.taints?.some((t) => t.key.startsWith('node.kubernetes.io/')),
+        );
         return nodes.items.length === 2 && settled;
       },
       { what: 'both nodes to be verified, flavored and Ready', timeoutMs: 60_000 },

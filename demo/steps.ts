@@ -1,9 +1,9 @@
 // Steps of the demo that talk to the cluster or the issuer API like a real portal would.
 import { request } from 'node:https';
 import { createServer } from 'node:net';
+import { kubeJson } from '../src/kube/fetch.ts';
 import { applyObjects } from '../test/e2e/cluster/apply.ts';
 import type { E2EEnvironment } from '../test/e2e/support/environment.ts';
-import { kubeJson } from '../src/kube/fetch.ts';
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -17,14 +17,25 @@ export async function freePort(): Promise<number> {
 }
 
 /** A portal identity: a ServiceAccount allowed to `use` the given flavors, and a token for it. */
-export async function portalToken(env: E2EEnvironment, namespace: string, flavors: string[]): Promise<string> {
+export async function portalToken(
+  env: E2EEnvironment,
+  namespace: string,
+  flavors: string[],
+): Promise<string> {
   await applyObjects(env.kubeconfigPath, [
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'node-admin-portal', namespace } },
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'ClusterRole',
       metadata: { name: 'nodeflavor-portal' },
-      rules: [{ apiGroups: ['nodeflavor.io'], resources: ['flavorclasses'], resourceNames: flavors, verbs: ['use'] }],
+      rules: [
+        {
+          apiGroups: ['nodeflavor.io'],
+          resources: ['flavorclasses'],
+          resourceNames: flavors,
+          verbs: ['use'],
+        },
+      ],
     },
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -38,7 +49,13 @@ export async function portalToken(env: E2EEnvironment, namespace: string, flavor
     env.kubeConfig,
     'POST',
     `/api/v1/namespaces/${namespace}/serviceaccounts/node-admin-portal/token`,
-    { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } } },
+    {
+      body: {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenRequest',
+        spec: { expirationSeconds: 3600 },
+      },
+    },
   );
   return response.status.token;
 }
@@ -63,7 +80,11 @@ export function issueThroughApi(url: string, ca: string, bearer: string, flavor:
       {
         method: 'POST',
         ca,
-        headers: { Authorization: `Bearer ${bearer}`, 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) },
+        headers: {
+          Authorization: `Bearer ${bearer}`,
+          'Content-Type': 'application/json',
+          'Content-Length': Buffer.byteLength(payload),
+        },
       },
       (res) => {
         let body = '';
@@ -96,12 +117,20 @@ export async function nodeTable(env: E2EEnvironment): Promise<string> {
     return [
       node.metadata?.name ?? '',
       labels['nodeflavor.io/flavor'] ?? '<none>',
-      (node.spec?.taints ?? []).map((t) => `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`).join(',') || '<none>',
+      (node.spec?.taints ?? []).map((t) => `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`).join(',') ||
+        '<none>',
       verified ? `token ${verified.tokenID} at ${verified.verifiedAt}` : 'no',
       labels['nodeflavor.io/token'] ? 'present' : 'removed',
     ];
   });
   const header = ['NODE', 'FLAVOR', 'TAINTS', 'VERIFIED', 'TOKEN LABEL'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  return [header, ...rows].map((row) => row.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('   ').trimEnd()).join('\n');
+  return [header, ...rows]
+    .map((row) =>
+      row
+        .map((cell, i) => cell.padEnd(widths[i] ?? 0))
+        .join('   ')
+        .trimEnd(),
+    )
+    .join('\n');
 }

@@ -62,7 +62,6 @@ describe('controller: CSR approver mode and metrics', () => {
     const port = await freePort();
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
     operator = startOperator(
-      env,
       join(mkdtempSync(join(tmpdir(), 'nodeflavor-approver-')), 'operator.log'),
       ['--no-leader-elect', '--csr-approver'],
       {

@@ -51,7 +51,7 @@ describe('controller restarts and failover', () => {
   const logOf = new Map<ManagedProcess, string>();
   function operator(args: string[] = [], failpoints: string[] = []): ManagedProcess {
     const path = join(logs, `operator-${logOf.size}.log`);
-    const op = startOperator(env, path, args, { failpoints });
+    const op = startOperator(path, args, { failpoints });
     operators.push(op);
     logOf.set(op, path);
     return op;

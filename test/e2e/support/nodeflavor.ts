@@ -115,7 +115,6 @@ export async function joinWith(
 
 /** `nodeflavor run` as a subprocess (the guard kills it if the test process dies). */
 export function startOperator(
-  env: E2EEnvironment,
   logPath: string,
   extraArgs: string[] = [],
   options: { failpoints?: string[]; metricsPort?: number } = {},
