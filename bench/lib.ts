@@ -147,3 +147,20 @@ export async function waitReady(metricsPort: number, timeoutMs = 120_000): Promi
   }
   throw new Error(`operator on port ${metricsPort} not ready within ${timeoutMs / 1000} s`);
 }
+
+/**
+ * The `if (import.meta.main)` body of every figure script: its own control plane, the figures
+ * printed as a table, and written as JSON when `--json PATH` is given (bench/run.ts collects them).
+ */
+export async function runStandalone(run: (scale: Scale) => Promise<Figure[]>): Promise<void> {
+  const plane = await benchControlPlane();
+  try {
+    const figures = await run(scaleFromArgs());
+    printTable(figures);
+    const at = process.argv.indexOf('--json');
+    const path = at >= 0 ? process.argv[at + 1] : undefined;
+    if (path) writeFileSync(path, JSON.stringify(figures));
+  } finally {
+    await plane.stop();
+  }
+}

@@ -28,6 +28,7 @@ import {
   freePort,
   log,
   mapLimit,
+  runStandalone,
   type Scale,
   scaleFromArgs,
   summary,
@@ -152,12 +153,4 @@ export async function runP1(scale: Scale): Promise<Figure[]> {
   ];
 }
 
-if (import.meta.main) {
-  const plane = await benchControlPlane();
-  try {
-    const { printTable } = await import('./lib.ts');
-    printTable(await runP1(scaleFromArgs()));
-  } finally {
-    await plane.stop();
-  }
-}
+if (import.meta.main) await runStandalone(runP1);

@@ -21,6 +21,7 @@ import {
   freePort,
   log,
   printTable,
+  runStandalone,
   type Scale,
   scaleFromArgs,
   waitReady,
@@ -126,11 +127,4 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
   ];
 }
 
-if (import.meta.main) {
-  const plane = await benchControlPlane();
-  try {
-    printTable(await runP4P5(scaleFromArgs()));
-  } finally {
-    await plane.stop();
-  }
-}
+if (import.meta.main) await runStandalone(runP4P5);
