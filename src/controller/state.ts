@@ -67,6 +67,7 @@ export function tokenFacts(token: StoredToken): TokenFacts {
     deleting: token.metadata.deletionTimestamp !== undefined,
     stripNodesOnRevoke: spec.revocationPolicy === 'StripNodes',
     bindings: token.status?.bindings ?? [],
+    uses: Math.max(token.status?.uses ?? 0, token.status?.bindings?.length ?? 0),
   };
 }
 

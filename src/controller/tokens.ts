@@ -8,7 +8,7 @@ import {
   ISSUED_ANNOTATION,
   type TokenBinding,
 } from '../flavor/resources.ts';
-import { decideBinding, type Failure, readVerificationRecord } from '../flavor/verdict.ts';
+import { decideBinding, type Failure, MAX_BINDINGS, readVerificationRecord } from '../flavor/verdict.ts';
 import { kubeJson } from '../kube/fetch.ts';
 import { deleteBootstrapSecret, type StoredToken, setFinalizer, tokenPath } from '../kube/token-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
@@ -52,11 +52,20 @@ async function judge(ctx: ControllerContext, token: StoredToken, now: Date): Pro
     .map((name) => ctx.caches.csrs.get(name))
     .filter((csr) => csr !== undefined && csr.spec.signerName === KUBELET_SIGNER)
     .sort((a, b) => (a?.metadata.creationTimestamp ?? '').localeCompare(b?.metadata.creationTimestamp ?? ''));
+  let uses = facts.uses;
+  if (facts.maxUses === 0 && bindings.length >= MAX_BINDINGS) {
+    // Unlimited pool tokens: bindings of nodes that were seen and are gone make room (uses stay).
+    const live = bindings.filter(
+      (b) => !b.nodeUID || ctx.caches.nodes.get(b.nodeName)?.metadata.uid === b.nodeUID,
+    );
+    bindings.splice(0, bindings.length, ...live);
+  }
   for (const csr of csrs) {
     if (!csr) continue;
     const csrFacts = await ctx.indexes.csrFacts(csr);
-    const decision = decideBinding(csrFacts, { ...facts, bindings });
+    const decision = decideBinding(csrFacts, { ...facts, bindings, uses });
     if (decision.kind === 'bind') {
+      uses += 1;
       const binding: TokenBinding = {
         nodeName: decision.nodeName,
         csrName: csr.metadata.name,
@@ -71,7 +80,7 @@ async function judge(ctx: ControllerContext, token: StoredToken, now: Date): Pro
   const expiresAt = tokenExpiresAt(token);
   const expired = now.getTime() >= expiresAt.getTime();
   const revoked = facts.revoked || facts.deleting;
-  const consumed = facts.maxUses > 0 && bindings.length >= facts.maxUses;
+  const consumed = facts.maxUses > 0 && uses >= facts.maxUses;
   const generation = token.metadata.generation;
   let conditions = token.status?.conditions ?? [];
   const flag = (type: string, on: boolean, reason: string, message: string) => {
@@ -106,7 +115,7 @@ async function judge(ctx: ControllerContext, token: StoredToken, now: Date): Pro
     ...token.status,
     tokenID: tokenId,
     expiresAt: rfc3339(expiresAt),
-    uses: bindings.length,
+    uses,
     bindings,
     conditions,
     observedGeneration: generation,

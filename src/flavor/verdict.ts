@@ -48,7 +48,12 @@ export interface TokenFacts {
   deleting: boolean;
   stripNodesOnRevoke: boolean;
   bindings: TokenBinding[];
+  /** Joins counted so far; never decreases (bindings of deleted nodes may be pruned, uses stay). */
+  uses: number;
 }
+
+/** The status field holds at most this many bindings (the CRD's maxItems). */
+export const MAX_BINDINGS = 1000;
 
 export interface CsrFacts {
   name: string;
@@ -86,14 +91,23 @@ const nameAllowed: BindingCheck = (csr, token) =>
       };
 
 const usesLeft: BindingCheck = (_csr, token) =>
-  token.maxUses > 0 && token.bindings.length >= token.maxUses
+  token.maxUses > 0 && token.uses >= token.maxUses
     ? {
         reason: 'NoUsesLeft',
-        message: `token ${token.tokenId} has no uses left (${token.bindings.length}/${token.maxUses})`,
+        message: `token ${token.tokenId} has no uses left (${token.uses}/${token.maxUses})`,
       }
     : undefined;
 
-const BINDING_CHAIN: BindingCheck[] = [notRevoked, notExpired, nameAllowed, usesLeft];
+// An unlimited token records one binding per live node; at the list's limit it fails closed.
+const roomForBinding: BindingCheck = (_csr, token) =>
+  token.bindings.length >= MAX_BINDINGS
+    ? {
+        reason: 'NoUsesLeft',
+        message: `token ${token.tokenId} already binds ${MAX_BINDINGS} live nodes: issue another token`,
+      }
+    : undefined;
+
+const BINDING_CHAIN: BindingCheck[] = [notRevoked, notExpired, nameAllowed, usesLeft, roomForBinding];
 
 /** Does this kubelet client CSR, made with `token`, bind the token to its node name? */
 export function decideBinding(csr: CsrFacts, token: TokenFacts | undefined): BindingDecision {

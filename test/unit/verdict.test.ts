@@ -20,6 +20,7 @@ import {
   desiredNodeState,
   FAILURE_REASONS,
   type FailureReason,
+  MAX_BINDINGS,
   type ManagedKeys,
   type NodeDecisionInput,
   type NodeFacts,
@@ -65,7 +66,9 @@ function managedKeys(classes: Iterable<FlavorClassSpec>): ManagedKeys {
 const KEYS = managedKeys(CLASSES.values());
 
 function token(overrides: Partial<TokenFacts> = {}): TokenFacts {
+  const bindings = overrides.bindings ?? [];
   return {
+    uses: bindings.length,
     name: 'ft-abcdef',
     tokenId: 'abcdef',
     flavorClassName: 'sweet',
@@ -827,5 +830,26 @@ describe('desiredNodeState / nodeMatches properties', () => {
       }),
       { numRuns: 500, seed: 7 },
     );
+  });
+});
+
+describe('decideBinding: uses are a counter, bindings a bounded list', () => {
+  test('uses counted beyond the (pruned) bindings still exhaust a token', () => {
+    const decision = decideBinding(csr(), token({ maxUses: 2, uses: 2, bindings: [] }));
+    assert.equal(decision.kind, 'reject');
+    assert.equal(decision.kind === 'reject' && decision.failure.reason, 'NoUsesLeft');
+  });
+  test('an unlimited token with a full binding list fails closed', () => {
+    const full = Array.from({ length: MAX_BINDINGS }, (_, i) => ({
+      nodeName: `n-${i}`,
+      csrName: `csr-${i}`,
+      boundAt: '2026-01-01T00:00:00Z',
+    }));
+    const decision = decideBinding(csr(), token({ maxUses: 0, uses: MAX_BINDINGS, bindings: full }));
+    assert.equal(decision.kind, 'reject');
+    assert.equal(decision.kind === 'reject' && decision.failure.reason, 'NoUsesLeft');
+  });
+  test('an unlimited token below the limit binds', () => {
+    assert.equal(decideBinding(csr(), token({ maxUses: 0, uses: 5000, bindings: [] })).kind, 'bind');
   });
 });
