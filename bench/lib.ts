@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { ControlPlane } from '../test/e2e/cluster/controlplane.ts';
 import { versions } from '../test/e2e/cluster/versions.ts';
 
+export { freePort } from '../test/e2e/cluster/ports.ts';
+
 export type Scale = 'quick' | 'full';
 
 export interface Figure {
@@ -120,18 +122,6 @@ export async function benchControlPlane(): Promise<{ kubeconfigPath: string; sto
 
 export function log(line: string): void {
   console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
-}
-
-export async function freePort(): Promise<number> {
-  const { createServer } = await import('node:net');
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
 }
 
 /** Waits until an operator's /readyz answers 200 (its caches are synced). */

@@ -1,20 +1,10 @@
 // Steps of the demo that talk to the cluster or the issuer API like a real portal would.
 import { request } from 'node:https';
-import { createServer } from 'node:net';
 import { kubeJson } from '../src/kube/fetch.ts';
 import { applyObjects } from '../test/e2e/cluster/apply.ts';
 import type { E2EEnvironment } from '../test/e2e/support/environment.ts';
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
+export { freePort } from '../test/e2e/cluster/ports.ts';
 
 /** A portal identity: a ServiceAccount allowed to `use` the given flavors, and a token for it. */
 export async function portalToken(

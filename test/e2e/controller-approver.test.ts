@@ -11,6 +11,7 @@ import {
   RbacAuthorizationV1Api,
   type V1ClusterRoleBinding,
 } from '@kubernetes/client-node';
+import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
 import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
 import { createBootstrapToken, joinConfiguration } from './support/bootstrap.ts';
@@ -28,17 +29,6 @@ import {
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const AUTO_APPROVE = 'kubeadm:node-autoapprove-bootstrap';
-
-async function freePort(): Promise<number> {
-  const { createServer } = await import('node:net');
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
 
 describe('controller: CSR approver mode and metrics', () => {
   let env: E2EEnvironment;

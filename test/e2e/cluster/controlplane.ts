@@ -11,7 +11,6 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { request } from 'node:https';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -23,6 +22,7 @@ import {
   type KeyPairPem,
 } from '../../../src/pki/certs.ts';
 import { kubeadmBootstrapObjects } from './kubeadm-objects.ts';
+import { freePort } from './ports.ts';
 import { ManagedProcess, startJanitor } from './process.ts';
 import { requireBinaries } from './versions.ts';
 
@@ -45,20 +45,6 @@ interface Pki {
   admin: KeyPairPem;
   controllerManager: KeyPairPem;
   serviceAccount: { privateKeyPem: string; publicKeyPem: string };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
 }
 
 async function createPki(): Promise<Pki> {

@@ -8,6 +8,8 @@ import { applyObjects } from '../cluster/apply.ts';
 import { KubeHttp } from '../kubelet-sim/http.ts';
 import type { E2EEnvironment } from './environment.ts';
 
+export { freePort } from '../cluster/ports.ts';
+
 const REGISTRATION_RESOURCES = [
   'validatingwebhookconfigurations',
   'validatingadmissionpolicies',
@@ -133,17 +135,6 @@ export async function deleteObjects(env: E2EEnvironment, objects: object[]): Pro
 }
 
 /** A TCP port nothing listens on right now (the webhook URL must name it before the server starts). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 /** Connects the way the API server does (verifying against `caPem`), returns the served certificate's serial. */
 export function servedSerial(port: number, caPem: string): Promise<string> {
