@@ -12,7 +12,7 @@ export PATH := $(BIN):$(PATH)
 export NODEFLAVOR_CACHE ?= $(HOME)/.cache/nodeflavor
 SCALE ?= full
 
-.PHONY: help tools node deps binaries build lint format test test-unit test-e2e demo cluster-up cluster-down bench clean
+.PHONY: help tools node deps binaries helm build lint format test test-unit test-e2e demo cluster-up cluster-down bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -53,7 +53,10 @@ lint: deps ## biome + tsc --noEmit
 format: deps
 	npm run format
 
-test-unit: deps ## unit and property tests (no cluster)
+helm: ## build (once) the pinned helm the chart tests use
+	@bash test/e2e/cluster/build-binaries.sh helm
+
+test-unit: deps helm ## unit and property tests (no cluster; the chart tests use helm)
 	npm run test:unit
 
 test-e2e: tools ## e2e tests on a local control plane (or E2E_KUBECONFIG)

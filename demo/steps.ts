@@ -97,7 +97,7 @@ export function issueThroughApi(url: string, ca: string, bearer: string, flavor:
   });
 }
 
-/** NAME  FLAVOR  TAINTS  VERIFIED — what `kubectl flavor nodes` shows, computed here directly. */
+/** The demo's node table: flavor label, taints, verification record and whether the token label is gone. */
 export async function nodeTable(env: E2EEnvironment): Promise<string> {
   const nodes = (await env.core.listNode()).items;
   const rows = nodes.map((node) => {

@@ -44,7 +44,7 @@ export const ConfigSchema = z.object({
   csrApprover: z.boolean().default(false),
   /** How long a node carrying a token label may wait for its CSR binding before it is judged. */
   bindingGrace: durationMs.default(30_000),
-  /** An unused FlavoredToken whose bootstrap Secret is missing this long is deleted (a failed issuance). */
+  /** An unused FlavoredToken never marked nodeflavor.io/issued is deleted after this long (a failed issuance). */
   orphanGrace: durationMs.default(120_000),
   /** Periodic re-reconcile of every object (drift repair even without events). */
   resync: durationMs.refine((ms) => ms >= 1000, 'must be at least 1s').default(600_000),
