@@ -8,6 +8,7 @@ import type { Registry } from 'prom-client';
 import { type Config, controllerUsername } from '../config.ts';
 import { FLAVOR_CLASS_PLURAL, FLAVORED_TOKEN_PLURAL, GROUP, VERSION } from '../flavor/resources.ts';
 import { readVerificationRecord } from '../flavor/verdict.ts';
+import { withConnectionReuse } from '../kube/connection-reuse.ts';
 import { EventRecorder } from '../kube/events.ts';
 import { CachedKeyRing, loadKeyRing } from '../kube/keyring-store.ts';
 import { LeaderElector } from '../kube/leader.ts';
@@ -41,7 +42,8 @@ export function startController(options: {
   log: Logger;
   identity?: string;
 }): ControllerHandle {
-  const { kubeConfig, config, log } = options;
+  const { config, log } = options;
+  const kubeConfig = withConnectionReuse(options.kubeConfig);
   const metrics = controllerMetrics(options.registry);
   const indexes = new Indexes();
   const identity = options.identity ?? `${hostname()}-${randomBytes(4).toString('hex')}`;

@@ -3,9 +3,10 @@ import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
+import { withConnectionReuse } from './connection-reuse.ts';
 
 export function loadKubeConfig(path?: string): KubeConfig {
-  const kc = new KubeConfig();
+  const kc = withConnectionReuse(new KubeConfig());
   if (path) {
     if (!existsSync(path)) throw new Error(`kubeconfig ${path} does not exist: check --kubeconfig`);
     kc.loadFromFile(path);

@@ -244,7 +244,21 @@ export class KubeTokenStore implements TokenKube {
     return deleted !== undefined;
   }
 
+  /**
+   * cluster-info changes only with the cluster CA or endpoint, but the bootstrap signer rewrites
+   * it (one signature per token) on every issuance, so it grows: read it at most every 10 s.
+   */
+  #clusterInfo: { kubeconfig: string; readAt: number } | undefined;
+
   async readClusterInfoKubeconfig(): Promise<string> {
+    if (this.#clusterInfo && Date.now() - this.#clusterInfo.readAt < 10_000)
+      return this.#clusterInfo.kubeconfig;
+    const kubeconfig = await this.#readClusterInfoKubeconfig();
+    this.#clusterInfo = { kubeconfig, readAt: Date.now() };
+    return kubeconfig;
+  }
+
+  async #readClusterInfoKubeconfig(): Promise<string> {
     const configMap = await call('read ConfigMap kube-public/cluster-info', () =>
       this.#core.readNamespacedConfigMap({ name: 'cluster-info', namespace: 'kube-public' }),
     );

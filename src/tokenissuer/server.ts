@@ -2,6 +2,7 @@
 // (`{error: {code, message, fields?}}`, never a stack trace), a log line and a metric per request.
 // `buildIssuerApp` wires an app from its dependencies (tests inject requests into it without TLS);
 // `startTokenIssuer` builds the real dependencies from a KubeConfig and listens with TLS.
+
 import { readFileSync } from 'node:fs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import Fastify, {
@@ -15,6 +16,7 @@ import type { DestinationStream, Logger } from 'pino';
 import { Registry } from 'prom-client';
 import type { RandomBytes } from '../flavor/bootstrap-token.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
+import { withConnectionReuse } from '../kube/connection-reuse.ts';
 import { CachedKeyRing, loadKeyRing } from '../kube/keyring-store.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import { KubeReviews } from '../kube/reviews.ts';
@@ -182,6 +184,7 @@ export async function startTokenIssuer(
   kubeConfig: KubeConfig,
   options: StartOptions = {},
 ): Promise<RunningIssuer> {
+  withConnectionReuse(kubeConfig);
   const logger =
     options.logger?.child({ component: 'token-issuer' }) ??
     createIssuerLogger(config.logLevel, options.logStream);

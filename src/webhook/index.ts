@@ -9,6 +9,7 @@ import type { Registry } from 'prom-client';
 import { type Config, controllerUsername } from '../config.ts';
 import type { AdmissionPolicy, ProtectedKeys } from '../flavor/admission.ts';
 import { AdmissionRegistrar } from '../kube/admission-registration.ts';
+import { withConnectionReuse } from '../kube/connection-reuse.ts';
 import type { ProtectedKeysSource } from '../kube/protected-keys-source.ts';
 import { WebhookTlsStore } from '../kube/webhook-tls-store.ts';
 import { CertManagerTls } from './cert-manager-tls.ts';
@@ -44,6 +45,7 @@ export interface RunningAdmission {
 
 export function startAdmission(options: AdmissionOptions): RunningAdmission {
   const { config, logger: parent } = options;
+  withConnectionReuse(options.kubeConfig);
   const logger = parent.child({ component: 'admission' });
   const metrics = new AdmissionMetrics(options.registry);
   const withWebhook = config.admissionMode !== 'policy';

@@ -36,6 +36,7 @@ describe('config defaults', () => {
       issuerAuth: 'tokenreview',
       jwtFlavorsClaim: 'nodeflavor.io/flavors',
       issuerTlsSecret: 'nodeflavor-issuer-tls',
+      issuerService: 'nodeflavor-issuer',
       logLevel: 'info',
     });
   });
