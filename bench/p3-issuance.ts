@@ -1,0 +1,471 @@
+// P3 issuance: tokens/s and latency through the issuer API (POST /v1/tokens as a ServiceAccount
+// allowed to `use` the flavor, TokenReview authentication) at a few concurrency levels, against
+// the floor in the same run: as many raw bootstrap-token Secret creates (POST
+// /api/v1/namespaces/kube-system/secrets, the same shape the issuer writes, as the same chart
+// ServiceAccount the issuer runs as) at the same concurrency with the same client (an undici Pool,
+// HTTP/1.1 keep-alive, one connection per concurrent request). The issuer runs in a process of its
+// own (p3-issuer-server.ts: startTokenIssuer as `nodeflavor run` wires it, with the per-caller rate
+// limit raised: the CLI has no flag for it). Each level runs floor and issuer in alternating halves
+// so that drift hits both alike; between levels the tokens and Secrets are deleted.
+//   node --import tsx bench/p3-issuance.ts [--scale quick] [--cpu-prof]   (or BENCH_CPU_PROF=1)
+//        [--reuse-connections]   a diagnostic what-if, not a figure of the product: the issuer's
+//        Kubernetes client shares one connection pool (see p3-issuer-server.ts)
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Pool } from 'undici';
+import { randomString, TOKEN_ALPHABET } from '../src/flavor/bootstrap-token.ts';
+import { kubeJson } from '../src/kube/fetch.ts';
+import { DEFAULT_AUTH_EXTRA_GROUP, DEFAULT_SECRET_DESCRIPTION } from '../src/tokenissuer/config.ts';
+import { applyObjects } from '../test/e2e/cluster/apply.ts';
+import { ManagedProcess } from '../test/e2e/cluster/process.ts';
+import { deleteObjects } from '../test/e2e/support/admission.ts';
+import { prepareOperatorIdentity } from '../test/e2e/support/chart.ts';
+import { type E2EEnvironment, e2eEnvironment } from '../test/e2e/support/environment.ts';
+import { applyFlavorClass, OPERATOR_NAMESPACE } from '../test/e2e/support/nodeflavor.ts';
+import { waitFor } from '../test/e2e/support/wait.ts';
+import { type Figure, figure, log, mapLimit, runStandalone, type Scale, summary } from './lib.ts';
+import { MetricDeltas } from './p2-apiserver-metrics.ts';
+import { newestProfile, profileLines, summariseProfile } from './p2-cpu-profile.ts';
+import { controlPlanePids, ProcessCpu } from './p2-process-cpu.ts';
+import { toggleProfile } from './p2-signal-profiler.ts';
+import { P3_RATE_LIMIT } from './p3-issuer-server.ts';
+
+const FLAVOR = 'p3-bench';
+const PORTAL_NAMESPACE = 'p3-portal';
+const PORTAL = 'portal';
+const LEVELS = [1, 8, 32];
+const BASELINE_LABEL = 'bench.nodeflavor.io/p3';
+const BOOTSTRAP_TYPE = 'bootstrap.kubernetes.io/token';
+/** The resources issuance touches, for the API server's request-duration breakdown. */
+const ISSUANCE_RESOURCES =
+  /resource="(secrets|flavoredtokens|flavorclasses|configmaps|tokenreviews|subjectaccessreviews)"/;
+
+const reuseConnections = () => process.argv.includes('--reuse-connections');
+const cpuProfile = () => process.argv.includes('--cpu-prof') || process.env.BENCH_CPU_PROF === '1';
+
+interface Batch {
+  latencies: number[];
+  elapsedMs: number;
+}
+
+async function batch(count: number, concurrency: number, send: () => Promise<void>): Promise<Batch> {
+  const latencies: number[] = [];
+  const started = performance.now();
+  await mapLimit(Array.from({ length: count }), concurrency, async () => {
+    const t0 = performance.now();
+    await send();
+    latencies.push(performance.now() - t0);
+  });
+  return { latencies, elapsedMs: performance.now() - started };
+}
+
+/** One POST, its answer's text; anything but 201 is a benchmark failure (a throttled or failing issuer is no figure). */
+async function post(pool: Pool, path: string, token: string, body: string, what: string): Promise<string> {
+  const response = await pool.request({
+    path,
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json',
+    },
+    body,
+  });
+  const text = await response.body.text();
+  if (response.statusCode !== 201) {
+    throw new Error(`${what}: HTTP ${response.statusCode}: ${text.slice(0, 300)}`);
+  }
+  return text;
+}
+
+/** A bootstrap token Secret as the issuer writes it (minus the owner reference), labelled for clean-up. */
+function baselineSecret(): string {
+  const id = randomString(TOKEN_ALPHABET, 6, randomBytes);
+  const expiration = new Date(Date.now() + 3_600_000).toISOString().replace(/\.\d{3}Z$/, 'Z');
+  return JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: `bootstrap-token-${id}`,
+      namespace: 'kube-system',
+      labels: { [BASELINE_LABEL]: 'baseline' },
+    },
+    type: BOOTSTRAP_TYPE,
+    stringData: {
+      'token-id': id,
+      'token-secret': randomString(TOKEN_ALPHABET, 16, randomBytes),
+      expiration,
+      'usage-bootstrap-authentication': 'true',
+      'usage-bootstrap-signing': 'true',
+      'auth-extra-groups': DEFAULT_AUTH_EXTRA_GROUP,
+      description: DEFAULT_SECRET_DESCRIPTION,
+    },
+  });
+}
+
+async function bootstrapSecretCount(env: E2EEnvironment): Promise<number> {
+  const list = await kubeJson<{ items: unknown[] }>(
+    env.kubeConfig,
+    'GET',
+    '/api/v1/namespaces/kube-system/secrets',
+    {
+      query: { fieldSelector: `type=${BOOTSTRAP_TYPE}` },
+    },
+  );
+  return list.items.length;
+}
+
+/** JWS signatures in cluster-info: the bootstrap signer adds one per live signing token. */
+async function clusterInfoSignatures(env: E2EEnvironment): Promise<number> {
+  const info = await kubeJson<{ data?: Record<string, string> }>(
+    env.kubeConfig,
+    'GET',
+    '/api/v1/namespaces/kube-public/configmaps/cluster-info',
+  );
+  return Object.keys(info.data ?? {}).filter((key) => key.startsWith('jws-kubeconfig-')).length;
+}
+
+/**
+ * Deletes the level's Secrets: the floor's by label, and each issued token's FlavoredToken and
+ * bootstrap Secret by name (rather than waiting for the garbage collector, which only notices a
+ * new CRD's objects at its next discovery pass, about 30 s after the CRD appears).
+ */
+async function cleanUp(
+  env: E2EEnvironment,
+  issued: { id: string; tokenID: string }[],
+  secretsBefore: number,
+): Promise<void> {
+  await kubeJson(env.kubeConfig, 'DELETE', '/api/v1/namespaces/kube-system/secrets', {
+    query: { labelSelector: `${BASELINE_LABEL}=baseline` },
+  });
+  await mapLimit(issued.splice(0), 8, async (token) => {
+    await kubeJson(env.kubeConfig, 'DELETE', `/apis/nodeflavor.io/v1alpha1/flavoredtokens/${token.id}`).catch(
+      () => undefined,
+    );
+    await kubeJson(
+      env.kubeConfig,
+      'DELETE',
+      `/api/v1/namespaces/kube-system/secrets/bootstrap-token-${token.tokenID}`,
+    ).catch(() => undefined);
+  });
+  await waitFor(async () => (await bootstrapSecretCount(env)) <= secretsBefore, {
+    what: 'the issued bootstrap Secrets to be gone',
+    timeoutMs: 180_000,
+    intervalMs: 500,
+  });
+}
+
+function labelsOf(series: string): Record<string, string> {
+  return Object.fromEntries([...series.matchAll(/(\w+)="([^"]*)"/g)].map((m) => [m[1] ?? '', m[2] ?? '']));
+}
+
+/** "POST flavoredtokens 4.1 ms ×150, ..." from the API server's request durations of one phase. */
+function requestBreakdown(deltas: MetricDeltas, phase: string): string {
+  return deltas
+    .means(phase)
+    .map((row) => ({ ...row, labels: labelsOf(row.series) }))
+    .filter((row) => row.labels.verb !== 'WATCH' && row.labels.verb !== 'LIST')
+    .sort((a, b) => b.count - a.count)
+    .map((row) => {
+      const resource = row.labels.subresource
+        ? `${row.labels.resource}/${row.labels.subresource}`
+        : row.labels.resource;
+      return `${row.labels.verb} ${resource} ${row.meanMs.toFixed(2)} ms ×${row.count}`;
+    })
+    .join(', ');
+}
+
+async function waitForFile(path: string, child: ManagedProcess, timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!existsSync(path)) {
+    if (!child.running) throw new Error(`${child.name} exited:\n${child.lastLines()}`);
+    if (Date.now() > deadline) throw new Error(`${child.name} did not start:\n${child.lastLines()}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+interface Level {
+  concurrency: number;
+  issuer: Batch;
+  floor: Batch;
+  issuerBreakdown: string;
+  floorBreakdown: string;
+  /** CPU per token (issuer) and per Secret create (floor), by process. */
+  issuerCpu: string;
+  floorCpu: string;
+  /** New connections the issuer opened to the API server per issued token. */
+  connectionsPerToken: number;
+  /** JWS signatures in cluster-info at the end of the level (one per live signing token). */
+  signatures: number;
+}
+
+const rate = (b: Batch) => b.latencies.length / (b.elapsedMs / 1000);
+const merge = (a: Batch, b: Batch): Batch => ({
+  latencies: [...a.latencies, ...b.latencies],
+  elapsedMs: a.elapsedMs + b.elapsedMs,
+});
+
+export async function runP3(scale: Scale): Promise<Figure[]> {
+  const perLevel = scale === 'quick' ? 150 : 1000;
+  const env = await e2eEnvironment();
+  const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-bench-p3-'));
+  const loadBefore = loadavg()[0] ?? 0;
+  log(`P3: logs in ${logs}; 1-min load average ${loadBefore.toFixed(2)} on ${cpus().length} cores`);
+  // The chart's CRDs, RBAC and ServiceAccount; the issuer runs as that ServiceAccount.
+  const { install, kubeConfig: operatorKubeConfig } = await prepareOperatorIdentity(env);
+  const operatorToken = operatorKubeConfig.getCurrentUser()?.token;
+  if (!operatorToken) throw new Error('the operator kubeconfig carries no token');
+  await applyFlavorClass(env, FLAVOR, { description: 'P3 benchmark nodes' });
+  const portalObjects = [
+    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: PORTAL_NAMESPACE } },
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: PORTAL, namespace: PORTAL_NAMESPACE } },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: 'p3-bench-use' },
+      rules: [
+        {
+          apiGroups: ['nodeflavor.io'],
+          resources: ['flavorclasses'],
+          verbs: ['use'],
+          resourceNames: [FLAVOR],
+        },
+      ],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: 'p3-bench-use' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'p3-bench-use' },
+      subjects: [{ kind: 'ServiceAccount', name: PORTAL, namespace: PORTAL_NAMESPACE }],
+    },
+  ];
+  await applyObjects(env.kubeconfigPath, portalObjects, 'nodeflavor-bench');
+  const portalToken =
+    (
+      await env.core.createNamespacedServiceAccountToken({
+        name: PORTAL,
+        namespace: PORTAL_NAMESPACE,
+        body: { spec: { expirationSeconds: 3600 } },
+      })
+    ).status?.token ?? '';
+
+  const readyFile = join(logs, 'issuer.ready.json');
+  const profDir = join(logs, 'issuer-prof');
+  mkdirSync(profDir, { recursive: true });
+  const issuerProcess = new ManagedProcess(
+    'p3-issuer',
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      join(import.meta.dirname, 'p3-issuer-server.ts'),
+      '--kubeconfig',
+      install.kubeconfigPath,
+      '--api-server-endpoint',
+      env.apiServerEndpoint,
+      '--namespace',
+      OPERATOR_NAMESPACE,
+      '--ready-file',
+      readyFile,
+      '--log-file',
+      join(logs, 'issuer.log'),
+      ...(cpuProfile() ? ['--profile-dir', profDir] : []),
+      ...(reuseConnections() ? ['--reuse-connections'] : []),
+    ],
+    join(logs, 'issuer.out'),
+  );
+  let stopped = false;
+  const stopIssuer = async () => {
+    if (stopped) return;
+    stopped = true;
+    await issuerProcess.stop();
+  };
+  try {
+    await waitForFile(readyFile, issuerProcess);
+    const ready = JSON.parse(readFileSync(readyFile, 'utf8')) as {
+      url: string;
+      caPem: string;
+      pid: number;
+      statsUrl: string;
+    };
+    /** Connections the issuer's HTTP clients have opened so far (its stats endpoint). */
+    const issuerConnections = async () =>
+      ((await (await fetch(ready.statsUrl)).json()) as { connections: number }).connections;
+    const secretsBefore = await bootstrapSecretCount(env);
+    const signaturesBefore = await clusterInfoSignatures(env);
+    const deltas = new MetricDeltas(env.kubeConfig, undefined, {
+      series: /^apiserver_request_duration_seconds_(?:sum|count)\{/,
+      about: ISSUANCE_RESOURCES,
+    });
+    const issueBody = JSON.stringify({ flavorClassName: FLAVOR, ttl: '1h' });
+    let profiled = false;
+    const cpu = new ProcessCpu({
+      ...controlPlanePids(env.kubeconfigPath),
+      issuer: ready.pid,
+      'benchmark client': process.pid,
+    });
+    const connectionsPerToken: number[] = [];
+    /** What the current level issued, for its clean-up. */
+    const issued: { id: string; tokenID: string }[] = [];
+
+    const levels: Level[] = [];
+    for (const concurrency of LEVELS) {
+      const pools = {
+        issuer: new Pool(ready.url, {
+          connections: concurrency,
+          pipelining: 1,
+          allowH2: false,
+          connect: { ca: ready.caPem },
+        }),
+        api: new Pool(new URL(env.server).origin, {
+          connections: concurrency,
+          pipelining: 1,
+          allowH2: false,
+          connect: { ca: env.caPem },
+        }),
+      };
+      const issue = async () => {
+        const answer = await post(pools.issuer, '/v1/tokens', portalToken, issueBody, 'POST /v1/tokens');
+        const { id, tokenID } = JSON.parse(answer) as { id: string; tokenID: string };
+        issued.push({ id, tokenID });
+      };
+      const create = async () => {
+        await post(
+          pools.api,
+          '/api/v1/namespaces/kube-system/secrets',
+          operatorToken,
+          baselineSecret(),
+          'Secret create',
+        );
+      };
+      try {
+        const warmup = Math.max(10, 2 * concurrency);
+        await batch(warmup, concurrency, create);
+        await batch(warmup, concurrency, issue);
+        const halves = { issuer: [] as Batch[], floor: [] as Batch[] };
+        for (const half of [0, 1]) {
+          const count = half === 0 ? Math.floor(perLevel / 2) : perLevel - Math.floor(perLevel / 2);
+          let before = await deltas.snapshot();
+          let cpuBefore = cpu.snapshot();
+          halves.floor.push(await batch(count, concurrency, create));
+          cpu.add(`floor-${concurrency}`, cpuBefore, cpu.snapshot(), count);
+          deltas.add(`floor-${concurrency}`, before, await deltas.snapshot());
+          const profile = cpuProfile() && !profiled && concurrency === LEVELS.at(-1);
+          if (profile) toggleProfile(ready.pid);
+          before = await deltas.snapshot();
+          const opened = await issuerConnections();
+          cpuBefore = cpu.snapshot();
+          halves.issuer.push(await batch(count, concurrency, issue));
+          cpu.add(`issuer-${concurrency}`, cpuBefore, cpu.snapshot(), count);
+          connectionsPerToken.push(((await issuerConnections()) - opened) / count);
+          deltas.add(`issuer-${concurrency}`, before, await deltas.snapshot());
+          if (profile) {
+            toggleProfile(ready.pid);
+            profiled = true;
+          }
+        }
+        const level: Level = {
+          concurrency,
+          issuer: merge(halves.issuer[0] as Batch, halves.issuer[1] as Batch),
+          floor: merge(halves.floor[0] as Batch, halves.floor[1] as Batch),
+          issuerBreakdown: requestBreakdown(deltas, `issuer-${concurrency}`),
+          floorBreakdown: requestBreakdown(deltas, `floor-${concurrency}`),
+          issuerCpu: cpu.perUnit(`issuer-${concurrency}`),
+          floorCpu: cpu.perUnit(`floor-${concurrency}`),
+          connectionsPerToken: ((connectionsPerToken.at(-1) ?? 0) + (connectionsPerToken.at(-2) ?? 0)) / 2,
+          signatures: await clusterInfoSignatures(env),
+        };
+        levels.push(level);
+        const i = summary(level.issuer.latencies);
+        const f = summary(level.floor.latencies);
+        log(
+          `P3 concurrency ${concurrency}: issuer ${rate(level.issuer).toFixed(0)} tokens/s p50/p99 ${i.p50.toFixed(1)}/${i.p99.toFixed(1)} ms; Secret creates ${rate(level.floor).toFixed(0)}/s p50/p99 ${f.p50.toFixed(1)}/${f.p99.toFixed(1)} ms; cluster-info carries ${level.signatures} signatures`,
+        );
+        log(`P3   CPU per token: ${level.issuerCpu}; per Secret create: ${level.floorCpu}`);
+        log(`P3   API server during issuance: ${level.issuerBreakdown}`);
+        log(
+          `P3   the issuer opened ${level.connectionsPerToken.toFixed(2)} new connections to the API server per token`,
+        );
+        log(`P3   API server during Secret creates: ${level.floorBreakdown}`);
+      } finally {
+        await pools.issuer.close();
+        await pools.api.close();
+      }
+      const cleaning = performance.now();
+      await cleanUp(env, issued, secretsBefore);
+      await waitFor(async () => (await clusterInfoSignatures(env)) <= signaturesBefore + 5, {
+        what: 'the bootstrap signer to drop the deleted tokens from cluster-info',
+        timeoutMs: 120_000,
+        intervalMs: 1000,
+      }).catch((error: Error) => log(`P3: ${error.message}; carrying on`));
+      log(`P3: cleaned up in ${((performance.now() - cleaning) / 1000).toFixed(1)} s`);
+    }
+
+    await stopIssuer();
+    const profile = cpuProfile() ? newestProfile(profDir) : undefined;
+    const profileSummary = profile ? summariseProfile(profile) : undefined;
+    if (profileSummary) for (const line of profileLines(profileSummary)) log(`P3 issuer ${line}`);
+
+    const prefix = reuseConnections() ? 'P3 what-if (issuer reuses connections):' : 'P3';
+    const best = levels.reduce((a, b) => (rate(b.issuer) > rate(a.issuer) ? b : a));
+    const common = `undici Pool (HTTP/1.1 keep-alive, connections = concurrency) from the benchmark process for both; issuer in its own process (p3-issuer-server.ts: startTokenIssuer with the chart ServiceAccount's kubeconfig, rate limit raised to ${P3_RATE_LIMIT.capacity} burst, ${P3_RATE_LIMIT.refillPerSecond}/s, since \`nodeflavor run\` has no flag for it); caller authenticated by TokenReview and authorised by SubjectAccessReview, answers cached 10 s; Secret creates as the same ServiceAccount, same Secret shape; ${perLevel} of each per level in alternating halves after a warm-up; 1-min load average ${loadBefore.toFixed(1)} at the start, ${(loadavg()[0] ?? 0).toFixed(1)} at the end`;
+    const figures: Figure[] = [];
+    for (const level of levels) {
+      const i = summary(level.issuer.latencies);
+      const f = summary(level.floor.latencies);
+      figures.push(
+        figure({
+          name: `${prefix} tokens issued per second, concurrency ${level.concurrency}`,
+          value: rate(level.issuer),
+          unit: '/s',
+          baseline: rate(level.floor),
+          baselineName: 'raw Secret creates',
+          goal: '-',
+          met: true,
+          notes: `p50 issuer ${i.p50.toFixed(1)} ms, Secret create ${f.p50.toFixed(1)} ms; ${common}`,
+        }),
+        figure({
+          name: `${prefix} issuance p99, concurrency ${level.concurrency}`,
+          value: i.p99,
+          unit: 'ms',
+          baseline: f.p99,
+          baselineName: 'raw Secret create p99',
+          goal: '≤ 2× baseline',
+          met: i.p99 <= 2 * f.p99,
+          notes: `one issuance is 6 API requests in sequence (GET FlavorClass, GET cluster-info, POST FlavoredToken, PATCH its status, POST Secret, PATCH the issued mark) against the floor's 1; CPU per token by process: ${level.issuerCpu} (per Secret create: ${level.floorCpu}); the issuer opened ${level.connectionsPerToken.toFixed(1)} new TLS connections to the API server per token (${reuseConnections() ? 'what-if: its KubeConfig shares one undici Agent across requests' : '@kubernetes/client-node 2.0.1 builds a new undici Agent for every request in applySecurityAuthentication, so nothing is reused'}); cluster-info held ${level.signatures} JWS signatures at the end of the level (the issuer reads it on every issuance; the bootstrap signer rewrites it for every new token: the PUT configmaps below); API server request durations (mean) during issuance: ${level.issuerBreakdown}; during Secret creates: ${level.floorBreakdown}`,
+        }),
+      );
+    }
+    figures.push(
+      figure({
+        name: `${prefix} tokens issued per second, best level (concurrency ${best.concurrency})`,
+        value: rate(best.issuer),
+        unit: '/s',
+        baseline: rate(best.floor),
+        baselineName: 'raw Secret creates',
+        goal: '≥ 200 tokens/s',
+        met: rate(best.issuer) >= 200,
+        notes: `${common}${
+          profileSummary
+            ? `; issuer CPU profile (concurrency ${LEVELS.at(-1)}, first half): ${profileSummary.byPlace
+                .slice(0, 6)
+                .map((p) => `${p.place} ${(p.share * 100).toFixed(0)}%`)
+                .join(', ')}`
+            : ''
+        }`,
+      }),
+    );
+    return figures;
+  } finally {
+    await stopIssuer();
+    await deleteObjects(env, [
+      ...portalObjects,
+      { apiVersion: 'nodeflavor.io/v1alpha1', kind: 'FlavorClass', metadata: { name: FLAVOR } },
+    ]);
+  }
+}
+
+if (import.meta.main) await runStandalone(runP3);

@@ -1,0 +1,97 @@
+// P3's token issuer, in a process of its own: startTokenIssuer as `nodeflavor run` starts it (the
+// chart ServiceAccount's kubeconfig, TokenReview authentication, the HMAC key ring Secret in the
+// operator namespace), except for two settings the CLI has no flag for: the per-caller rate limit
+// (30 burst / 1 per s by default, which would throttle a benchmark) is raised, and the TLS
+// certificate comes from a throwaway CA instead of the nodeflavor-issuer-tls Secret. Logs (pino
+// JSON, level info) go to a file. Writes {url, caPem, pid, statsUrl} to --ready-file once
+// listening; statsUrl (plain HTTP on 127.0.0.1) answers how many connections the process's HTTP
+// clients (undici, which @kubernetes/client-node uses) have opened so far. With --profile-dir,
+// SIGUSR2 starts and stops a CPU profile; SIGTERM closes the server and exits.
+// --reuse-connections is a what-if for diagnosis only: @kubernetes/client-node 2.0.1 builds a new
+// undici Agent (so a new TLS connection) for every request; this wraps the KubeConfig so that every
+// request shares the first Agent, to show what connection reuse would be worth.
+//   node --import tsx bench/p3-issuer-server.ts --kubeconfig K --api-server-endpoint HOST:PORT
+//        --namespace NS --ready-file F --log-file L [--profile-dir D] [--reuse-connections]
+import { subscribe } from 'node:diagnostics_channel';
+import { writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeConfig, type RequestContext } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { createCertificateAuthority, issueCertificate } from '../src/pki/certs.ts';
+import { parseIssuerConfig } from '../src/tokenissuer/config.ts';
+import { startTokenIssuer } from '../src/tokenissuer/server.ts';
+import { profileOnSignal } from './p2-signal-profiler.ts';
+
+/** Far above anything the benchmark asks for: the figure is the issuer's, not the limiter's. */
+export const P3_RATE_LIMIT = { capacity: 100_000, refillPerSecond: 100_000 };
+
+function shareDispatcher(kubeConfig: KubeConfig): void {
+  const apply = kubeConfig.applySecurityAuthentication.bind(kubeConfig);
+  let shared: ReturnType<RequestContext['getDispatcher']>;
+  kubeConfig.applySecurityAuthentication = async (context: RequestContext) => {
+    await apply(context);
+    const fresh = context.getDispatcher();
+    if (fresh === undefined) return;
+    if (shared === undefined) {
+      shared = fresh;
+      return;
+    }
+    context.setDispatcher(shared);
+    void fresh.close();
+  };
+}
+
+function arg(name: string, fallback?: string): string {
+  const at = process.argv.indexOf(`--${name}`);
+  const value = at >= 0 ? process.argv[at + 1] : fallback;
+  if (value === undefined) throw new Error(`--${name} is required`);
+  return value;
+}
+
+if (import.meta.main) {
+  let connections = 0;
+  subscribe('undici:client:connected', () => {
+    connections += 1;
+  });
+  const stats = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ connections }));
+  });
+  await new Promise<void>((resolve) => stats.listen(0, '127.0.0.1', resolve));
+  const statsUrl = `http://127.0.0.1:${(stats.address() as AddressInfo).port}/`;
+  const profileDir = arg('profile-dir', '');
+  const profiler = profileDir === '' ? undefined : profileOnSignal(profileDir, 'issuer');
+  const ca = await createCertificateAuthority('p3-issuer-bench-ca', 24 * 3_600_000);
+  const serving = await issueCertificate(ca, {
+    commonName: 'nodeflavor-issuer',
+    ipAddresses: ['127.0.0.1'],
+    usage: 'server',
+    validFor: 24 * 3_600_000,
+  });
+  const config = parseIssuerConfig({
+    listen: { host: '127.0.0.1', port: 0 },
+    tls: { certPem: serving.certPem, keyPem: serving.keyPem },
+    keyRing: { namespace: arg('namespace') },
+    issuance: { apiServerEndpoint: arg('api-server-endpoint') },
+    rateLimit: { perCaller: P3_RATE_LIMIT },
+    logLevel: 'info',
+  });
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromFile(arg('kubeconfig'));
+  if (process.argv.includes('--reuse-connections')) shareDispatcher(kubeConfig);
+  const issuer = await startTokenIssuer(config, kubeConfig, {
+    logStream: pino.destination({ dest: arg('log-file'), sync: true }),
+  });
+  writeFileSync(
+    arg('ready-file'),
+    JSON.stringify({ url: issuer.url, caPem: ca.certPem, pid: process.pid, statsUrl }),
+  );
+  process.once('SIGTERM', () => {
+    void (async () => {
+      await profiler?.flush();
+      await issuer.close();
+      stats.close();
+      process.exit(0);
+    })();
+  });
+}
