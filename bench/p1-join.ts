@@ -11,6 +11,7 @@ import { ManagedProcess } from '../test/e2e/cluster/process.ts';
 import { parseJoinConfiguration } from '../test/e2e/kubelet-sim/join-config.ts';
 import { SimulatedKubelet } from '../test/e2e/kubelet-sim/kubelet.ts';
 import { createBootstrapToken, joinConfiguration } from '../test/e2e/support/bootstrap.ts';
+import { prepareOperatorIdentity } from '../test/e2e/support/chart.ts';
 import { e2eEnvironment } from '../test/e2e/support/environment.ts';
 import {
   applyFlavorClass,
@@ -76,6 +77,8 @@ export async function runP1(scale: Scale): Promise<Figure[]> {
   const env = await e2eEnvironment();
   await installCrds(env);
   await ensureNamespace(env, OPERATOR_NAMESPACE);
+  // The operator runs as the Helm chart's ServiceAccount, as in a real install.
+  await prepareOperatorIdentity(env);
   await applyFlavorClass(env, 'bench', { labels: { [FLAVOR_LABEL]: 'bench' } });
   const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-bench-p1-'));
 

@@ -6,6 +6,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ManagedProcess } from '../test/e2e/cluster/process.ts';
+import { prepareOperatorIdentity } from '../test/e2e/support/chart.ts';
 import { e2eEnvironment } from '../test/e2e/support/environment.ts';
 import {
   ensureNamespace,
@@ -59,6 +60,8 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
   const env = await e2eEnvironment();
   await installCrds(env);
   await ensureNamespace(env, OPERATOR_NAMESPACE);
+  // The operator runs as the Helm chart's ServiceAccount, as in a real install.
+  await prepareOperatorIdentity(env);
   const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-bench-p4-'));
   log(`P4/P5: creating ${count} realistic nodes and their tokens`);
   const started = Date.now();
