@@ -218,8 +218,6 @@ function hasTokenLabel(node: NodeFacts): boolean {
 /** A node no FlavoredToken binds: a rejected claim, a kept flavor, a late binding, or an intruder. */
 function decideUnbound(input: NodeDecisionInput): NodeVerdict {
   const { node } = input;
-  const claim = input.rejectedClaims[0];
-  if (claim) return { kind: 'unflavored', failure: claim };
   const record = readVerificationRecord(node);
   if (record && !input.tokenExists(record.tokenID)) {
     const flavorClass = input.flavorClasses.get(record.flavorClass);
@@ -234,6 +232,11 @@ function decideUnbound(input: NodeDecisionInput): NodeVerdict {
     }
     return { kind: 'flavored', record, flavorClass };
   }
+  // A node that claims nothing of ours (no token label, no trusted keys) is not ours to judge,
+  // even if its CSR came from a token we did not issue: plain kubeadm joins stay untouched.
+  if (!hasTokenLabel(node) && !input.carriesTrustedKeys && !record) return { kind: 'unmanaged' };
+  const claim = input.rejectedClaims[0];
+  if (claim) return { kind: 'unflavored', failure: claim };
   if (hasTokenLabel(node)) {
     const age = input.now.getTime() - node.createdAt.getTime();
     if (age < input.bindingGraceMs)
@@ -246,16 +249,13 @@ function decideUnbound(input: NodeDecisionInput): NodeVerdict {
       },
     };
   }
-  if (input.carriesTrustedKeys || record) {
-    return {
-      kind: 'unflavored',
-      failure: {
-        reason: 'NoBinding',
-        message: `node ${node.name} carries trusted keys without a verified binding`,
-      },
-    };
-  }
-  return { kind: 'unmanaged' };
+  return {
+    kind: 'unflavored',
+    failure: {
+      reason: 'NoBinding',
+      message: `node ${node.name} carries trusted keys without a verified binding`,
+    },
+  };
 }
 
 export function decideNode(input: NodeDecisionInput): NodeVerdict {

@@ -70,6 +70,33 @@ export function buildIssuerApp(
     exposeHeadRoutes: false,
     bodyLimit: config.bodyLimitBytes,
     ...(https ? { https: { ...https, minVersion: 'TLSv1.2' as const } } : {}),
+    // Errors fastify raises before routing (a URL with bad percent-encoding) get our one error
+    // shape too, and never echo the raw path back.
+    frameworkErrors: (_error: Error, request: FastifyRequest, reply: FastifyReply) => {
+      void sendError(
+        new IssuerError('InvalidRequest', 'the request URL is not valid (bad percent-encoding)'),
+        request,
+        reply,
+      );
+    },
+    // Malformed HTTP (no request object exists yet): answered on the socket in the same shape.
+    clientErrorHandler: (error: NodeJS.ErrnoException, socket: import('node:net').Socket) => {
+      const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
+      const body = JSON.stringify({
+        error: {
+          code: 'InvalidRequest',
+          message: tooLarge ? 'request headers are too large' : 'malformed HTTP request',
+        },
+      });
+      if (socket.writable) {
+        socket.end(
+          `HTTP/1.1 ${tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request'}\r\nContent-Type: application/json\r\n` +
+            `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        );
+      } else {
+        socket.destroy(error);
+      }
+    },
   }) as unknown as FastifyInstance;
 
   // JSON only: without the text/plain parser every other content type gets 415.

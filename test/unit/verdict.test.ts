@@ -853,3 +853,21 @@ describe('decideBinding: uses are a counter, bindings a bounded list', () => {
     assert.equal(decideBinding(csr(), token({ maxUses: 0, uses: 5000, bindings: [] })).kind, 'bind');
   });
 });
+
+describe('decideNode: plain kubeadm joins are not ours', () => {
+  test('a node whose CSR came from a token nodeflavor did not issue, carrying nothing of ours, is unmanaged', () => {
+    const verdict = decideNode(
+      input({
+        node: node({ labels: {}, taints: [] }),
+        bindings: [],
+        rejectedClaims: [
+          {
+            reason: 'UnknownToken',
+            message: 'CSR csr-x was made with a bootstrap token nodeflavor did not issue',
+          },
+        ],
+      }),
+    );
+    assert.equal(verdict.kind, 'unmanaged');
+  });
+});

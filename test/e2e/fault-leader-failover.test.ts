@@ -1,0 +1,212 @@
+// Fault tolerance: leader failover under a continuous load of joins. Two `nodeflavor run`
+// replicas with --leader-elect; 80 nodes join at a steady pace while the leader (found through
+// the Lease holderIdentity and the identity each replica logs) is SIGKILLed twice, the killed
+// one coming back as a new replica after the first kill. Each time a standby must take the Lease
+// within 15 s (the lease lasts 10 s), and at the end every node is flavored and no token is
+// over its uses.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as delay } from 'node:timers/promises';
+import { CoordinationV1Api } from '@kubernetes/client-node';
+import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
+import type { ManagedProcess } from './cluster/process.ts';
+import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
+import { prepareOperatorIdentity } from './support/chart.ts';
+import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
+import {
+  applyFlavorClass,
+  customObjects,
+  ensureNamespace,
+  installCrds,
+  issue,
+  joinWith,
+  OPERATOR_NAMESPACE,
+  startOperator,
+} from './support/nodeflavor.ts';
+import { uniqueName, waitFor } from './support/wait.ts';
+
+const NODES = 80;
+const CONCURRENCY = 6;
+/** A steady load: join i starts no earlier than i × this after the first (about 2.5 joins/s). */
+const PACE_MS = 400;
+/** The Lease lasts 10 s; a standby renews every 2 s: 15 s leaves room for a loaded machine. */
+const TAKEOVER_LIMIT_MS = 15_000;
+const LEASE = 'nodeflavor-controller';
+const FLAVOR_LABEL = 'nodeflavor.io/flavor';
+const TOKEN_LABEL = 'nodeflavor.io/token';
+const QUARANTINE = 'nodeflavor.io/unverified';
+
+describe('fault tolerance: leader failover under a continuous load of joins', () => {
+  let env: E2EEnvironment;
+  const flavor = uniqueName('failover');
+  const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-failover-'));
+  const replicas: ManagedProcess[] = [];
+  const logOf = new Map<ManagedProcess, string>();
+  const kubelets: SimulatedKubelet[] = [];
+
+  before(async () => {
+    env = await e2eEnvironment();
+    await installCrds(env);
+    await ensureNamespace(env, OPERATOR_NAMESPACE);
+    await applyFlavorClass(env, flavor, { labels: { [FLAVOR_LABEL]: flavor } });
+    await prepareOperatorIdentity(env);
+  });
+
+  after(async () => {
+    for (const kubelet of kubelets) kubelet.stop();
+    await Promise.all(replicas.map((r) => r.stop()));
+    await Promise.all(kubelets.map((k) => env.core.deleteNode({ name: k.nodeName }).catch(() => undefined)));
+  });
+
+  function replica(): ManagedProcess {
+    const path = join(logs, `replica-${replicas.length}.log`);
+    const op = startOperator(path, ['--leader-elect']);
+    replicas.push(op);
+    logOf.set(op, path);
+    return op;
+  }
+
+  function logText(op: ManagedProcess): string {
+    try {
+      return readFileSync(logOf.get(op) ?? '', 'utf8');
+    } catch {
+      return '';
+    }
+  }
+
+  /** The leader-election identity a replica logged at start. */
+  function identityOf(op: ManagedProcess): string | undefined {
+    return /"identity":"([^"]+)"/.exec(logText(op))?.[1];
+  }
+
+  async function holder(): Promise<string | undefined> {
+    const lease = await env.kubeConfig
+      .makeApiClient(CoordinationV1Api)
+      .readNamespacedLease({ namespace: OPERATOR_NAMESPACE, name: LEASE });
+    return lease.spec?.holderIdentity || undefined;
+  }
+
+  /** The live replica holding the Lease (waits until one of ours does). */
+  async function leader(): Promise<ManagedProcess> {
+    return waitFor(
+      async () => {
+        const current = await holder();
+        return replicas.find((r) => r.running && current !== undefined && identityOf(r) === current);
+      },
+      { what: 'one of our replicas to hold the Lease', timeoutMs: 60_000, intervalMs: 200 },
+    );
+  }
+
+  /** Kills the leader; returns how long until another live replica of ours held the Lease. */
+  async function killLeader(
+    joined: () => number,
+  ): Promise<{ killed: ManagedProcess; next: ManagedProcess; ms: number; joinedAtKill: number }> {
+    const killed = await leader();
+    const joinedAtKill = joined();
+    await killed.kill();
+    const at = Date.now();
+    const next = await waitFor(
+      async () => {
+        const current = await holder();
+        return replicas.find((r) => r !== killed && r.running && identityOf(r) === current);
+      },
+      { what: 'a standby to take the Lease', timeoutMs: 60_000, intervalMs: 100 },
+    );
+    return { killed, next, ms: Date.now() - at, joinedAtKill };
+  }
+
+  it('a standby takes over within 15 s of each of two leader kills; all 80 nodes end flavored', async (t) => {
+    replica();
+    replica();
+    const first = await leader();
+    t.diagnostic(`first leader: ${identityOf(first)}`);
+
+    const tokens = new Array<IssuedToken>(NODES);
+    const names = Array.from({ length: NODES }, (_, i) => `${flavor}-${i}`);
+    let joined = 0;
+    let failed: Error | undefined;
+    let next = 0;
+    const loadStart = Date.now();
+    const worker = async () => {
+      while (next < NODES && !failed) {
+        const i = next++;
+        // Pacing the load so it spans both failovers (not synchronisation: nothing waits on it).
+        await delay(Math.max(0, loadStart + i * PACE_MS - Date.now()));
+        try {
+          tokens[i] = await issue(env, flavor, { maxUses: 1 });
+          kubelets.push(await joinWith(tokens[i].material.joinConfiguration, names[i] as string));
+          joined += 1;
+        } catch (error) {
+          failed ??= new Error(`join ${i} failed: ${(error as Error).message}`);
+        }
+      }
+    };
+    const takeovers: number[] = [];
+    const chaos = async () => {
+      const untilJoined = (n: number) =>
+        waitFor(() => joined >= n || failed !== undefined, {
+          what: `${n} joins`,
+          timeoutMs: 120_000,
+          intervalMs: 50,
+        });
+      await untilJoined(15);
+      const one = await killLeader(() => joined);
+      takeovers.push(one.ms);
+      t.diagnostic(`kill 1 at join ${one.joinedAtKill}: ${identityOf(one.next)} took over in ${one.ms} ms`);
+      // The killed replica comes back as a new one, and must be a ready standby before the next kill.
+      const fresh = replica();
+      await waitFor(() => logText(fresh).includes('"msg":"caches synced"'), {
+        what: 'the new replica to sync its caches',
+        timeoutMs: 60_000,
+      });
+      await untilJoined(45);
+      const two = await killLeader(() => joined);
+      takeovers.push(two.ms);
+      t.diagnostic(`kill 2 at join ${two.joinedAtKill}: ${identityOf(two.next)} took over in ${two.ms} ms`);
+      assert.ok(two.joinedAtKill < NODES, 'the second kill came while nodes were still joining');
+    };
+    await Promise.all([chaos(), ...Array.from({ length: CONCURRENCY }, worker)]);
+    if (failed) throw failed;
+    assert.equal(takeovers.length, 2, 'two leaders were killed');
+    for (const [i, ms] of takeovers.entries()) {
+      assert.ok(ms <= TAKEOVER_LIMIT_MS, `takeover ${i + 1} took ${ms} ms (limit ${TAKEOVER_LIMIT_MS} ms)`);
+    }
+
+    await waitFor(
+      async () => {
+        const nodes = await env.core.listNode({ labelSelector: `${FLAVOR_LABEL}=${flavor}` });
+        const done = new Set(
+          nodes.items
+            .filter((n) => n.metadata?.labels?.[TOKEN_LABEL] === undefined)
+            .filter((n) => !n.spec?.taints?.some((taint) => taint.key === QUARANTINE))
+            .map((n) => n.metadata?.name),
+        );
+        const missing = names.filter((n) => !done.has(n));
+        if (missing.length === 0) return true;
+        throw new Error(`${missing.length} not flavored yet, e.g. ${missing.slice(0, 5).join(', ')}`);
+      },
+      { what: `all ${NODES} nodes to be flavored`, timeoutMs: 90_000, intervalMs: 500 },
+    );
+    const records = (await customObjects(env.kubeConfig).listClusterCustomObject({
+      group: 'nodeflavor.io',
+      version: 'v1alpha1',
+      plural: 'flavoredtokens',
+    })) as {
+      items: { metadata: { name: string }; spec: { maxUses?: number }; status?: { uses?: number } }[];
+    };
+    const byName = new Map(records.items.map((r) => [r.metadata.name, r]));
+    for (const token of tokens) {
+      const record = byName.get(token.name);
+      assert.ok(record, `${token.name} exists`);
+      assert.ok((record.status?.uses ?? 0) <= (record.spec.maxUses ?? 1), `${token.name} over its uses`);
+      assert.equal(record.status?.uses, 1, `${token.name} used once`);
+    }
+    // Exactly one live leader at the end, one of ours.
+    const last = await leader();
+    assert.ok(last.running);
+    t.diagnostic(`takeovers: ${takeovers.join(' ms, ')} ms`);
+  });
+});
