@@ -28,6 +28,16 @@ function runScript(file: string, scale: string, out: string): Promise<number> {
   });
 }
 
+function existingFigures(): Figure[] {
+  try {
+    return (
+      JSON.parse(readFileSync(join(import.meta.dirname, 'results.json'), 'utf8')) as { figures: Figure[] }
+    ).figures;
+  } catch {
+    return [];
+  }
+}
+
 const scale = scaleFromArgs();
 const onlyAt = process.argv.indexOf('--only');
 const only = onlyAt >= 0 ? new Set((process.argv[onlyAt + 1] ?? '').split(',')) : undefined;
@@ -45,6 +55,11 @@ for (const script of SCRIPTS) {
     continue;
   }
   figures.push(...(JSON.parse(readFileSync(out, 'utf8')) as Figure[]));
+}
+if (only) {
+  // A partial run replaces its own figures and keeps the others from the last results.json.
+  const previous = existingFigures().filter((f) => !figures.some((g) => g.name === f.name));
+  figures.unshift(...previous);
 }
 console.log('');
 printTable(figures);
