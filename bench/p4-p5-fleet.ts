@@ -2,7 +2,7 @@
 // full-object client-node informer in the same run. P5 restart: how long a fresh controller
 // takes to sync and reconcile all N (already flavored) nodes.
 //   node --import tsx bench/p4-p5-fleet.ts [--scale quick]
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ManagedProcess } from '../test/e2e/cluster/process.ts';
@@ -86,7 +86,8 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
     join(logs, 'naive.log'),
   );
   const deadline = Date.now() + 300_000;
-  while (!readFileSync(join(logs, 'naive.log'), 'utf8').includes('synced') && Date.now() < deadline) {
+  const naiveLog = join(logs, 'naive.log');
+  while (!(existsSync(naiveLog) && readFileSync(naiveLog, 'utf8').includes('synced')) && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   await settle();
