@@ -48,7 +48,7 @@ export const ConfigSchema = z.object({
   orphanGrace: durationMs.default(120_000),
   /** Periodic re-reconcile of every object (drift repair even without events). */
   resync: durationMs.refine((ms) => ms >= 1000, 'must be at least 1s').default(600_000),
-  workers: z.number().int().min(1).max(64).default(8),
+  workers: z.number().int().min(1).max(64).default(16),
   adminGroups: z
     .array(z.string().min(1))
     .default([])

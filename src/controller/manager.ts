@@ -158,13 +158,15 @@ export function startController(options: {
     await decideCsr(kubeConfig, csr, approve, reason, message);
   };
 
+  const events = new EventRecorder(kubeConfig, { component: 'nodeflavor-controller' });
+  events.onError = (error) => log.warn({ err: error.message }, 'could not record an Event');
   ctx = {
     kubeConfig,
     config,
     caches,
     indexes,
     metrics,
-    events: new EventRecorder(kubeConfig, { component: 'nodeflavor-controller' }),
+    events,
     log,
     keyRing: () => keyRing.get(),
     now: () => new Date(),

@@ -69,6 +69,9 @@ async function write(
 ): Promise<boolean> {
   try {
     await writeNodeState(ctx.kubeConfig, node, desired);
+    // Until the watch brings the version we wrote, the cache shows the one we wrote over:
+    // judging that again would only earn a 409.
+    ctx.indexes.writtenOver.set(node.metadata.name, node.metadata.resourceVersion);
     return true;
   } catch (error) {
     if (error instanceof KubeError && error.status === 409) {
@@ -90,6 +93,8 @@ function carriesTrustedKeys(facts: ReturnType<typeof nodeFacts>, keys: ManagedKe
 export async function reconcileNode(ctx: ControllerContext, name: string): Promise<void> {
   const node = ctx.caches.nodes.get(name);
   if (!node || node.metadata.deletionTimestamp) return;
+  if (ctx.indexes.writtenOver.get(name) === node.metadata.resourceVersion) return; // the watch re-enqueues it
+  ctx.indexes.writtenOver.delete(name);
   const facts = nodeFacts(node);
   const classes = flavorClassMap(ctx);
   const keys = managedKeys(classes.values());
@@ -147,14 +152,14 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
       if (verdict.kind === 'verify' || firstTime) {
         ctx.metrics.verifications.inc({ result: 'verified', reason: 'Verified' });
         ctx.metrics.joinToFlavored.observe((Date.now() - facts.createdAt.getTime()) / 1000);
-        await ctx.events.record(
+        ctx.events.emit(
           involved,
           'Normal',
           'Verified',
           `flavor ${record.flavorClass} applied (token ${record.tokenID})`,
         );
       } else {
-        await ctx.events.record(
+        ctx.events.emit(
           involved,
           'Normal',
           'FlavorRestored',
@@ -171,7 +176,7 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
       if (changed && !(await write(ctx, node, desired))) return;
       if (changed || !ctx.indexes.reported(facts.uid, verdict.failure.reason)) {
         ctx.metrics.verifications.inc({ result: 'rejected', reason: verdict.failure.reason });
-        await ctx.events.record(involved, 'Warning', verdict.failure.reason, verdict.failure.message);
+        ctx.events.emit(involved, 'Warning', verdict.failure.reason, verdict.failure.message);
       }
       return;
     }

@@ -175,6 +175,8 @@ export class Indexes {
   }
 
   private readonly lastReported = new Map<string, string>();
+  /** Node name → the resourceVersion our last write replaced (the cache is stale while it shows it). */
+  readonly writtenOver = new Map<string, string>();
 
   /** True if this reason was already reported for this node UID; records it otherwise. */
   reported(nodeUid: string, reason: string): boolean {

@@ -144,7 +144,7 @@ async function removeIfHalfMade(
     ctx.requeueToken(token.metadata.name, ctx.config.orphanGrace - age + 500);
     return false;
   }
-  await ctx.events.record(
+  ctx.events.emit(
     {
       apiVersion: token.apiVersion,
       kind: 'FlavoredToken',
@@ -216,7 +216,7 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
   for (const binding of outcome.bound) {
     ctx.metrics.bindings.inc({ result: 'bound', reason: 'Bound' });
     ctx.indexes.setRejection(binding.nodeName, binding.csrName, undefined);
-    await ctx.events.record(
+    ctx.events.emit(
       involved,
       'Normal',
       'Bound',
@@ -235,14 +235,14 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
       if (!known) ctx.metrics.bindings.inc({ result: 'rejected', reason: rejection.failure.reason });
       ctx.enqueueNode(rejection.nodeName);
     }
-    await ctx.events.record(involved, 'Warning', rejection.failure.reason, rejection.failure.message);
+    ctx.events.emit(involved, 'Warning', rejection.failure.reason, rejection.failure.message);
     if (ctx.config.csrApprover)
       await ctx.approveCsr(rejection.csrName, false, rejection.failure.reason, rejection.failure.message);
   }
   if (outcome.consumed || outcome.expired || outcome.revoked) {
     if (await deleteBootstrapSecret(ctx.kubeConfig, tokenId)) {
       const why = outcome.revoked ? 'revoked' : outcome.consumed ? 'consumed' : 'expired';
-      await ctx.events.record(
+      ctx.events.emit(
         involved,
         'Normal',
         'BootstrapTokenDeleted',

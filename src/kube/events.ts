@@ -27,6 +27,16 @@ export class EventRecorder {
     this.dedupeMs = options.dedupeMs ?? 10 * 60_000;
   }
 
+  /**
+   * Records without making the caller wait: an Event is for humans, and a reconcile must not
+   * spend a round trip (or fail) on it. Failures go to `onError`.
+   */
+  emit(object: InvolvedObject, type: 'Normal' | 'Warning', reason: string, message: string): void {
+    this.record(object, type, reason, message).catch((error: Error) => this.onError?.(error));
+  }
+
+  onError: ((error: Error) => void) | undefined;
+
   async record(
     object: InvolvedObject,
     type: 'Normal' | 'Warning',
