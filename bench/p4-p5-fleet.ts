@@ -87,7 +87,10 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
   );
   const deadline = Date.now() + 300_000;
   const naiveLog = join(logs, 'naive.log');
-  while (!(existsSync(naiveLog) && readFileSync(naiveLog, 'utf8').includes('synced')) && Date.now() < deadline) {
+  while (
+    !(existsSync(naiveLog) && readFileSync(naiveLog, 'utf8').includes('synced')) &&
+    Date.now() < deadline
+  ) {
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   await settle();

@@ -1,7 +1,6 @@
 // Identities and plumbing for the admission e2e tests: ServiceAccounts with TokenRequest tokens
 // (the operator, an admin-group member, an ordinary user), the RBAC the operator's admission part
 // needs (the Helm chart grants the same), raw HTTPS clients, and a look at the served certificate.
-import { createServer } from 'node:net';
 import { connect } from 'node:tls';
 import { KubernetesObjectApi } from '@kubernetes/client-node';
 import { applyObjects } from '../cluster/apply.ts';
