@@ -24,7 +24,7 @@ describe('config defaults', () => {
       bindingGrace: 30_000,
       orphanGrace: 120_000,
       resync: 600_000,
-      workers: 8,
+      workers: 16,
       adminGroups: [],
       admissionMode: 'webhook',
       webhookAddress: ':9443',
