@@ -6,13 +6,14 @@
 // one would disturb the other test files.
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { VERIFIED_ANNOTATION } from '../../src/flavor/verdict.ts';
 import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
 import { ControlPlane } from './cluster/controlplane.ts';
+import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
 import { binaryPaths } from './cluster/versions.ts';
 import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
@@ -26,6 +27,7 @@ import {
   issue,
   joinWith,
   OPERATOR_NAMESPACE,
+  opsGet,
   startOperator,
 } from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
@@ -57,26 +59,6 @@ function listening(url: string): Promise<boolean> {
     });
     socket.once('error', () => resolve(false));
   });
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
-
-async function opsGet(port: number, path: string): Promise<[number, string]> {
-  try {
-    const response = await fetch(`http://127.0.0.1:${port}${path}`, { signal: AbortSignal.timeout(2000) });
-    return [response.status, await response.text()];
-  } catch {
-    return [0, ''];
-  }
 }
 
 /** `{labels} value` samples of one metric, from a Prometheus text page. */

@@ -7,13 +7,13 @@
 // NODEFLAVOR_FAULT_SEED=<seed> replays the same schedule.
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { VERIFIED_ANNOTATION } from '../../src/flavor/verdict.ts';
 import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
+import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
 import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
 import { prepareOperatorIdentity } from './support/chart.ts';
@@ -26,6 +26,7 @@ import {
   issue,
   joinWith,
   OPERATOR_NAMESPACE,
+  opsGet,
   startOperator,
 } from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
@@ -49,27 +50,6 @@ function prng(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
-
-/** GET a path of an operator's metrics endpoint: [status, body], or [0, ''] when it does not answer. */
-async function opsGet(port: number, path: string): Promise<[number, string]> {
-  try {
-    const response = await fetch(`http://127.0.0.1:${port}${path}`, { signal: AbortSignal.timeout(2000) });
-    return [response.status, await response.text()];
-  } catch {
-    return [0, ''];
-  }
 }
 
 /** The sum of a counter over all its label sets, from a Prometheus text page. */

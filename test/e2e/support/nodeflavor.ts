@@ -150,3 +150,13 @@ export function startOperator(
 export function core(env: E2EEnvironment): CoreV1Api {
   return env.core;
 }
+
+/** GET a path of an operator's metrics endpoint: [status, body], or [0, ''] when it does not answer. */
+export async function opsGet(port: number, path: string): Promise<[number, string]> {
+  try {
+    const response = await fetch(`http://127.0.0.1:${port}${path}`, { signal: AbortSignal.timeout(2000) });
+    return [response.status, await response.text()];
+  } catch {
+    return [0, ''];
+  }
+}
