@@ -216,12 +216,9 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
   for (const binding of outcome.bound) {
     ctx.metrics.bindings.inc({ result: 'bound', reason: 'Bound' });
     ctx.indexes.setRejection(binding.nodeName, binding.csrName, undefined);
-    ctx.events.emit(
-      involved,
-      'Normal',
-      'Bound',
-      `token ${tokenId} bound to node ${binding.nodeName} (CSR ${binding.csrName})`,
-    );
+    // Logged, not an Event: the node's own Verified (or Warning) Event is the one people read,
+    // and at thousands of joins every write the API server is spared counts.
+    ctx.log.debug({ token: tokenId, node: binding.nodeName, csr: binding.csrName }, 'token bound');
     if (ctx.config.csrApprover)
       await ctx.approveCsr(binding.csrName, true, 'NodeflavorBound', `bound to token ${tokenId}`);
     ctx.enqueueNode(binding.nodeName);
@@ -242,12 +239,8 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
   if (outcome.consumed || outcome.expired || outcome.revoked) {
     if (await deleteBootstrapSecret(ctx.kubeConfig, tokenId)) {
       const why = outcome.revoked ? 'revoked' : outcome.consumed ? 'consumed' : 'expired';
-      ctx.events.emit(
-        involved,
-        'Normal',
-        'BootstrapTokenDeleted',
-        `bootstrap token ${tokenId} deleted: ${why}`,
-      );
+      // The Consumed/Expired/Revoked condition records this on the FlavoredToken itself.
+      ctx.log.debug({ token: tokenId, why }, 'bootstrap token Secret deleted');
     }
   }
   if (outcome.revoked) for (const binding of outcome.status.bindings ?? []) ctx.enqueueNode(binding.nodeName);
