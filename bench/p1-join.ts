@@ -82,8 +82,14 @@ export async function runP1(scale: Scale): Promise<Figure[]> {
   await applyFlavorClass(env, 'bench', { labels: { [FLAVOR_LABEL]: 'bench' } });
   const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-bench-p1-'));
 
+  // Both bursts join under the same conditions: one token per node for each (every token adds a
+  // signature the bootstrap signer keeps in cluster-info, which every joining node downloads),
+  // all tokens made before either burst.
+  log(`P1: issuing ${nodes} nodeflavor tokens and creating ${nodes} plain bootstrap tokens`);
+  const issued = await mapLimit(Array.from({ length: nodes }), 16, () => issue(env, 'bench', { ttl: '1h' }));
+  const plain = await mapLimit(Array.from({ length: nodes }), 16, () => createBootstrapToken(env));
+
   log(`P1 floor: ${nodes} joins watched by a bare watcher`);
-  const plain = await createBootstrapToken(env);
   const bare = new ManagedProcess(
     'bare-watcher',
     process.execPath,
@@ -102,13 +108,11 @@ export async function runP1(scale: Scale): Promise<Figure[]> {
     env.kubeConfig,
     'p1-floor-',
     SEEN_LABEL,
-    Array(nodes).fill(joinConfiguration(env, plain.token)),
+    plain.map((token) => joinConfiguration(env, token.token)),
     concurrency,
   );
   await bare.stop();
 
-  log(`P1 nodeflavor: issuing ${nodes} tokens`);
-  const issued = await mapLimit(Array.from({ length: nodes }), 16, () => issue(env, 'bench', { ttl: '1h' }));
   const metricsPort = await freePort();
   const operator = startOperator(join(logs, 'operator.log'), ['--no-leader-elect', '--log-level', 'warn'], {
     metricsPort,
