@@ -3,7 +3,7 @@
 // token issuer in one process, each switchable (--no-controller, --no-webhook, --no-issuer).
 // Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage or configuration.
 import pino from 'pino';
-import { Registry } from 'prom-client';
+import { collectDefaultMetrics, Registry } from 'prom-client';
 import { parseConfig } from '../config.ts';
 import { startController } from '../controller/manager.ts';
 import { loadKubeConfig } from '../kube/config.ts';
@@ -32,6 +32,8 @@ async function run(args: string[]): Promise<number> {
   });
   const kubeConfig = loadKubeConfig(config.kubeconfig);
   const registry = new Registry();
+  // Process metrics (resident memory, heap, event-loop lag, GC) beside ours, as operators export them.
+  collectDefaultMetrics({ register: registry });
   const checks: ReadinessCheck[] = [];
   const stops: (() => Promise<void>)[] = [];
 
