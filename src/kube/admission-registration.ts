@@ -10,6 +10,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { CoalescedRun } from '../ops/coalesced-run.ts';
 import type {
   DesiredRegistration,
   RegistrationKind,
@@ -54,9 +55,17 @@ export class AdmissionRegistrar {
   private readonly options: AdmissionRegistrarOptions;
   private readonly watches: ListWatch<LiveObject>[] = [];
   private timer: NodeJS.Timeout | undefined;
-  private running = false;
-  private rerun = false;
-  private failures = 0;
+  private readonly run = new CoalescedRun({
+    pass: () => this.pass(),
+    onSuccess: () => {
+      this.applied = true;
+      this.firstSuccess?.();
+    },
+    onError: (error, failures) =>
+      this.options.logger.error({ err: error.message, failures }, 'cannot apply the admission registration'),
+    onSettled: () => this.schedule(),
+    isStopped: () => this.stopped,
+  });
   private stopped = false;
   private firstSuccess: (() => void) | undefined;
   private applied = false;
@@ -81,31 +90,7 @@ export class AdmissionRegistrar {
 
   /** Asks for another pass (coalesced: at most one runs, at most one more is queued). */
   refresh(): void {
-    if (this.stopped) return;
-    if (this.running) {
-      this.rerun = true;
-      return;
-    }
-    this.running = true;
-    void (async () => {
-      do {
-        this.rerun = false;
-        try {
-          await this.pass();
-          this.failures = 0;
-          this.applied = true;
-          this.firstSuccess?.();
-        } catch (error) {
-          this.failures += 1;
-          this.options.logger.error(
-            { err: (error as Error).message, failures: this.failures },
-            'cannot apply the admission registration',
-          );
-        }
-      } while (this.rerun && !this.stopped);
-      this.running = false;
-      this.schedule();
-    })();
+    this.run.request();
   }
 
   stop(): void {
@@ -118,8 +103,8 @@ export class AdmissionRegistrar {
     if (this.stopped) return;
     if (this.timer !== undefined) clearTimeout(this.timer);
     const delay =
-      this.failures > 0
-        ? Math.min(MAX_RETRY_DELAY_MS, 250 * 2 ** Math.min(this.failures, 7))
+      this.run.failures > 0
+        ? Math.min(MAX_RETRY_DELAY_MS, 250 * 2 ** Math.min(this.run.failures, 7))
         : (this.options.resyncMs ?? 600_000);
     this.timer = setTimeout(() => this.refresh(), delay);
     this.timer.unref();

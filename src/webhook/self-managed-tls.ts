@@ -3,9 +3,11 @@
 // the resourceVersion it read), so the first writer wins and the others adopt its result; each
 // also watches the Secret, so a renewal made by any replica is served by all of them within
 // moments, long before the previous certificate (a third of its lifetime left) expires.
+
 import type { Logger } from 'pino';
 import { isAlreadyExists } from '../kube/kube-error.ts';
 import type { SecretWatch, StoredTlsBundle, TlsSecretStore } from '../kube/webhook-tls-store.ts';
+import { CoalescedRun } from '../ops/coalesced-run.ts';
 import {
   CertificateHolder,
   type CertificateSource,
@@ -33,9 +35,14 @@ export class SelfManagedTls implements CertificateSource {
   private readonly holder = new CertificateHolder();
   private watch: SecretWatch | undefined;
   private timer: NodeJS.Timeout | undefined;
-  private running = false;
-  private rerun = false;
-  private failures = 0;
+  private readonly run = new CoalescedRun({
+    pass: () => this.reconcileOnce(),
+    // Keep serving what we have; the certificate in hand has a third of its life left.
+    onError: (error, failures) =>
+      this.logger.error({ err: error.message, failures }, 'cannot reconcile the webhook TLS Secret'),
+    onSettled: () => this.schedule(),
+    isStopped: () => this.stopped,
+  });
   private stopped = false;
 
   constructor(options: SelfManagedTlsOptions) {
@@ -80,8 +87,8 @@ export class SelfManagedTls implements CertificateSource {
   /** Another replica (or a person) changed the Secret: serve it if it is good, else repair it. */
   private observed(secret: StoredTlsBundle | undefined): void {
     // Mid-reconcile (often our own write coming back): let the reconcile read the latest and decide.
-    if (this.running) {
-      this.rerun = true;
+    if (this.run.busy) {
+      this.run.request();
       return;
     }
     if (
@@ -97,30 +104,7 @@ export class SelfManagedTls implements CertificateSource {
 
   /** Runs reconcileOnce, one at a time; a request that comes in meanwhile runs once more after. */
   private reconcile(): void {
-    if (this.stopped) return;
-    if (this.running) {
-      this.rerun = true;
-      return;
-    }
-    this.running = true;
-    void (async () => {
-      do {
-        this.rerun = false;
-        try {
-          await this.reconcileOnce();
-          this.failures = 0;
-        } catch (error) {
-          this.failures += 1;
-          // Keep serving what we have; the certificate in hand has a third of its life left.
-          this.logger.error(
-            { err: (error as Error).message, failures: this.failures },
-            'cannot reconcile the webhook TLS Secret',
-          );
-        }
-      } while (this.rerun && !this.stopped);
-      this.running = false;
-      this.schedule();
-    })();
+    this.run.request();
   }
 
   private async reconcileOnce(): Promise<void> {
@@ -187,8 +171,8 @@ export class SelfManagedTls implements CertificateSource {
     if (this.timer !== undefined) clearTimeout(this.timer);
     const current = this.holder.current();
     const delay =
-      this.failures > 0 || current === undefined
-        ? Math.min(MAX_RETRY_DELAY_MS, 500 * 2 ** Math.min(this.failures, 6))
+      this.run.failures > 0 || current === undefined
+        ? Math.min(MAX_RETRY_DELAY_MS, 500 * 2 ** Math.min(this.run.failures, 6))
         : nextCheckDelay(current, this.now());
     this.timer = setTimeout(() => this.reconcile(), delay);
     this.timer.unref();
