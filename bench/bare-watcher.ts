@@ -1,6 +1,6 @@
 // The floor for P1: a watcher that does the least a controller could — see each new Node and
 // patch one label onto it — using the same list/watch and the same HTTP client as nodeflavor.
-//   node --import tsx bench/bare-watcher.ts --kubeconfig PATH --prefix NAME-PREFIX
+//   node bench/bare-watcher.ts --kubeconfig PATH --prefix NAME-PREFIX
 import { parseArgs } from 'node:util';
 import { WorkQueue } from '../src/controller/queue.ts';
 import { loadKubeConfig } from '../src/kube/config.ts';

@@ -1,10 +1,12 @@
 // Shared by the benchmark scripts: statistics, the results table, results.json, bounded
 // concurrency, and the control plane each figure runs against.
-import { writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { ControlPlane } from '../test/e2e/cluster/controlplane.ts';
 import { versions } from '../test/e2e/cluster/versions.ts';
+import { newestProfile, profileLines, summariseProfile } from './p2-cpu-profile.ts';
 
 export { freePort } from '../test/e2e/cluster/ports.ts';
 
@@ -120,8 +122,65 @@ export async function benchControlPlane(): Promise<{ kubeconfigPath: string; sto
   return { kubeconfigPath: plane.kubeconfigPath, stop: () => plane.stop() };
 }
 
+/** The chart's default `nodeOptions` (deploy/helm/nodeflavor/values.yaml), split into flags. */
+export function chartNodeOptions(): string[] {
+  // To compare settings: BENCH_NODE_OPTIONS='--max-old-space-size=256 ...' make bench
+  if (process.env.BENCH_NODE_OPTIONS !== undefined)
+    return process.env.BENCH_NODE_OPTIONS.split(/\s+/).filter(Boolean);
+  const values = readFileSync(
+    join(import.meta.dirname, '..', 'deploy', 'helm', 'nodeflavor', 'values.yaml'),
+    'utf8',
+  );
+  const match = /^nodeOptions:\s*"([^"]*)"/m.exec(values);
+  if (!match) throw new Error('values.yaml has no nodeOptions');
+  return (match[1] ?? '').split(/\s+/).filter(Boolean);
+}
+
+export const cpuProfile = (): boolean =>
+  process.argv.includes('--cpu-prof') || process.env.BENCH_CPU_PROF === '1';
+
+/** The chart's Node.js options, plus --cpu-prof into `profileDir` when the bench was asked for profiles. */
+export function nodeArgsFor(profileDir: string): string[] {
+  return [...chartNodeOptions(), ...(cpuProfile() ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])];
+}
+
+/** Logs the summary of the newest profile in `dir` (when profiling). */
+export function logProfile(label: string, dir: string): void {
+  const file = cpuProfile() ? newestProfile(dir) : undefined;
+  if (!file) return;
+  for (const line of profileLines(summariseProfile(file, 25))) log(`${label} ${line}`);
+}
+
+/**
+ * Compiles the operator to dist/ (as the image runs it: no tsx, no on-the-fly transpiling), once
+ * per `make bench` (bench/run.ts builds and tells its children) or per standalone script.
+ */
+export function buildOperator(): void {
+  if (process.env.NODEFLAVOR_BENCH_BUILT === '1') return;
+  const root = join(import.meta.dirname, '..');
+  log('compiling the operator to dist/ (npm run build)');
+  execFileSync(
+    process.execPath,
+    [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
+    {
+      cwd: root,
+      stdio: 'inherit',
+    },
+  );
+  process.env.NODEFLAVOR_BENCH_BUILT = '1';
+}
+
 export function log(line: string): void {
   console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
+}
+
+/** The operator's API requests so far, by verb and code, as one log line. */
+export async function requestCounts(port: number): Promise<string> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const counts = [
+    ...text.matchAll(/^nodeflavor_kube_api_requests_total\{method="(\w+)",code="(\d+)"\} (\d+)/gm),
+  ];
+  return counts.map(([, method, code, n]) => `${method} ${code}: ${n}`).join(', ') || 'none';
 }
 
 /** Waits until an operator's /readyz answers 200 (its caches are synced). */
@@ -143,6 +202,7 @@ export async function waitReady(metricsPort: number, timeoutMs = 120_000): Promi
  * printed as a table, and written as JSON when `--json PATH` is given (bench/run.ts collects them).
  */
 export async function runStandalone(run: (scale: Scale) => Promise<Figure[]>): Promise<void> {
+  buildOperator();
   const plane = await benchControlPlane();
   try {
     const figures = await run(scaleFromArgs());

@@ -1,6 +1,6 @@
 // The P4 comparison: a plain client-node informer over full Node objects, as a controller
 // written without trimming would keep them. Prints "synced N" once its list is in.
-//   node --import tsx bench/naive-informer.ts --kubeconfig PATH
+//   node bench/naive-informer.ts --kubeconfig PATH
 import { parseArgs } from 'node:util';
 import { CoreV1Api, KubeConfig, makeInformer, type V1Node } from '@kubernetes/client-node';
 

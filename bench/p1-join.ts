@@ -2,7 +2,7 @@
 // nodeflavor runs; latency from each Node's creation to its flavor label, and nodes/s. The floor,
 // in the same run: the same kind of join burst watched by a bare watcher that only patches one
 // label. Both are timed by one observer watch, from the moment the kubelet's Node POST returned.
-//   node --import tsx bench/p1-join.ts [--scale quick]
+//   node --import tsx bench/p1-join.ts [--scale quick] [--cpu-prof]
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -23,15 +23,16 @@ import {
 } from '../test/e2e/support/nodeflavor.ts';
 import { SEEN_LABEL } from './bare-watcher-label.ts';
 import {
-  benchControlPlane,
   type Figure,
   figure,
   freePort,
   log,
+  logProfile,
   mapLimit,
+  nodeArgsFor,
+  requestCounts,
   runStandalone,
   type Scale,
-  scaleFromArgs,
   summary,
   waitReady,
 } from './lib.ts';
@@ -94,8 +95,7 @@ export async function runP1(scale: Scale): Promise<Figure[]> {
     'bare-watcher',
     process.execPath,
     [
-      '--import',
-      'tsx',
+      // Node.js strips the types itself: no tsx, like the compiled operator it is compared with.
       join(import.meta.dirname, 'bare-watcher.ts'),
       '--kubeconfig',
       env.kubeconfigPath,
@@ -116,6 +116,8 @@ export async function runP1(scale: Scale): Promise<Figure[]> {
   const metricsPort = await freePort();
   const operator = startOperator(join(logs, 'operator.log'), ['--no-leader-elect', '--log-level', 'warn'], {
     metricsPort,
+    nodeArgs: nodeArgsFor(join(logs, 'operator-prof')),
+    built: true,
   });
   await waitReady(metricsPort);
   log(`P1 nodeflavor: ${nodes} joins`);
@@ -126,7 +128,9 @@ export async function runP1(scale: Scale): Promise<Figure[]> {
     issued.map((t) => t.material.joinConfiguration),
     concurrency,
   );
+  log(`P1 nodeflavor: API requests ${await requestCounts(metricsPort)}`);
   await operator.stop();
+  logProfile('P1 operator', join(logs, 'operator-prof'));
 
   const ours = summary(measured.latencies);
   const base = summary(floor.latencies);

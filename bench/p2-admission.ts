@@ -42,7 +42,16 @@ import { type E2EEnvironment, e2eEnvironment } from '../test/e2e/support/environ
 import { applyFlavorClass, installCrds } from '../test/e2e/support/nodeflavor.ts';
 import { uniqueName, waitFor } from '../test/e2e/support/wait.ts';
 import { realisticNode } from './fixture-nodes.ts';
-import { type Figure, figure, freePort, log, runStandalone, type Scale, summary } from './lib.ts';
+import {
+  chartNodeOptions,
+  type Figure,
+  figure,
+  freePort,
+  log,
+  runStandalone,
+  type Scale,
+  summary,
+} from './lib.ts';
 import { MetricDeltas } from './p2-apiserver-metrics.ts';
 import { newestProfile, profileLines, summariseProfile } from './p2-cpu-profile.ts';
 import { controlPlanePids, ProcessCpu } from './p2-process-cpu.ts';
@@ -235,6 +244,8 @@ async function webhookUnderLoad(
     'p2-webhook-server',
     process.execPath,
     [
+      // In a cluster the webhook serves from the operator's process, with the chart's Node.js options.
+      ...chartNodeOptions(),
       '--import',
       'tsx',
       join(import.meta.dirname, 'p2-webhook-server.ts'),

@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Figure, log, printTable, scaleFromArgs, writeResults } from './lib.ts';
+import { buildOperator, type Figure, log, printTable, scaleFromArgs, writeResults } from './lib.ts';
 
 const SCRIPTS: { id: string; file: string }[] = [
   { id: 'p1', file: 'p1-join.ts' },
@@ -38,6 +38,7 @@ function existingFigures(): Figure[] {
   }
 }
 
+buildOperator(); // children inherit NODEFLAVOR_BENCH_BUILT=1 and do not build again
 const scale = scaleFromArgs();
 const onlyAt = process.argv.indexOf('--only');
 const only = onlyAt >= 0 ? new Set((process.argv[onlyAt + 1] ?? '').split(',')) : undefined;

@@ -7,6 +7,8 @@ import { collectDefaultMetrics, Registry } from 'prom-client';
 import { parseConfig } from '../config.ts';
 import { startController } from '../controller/manager.ts';
 import { loadKubeConfig } from '../kube/config.ts';
+import { observeKubeRequests } from '../kube/fetch.ts';
+import { kubeRequestCounter } from '../ops/kube-request-metrics.ts';
 import { type ReadinessCheck, splitAddress, startOpsServer } from '../ops/server.ts';
 import { parseRunFlags, UsageError } from './run-flags.ts';
 
@@ -34,6 +36,7 @@ async function run(args: string[]): Promise<number> {
   const registry = new Registry();
   // Process metrics (resident memory, heap, event-loop lag, GC) beside ours, as operators export them.
   collectDefaultMetrics({ register: registry });
+  observeKubeRequests(kubeRequestCounter(registry));
   const checks: ReadinessCheck[] = [];
   const stops: (() => Promise<void>)[] = [];
 

@@ -12,7 +12,7 @@ import { withConnectionReuse } from '../kube/connection-reuse.ts';
 import { EventRecorder } from '../kube/events.ts';
 import { CachedKeyRing, loadKeyRing } from '../kube/keyring-store.ts';
 import { LeaderElector } from '../kube/leader.ts';
-import { ListWatch, type RestartReason } from '../kube/listwatch.ts';
+import { ListWatch, type RestartReason, withoutManagedFields } from '../kube/listwatch.ts';
 import { type TrimmedNode, trimNode } from '../kube/node-writes.ts';
 import { type CsrObject, decideCsr, type StoredToken } from '../kube/token-writes.ts';
 import type { Caches, ControllerContext } from './context.ts';
@@ -116,6 +116,7 @@ export function startController(options: {
   const tokens = new ListWatch<StoredToken>({
     kubeConfig,
     path: `/apis/${GROUP}/${VERSION}/${FLAVORED_TOKEN_PLURAL}`,
+    transform: withoutManagedFields<StoredToken>,
     onEvent: (type, token, previous) => {
       indexes.onToken(type === 'DELETED' ? undefined : token, previous);
       tokenQueue.add(token.metadata.name);
@@ -129,6 +130,7 @@ export function startController(options: {
   const classes = new ListWatch<StoredFlavorClass>({
     kubeConfig,
     path: `/apis/${GROUP}/${VERSION}/${FLAVOR_CLASS_PLURAL}`,
+    transform: withoutManagedFields<StoredFlavorClass>,
     onEvent: (_type, flavorClass) => {
       // A class edit (or a new class naming new protected keys) can change any node's verdict.
       for (const token of tokens.list()) {

@@ -17,8 +17,7 @@ import { type TrimmedNode, writeNodeState } from '../kube/node-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
 import { boundTokensFor, nodeFacts } from './state.ts';
-import { updateTokenStatus } from './token-status.ts';
-import { rfc3339 } from './tokens.ts';
+import { rfc3339, updateTokenStatus } from './token-status.ts';
 
 export function flavorClassMap(ctx: ControllerContext): Map<string, FlavorClassSpec> {
   return new Map(ctx.caches.classes.list().map((c) => [c.metadata.name, c.spec ?? {}]));

@@ -114,12 +114,15 @@ export class Indexes {
   readonly tokensByNodeName = new SetIndex();
   /** Why CSRs naming a node were not bound (in memory; rebuilt as tokens are reconciled). */
   readonly rejections = new Map<string, Map<string, Failure>>();
+  /** Token IDs whose bootstrap Secret this replica deleted (or found gone), until the token goes. */
+  readonly deletedSecrets = new Set<string>();
   private readonly subjects = new Map<string, Promise<CsrFacts['subject']>>();
 
   onToken(token: StoredToken | undefined, previous: StoredToken | undefined): void {
     if (previous) {
       const id = tokenIdOf(previous);
       if (id && this.tokenNameById.get(id) === previous.metadata.name) this.tokenNameById.delete(id);
+      if (id && !token) this.deletedSecrets.delete(id);
       for (const binding of previous.status?.bindings ?? [])
         this.tokensByNodeName.remove(binding.nodeName, previous.metadata.name);
     }

@@ -1,13 +1,59 @@
 // Read-modify-write of a FlavoredToken's status with optimistic concurrency: the first attempt
 // uses the cached object; a 409 (someone wrote first) re-reads from the API server and re-runs
 // the mutation on fresh data, so a decision is never written over a newer state.
-import type { FlavoredTokenStatus } from '../flavor/resources.ts';
+// A status equal to the stored one (up to key order) is not written at all.
+import { sameJson } from '../flavor/json-equal.ts';
+import type { Condition, FlavoredTokenStatus } from '../flavor/resources.ts';
 import { kubeJson } from '../kube/fetch.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import { type StoredToken, tokenPath, writeTokenStatus } from '../kube/token-writes.ts';
 import type { ControllerContext } from './context.ts';
+import { tokenIdOf } from './state.ts';
 
 const MAX_ATTEMPTS = 5;
+
+/** True once the token's bootstrap Secret is known gone: it is never deleted again. */
+export const SECRET_DELETED_CONDITION = 'SecretDeleted';
+
+export function rfc3339(date: Date): string {
+  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+export function setCondition(
+  conditions: Condition[],
+  next: Omit<Condition, 'lastTransitionTime'>,
+  now: Date,
+): Condition[] {
+  const existing = conditions.find((c) => c.type === next.type);
+  const lastTransitionTime =
+    existing && existing.status === next.status ? existing.lastTransitionTime : rfc3339(now);
+  return [...conditions.filter((c) => c.type !== next.type), { ...next, lastTransitionTime } as Condition];
+}
+
+export function secretDeletedRecorded(status: FlavoredTokenStatus | undefined): boolean {
+  return (status?.conditions ?? []).some((c) => c.type === SECRET_DELETED_CONDITION && c.status === 'True');
+}
+
+/**
+ * Adds what this replica knows and the status does not say yet (the Secret's deletion) to a
+ * status about to be written anyway, so recording it costs no write of its own on the join path.
+ */
+function withKnownFacts(ctx: ControllerContext, token: StoredToken, status: FlavoredTokenStatus) {
+  const tokenId = tokenIdOf(token);
+  if (!tokenId || !ctx.indexes.deletedSecrets.has(tokenId) || secretDeletedRecorded(status)) return status;
+  const conditions = setCondition(
+    status.conditions ?? [],
+    {
+      type: SECRET_DELETED_CONDITION,
+      status: 'True',
+      reason: 'SecretDeleted',
+      message: 'the bootstrap token Secret is deleted: no node can join with this token',
+      observedGeneration: token.metadata.generation,
+    },
+    ctx.now(),
+  );
+  return { ...status, conditions };
+}
 
 export async function updateTokenStatus(
   ctx: ControllerContext,
@@ -16,8 +62,10 @@ export async function updateTokenStatus(
 ): Promise<StoredToken | undefined> {
   let token = ctx.caches.tokens.get(name);
   for (let attempt = 1; token && attempt <= MAX_ATTEMPTS; attempt++) {
-    const status = await mutate(token);
-    if (!status || JSON.stringify(status) === JSON.stringify(token.status ?? {})) return token;
+    const mutated = await mutate(token);
+    if (!mutated) return token;
+    const status = withKnownFacts(ctx, token, mutated);
+    if (sameJson(status, token.status ?? {})) return token;
     try {
       return await writeTokenStatus(ctx.kubeConfig, token, status);
     } catch (error) {

@@ -2,34 +2,16 @@
 // node names (oldest first, so the first node to ask gets a single-use token), keeps uses and
 // conditions true, deletes the bootstrap Secret the moment the token is consumed, expired or
 // revoked, and runs revocation before a deleted token goes (finalizer).
-import {
-  type Condition,
-  type FlavoredTokenStatus,
-  ISSUED_ANNOTATION,
-  type TokenBinding,
-} from '../flavor/resources.ts';
+import { type FlavoredTokenStatus, ISSUED_ANNOTATION, type TokenBinding } from '../flavor/resources.ts';
 import { decideBinding, type Failure, MAX_BINDINGS, readVerificationRecord } from '../flavor/verdict.ts';
 import { kubeJson } from '../kube/fetch.ts';
 import { deleteBootstrapSecret, type StoredToken, setFinalizer, tokenPath } from '../kube/token-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
 import { nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
-import { updateTokenStatus } from './token-status.ts';
+import { rfc3339, secretDeletedRecorded, setCondition, updateTokenStatus } from './token-status.ts';
 
 const KUBELET_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
-
-export function setCondition(
-  conditions: Condition[],
-  next: Omit<Condition, 'lastTransitionTime'>,
-  now: Date,
-): Condition[] {
-  const existing = conditions.find((c) => c.type === next.type);
-  const lastTransitionTime =
-    existing && existing.status === next.status
-      ? existing.lastTransitionTime
-      : now.toISOString().replace(/\.\d{3}Z$/, 'Z');
-  return [...conditions.filter((c) => c.type !== next.type), { ...next, lastTransitionTime } as Condition];
-}
 
 interface BindingOutcome {
   status: FlavoredTokenStatus;
@@ -162,15 +144,29 @@ async function removeIfHalfMade(
   return true;
 }
 
+/** Gives a status write that happens anyway the chance to record the deletion first. */
+const SECRET_RECORD_DELAY_MS = 5_000;
+
+/**
+ * Deletes the token's bootstrap Secret unless it is known gone (the SecretDeleted condition, or
+ * this replica deleted it): a settled fleet of thousands of tokens costs no request per reconcile.
+ */
+async function deleteSecretOnce(
+  ctx: ControllerContext,
+  token: StoredToken,
+  tokenId: string,
+): Promise<boolean> {
+  if (ctx.indexes.deletedSecrets.has(tokenId) || secretDeletedRecorded(token.status)) return false;
+  const existed = await deleteBootstrapSecret(ctx.kubeConfig, tokenId);
+  ctx.indexes.deletedSecrets.add(tokenId);
+  return existed;
+}
+
 /** Whether the node still carries a verification record naming this token. */
 function stillFlavoredBy(ctx: ControllerContext, nodeName: string, tokenId: string | undefined): boolean {
   const node = ctx.caches.nodes.get(nodeName);
   const record = node ? readVerificationRecord(nodeFacts(node)) : undefined;
   return record !== undefined && record.tokenID === tokenId;
-}
-
-export function rfc3339(date: Date): string {
-  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
 export async function reconcileToken(ctx: ControllerContext, name: string): Promise<void> {
@@ -183,7 +179,7 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     // Deleting revokes: the bootstrap Secret goes first. With StripNodes the finalizer stays
     // until every node that joined with the token has lost the flavor (the node reconciler
     // strips them while the token, marked deleting, is still here to say so).
-    if (tokenId) await deleteBootstrapSecret(ctx.kubeConfig, tokenId);
+    if (tokenId) await deleteSecretOnce(ctx, cached, tokenId);
     const bindings = cached.status?.bindings ?? [];
     for (const binding of bindings) ctx.enqueueNode(binding.nodeName);
     if (
@@ -206,7 +202,7 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
   const now = ctx.now();
   if (await removeIfHalfMade(ctx, cached, tokenId, now)) return;
   let outcome: BindingOutcome | undefined;
-  await updateTokenStatus(ctx, name, async (fresh) => {
+  const written = await updateTokenStatus(ctx, name, async (fresh) => {
     outcome = await judge(ctx, fresh, now);
     return outcome.status;
   });
@@ -237,11 +233,13 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
       await ctx.approveCsr(rejection.csrName, false, rejection.failure.reason, rejection.failure.message);
   }
   if (outcome.consumed || outcome.expired || outcome.revoked) {
-    if (await deleteBootstrapSecret(ctx.kubeConfig, tokenId)) {
+    if (await deleteSecretOnce(ctx, written ?? cached, tokenId)) {
       const why = outcome.revoked ? 'revoked' : outcome.consumed ? 'consumed' : 'expired';
       // The Consumed/Expired/Revoked condition records this on the FlavoredToken itself.
       ctx.log.debug({ token: tokenId, why }, 'bootstrap token Secret deleted');
     }
+    // Recorded with the next status write (the node's verification); alone only if none comes.
+    if (!secretDeletedRecorded((written ?? cached).status)) ctx.requeueToken(name, SECRET_RECORD_DELAY_MS);
   }
   if (outcome.revoked) for (const binding of outcome.status.bindings ?? []) ctx.enqueueNode(binding.nodeName);
   if (!outcome.expired) {

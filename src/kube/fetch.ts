@@ -14,6 +14,15 @@ export interface KubeFetchInit {
   signal?: AbortSignal;
 }
 
+/** Sees every API request's verb and HTTP status (0 when no answer came): for a metric. */
+export type KubeRequestObserver = (method: string, status: number) => void;
+let requestObserver: KubeRequestObserver | undefined;
+
+/** One process-wide observer, as client-go registers its request metrics once per process. */
+export function observeKubeRequests(observer: KubeRequestObserver | undefined): void {
+  requestObserver = observer;
+}
+
 export async function kubeFetch(
   kubeConfig: KubeConfig,
   path: string,
@@ -28,13 +37,20 @@ export async function kubeFetch(
   const method = (init.method ?? 'GET') as HttpMethod;
   const context = new RequestContext(url.toString(), method ?? HttpMethod.GET);
   await kubeConfig.applySecurityAuthentication(context);
-  return fetch(url, {
-    method,
-    headers: { ...context.getHeaders(), ...init.headers },
-    body: init.body,
-    dispatcher: context.getDispatcher(),
-    signal: init.signal,
-  });
+  try {
+    const response = await fetch(url, {
+      method,
+      headers: { ...context.getHeaders(), ...init.headers },
+      body: init.body,
+      dispatcher: context.getDispatcher(),
+      signal: init.signal,
+    });
+    requestObserver?.(method, response.status);
+    return response;
+  } catch (error) {
+    requestObserver?.(method, 0);
+    throw error;
+  }
 }
 
 /** Yields the lines of a streaming response body (watch events are one JSON object per line). */

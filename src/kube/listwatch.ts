@@ -38,6 +38,13 @@ export class HttpStatusError extends Error {
   }
 }
 
+/** A transform for caches of small objects: managedFields are often half their size and unused. */
+export function withoutManagedFields<T>(raw: unknown): T {
+  const metadata = (raw as { metadata?: { managedFields?: unknown } }).metadata;
+  if (metadata) delete metadata.managedFields;
+  return raw as T;
+}
+
 export function objectKey(object: ObjectWithMeta): string {
   const meta = object.metadata ?? {};
   return meta.namespace ? `${meta.namespace}/${meta.name}` : (meta.name ?? '');

@@ -22,12 +22,12 @@ import {
   type FlavoredToken,
   type FlavoredTokenInput,
   FlavoredTokenSchema,
-  type FlavoredTokenStatus,
   GROUP,
   ISSUED_ANNOTATION,
   TOKEN_ID_LABEL,
   VERSION,
 } from '../flavor/resources.ts';
+import type { FlavorClassWatch } from './flavor-class-watch.ts';
 import { isNotFound, KubeError, toKubeError } from './kube-error.ts';
 
 export { KubeError } from './kube-error.ts';
@@ -55,7 +55,6 @@ export interface TokenKube {
   getFlavoredToken(name: string): Promise<FlavoredToken | undefined>;
   findFlavoredTokenByTokenId(tokenId: string): Promise<FlavoredToken | undefined>;
   listFlavoredTokens(): Promise<FlavoredToken[]>;
-  patchFlavoredTokenStatus(name: string, status: FlavoredTokenStatus): Promise<void>;
   markFlavoredTokenRevoked(name: string): Promise<FlavoredToken>;
   /** Marks issuance complete (the bootstrap Secret exists), see ISSUED_ANNOTATION. */
   markFlavoredTokenIssued(name: string, at: string): Promise<void>;
@@ -73,13 +72,18 @@ const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 export class KubeTokenStore implements TokenKube {
   readonly #core: CoreV1Api;
   readonly #custom: CustomObjectsApi;
+  readonly #classes: FlavorClassWatch | undefined;
 
-  constructor(kubeConfig: KubeConfig) {
+  /** With `classes`, FlavorClass lookups are served from its watch once it has synced. */
+  constructor(kubeConfig: KubeConfig, classes?: FlavorClassWatch) {
     this.#core = kubeConfig.makeApiClient(CoreV1Api);
     this.#custom = kubeConfig.makeApiClient(CustomObjectsApi);
+    this.#classes = classes;
   }
 
   async getFlavorClass(name: string): Promise<FlavorClass | undefined> {
+    const watched = this.#classes?.lookup(name);
+    if (watched !== undefined) return watched ?? undefined;
     const raw = await orUndefinedIfNotFound(
       call(`get FlavorClass '${name}'`, () =>
         this.#custom.getClusterCustomObject({
@@ -144,15 +148,6 @@ export class KubeTokenStore implements TokenKube {
       this.#custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: FLAVORED_TOKEN_PLURAL }),
     );
     return parseItems(FlavoredTokenSchema, list);
-  }
-
-  async patchFlavoredTokenStatus(name: string, status: FlavoredTokenStatus): Promise<void> {
-    await call(`update the status of FlavoredToken '${name}'`, () =>
-      this.#custom.patchClusterCustomObjectStatus(
-        { group: GROUP, version: VERSION, plural: FLAVORED_TOKEN_PLURAL, name, body: { status } },
-        mergePatch,
-      ),
-    );
   }
 
   async markFlavoredTokenIssued(name: string, at: string): Promise<void> {

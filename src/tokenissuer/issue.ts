@@ -189,7 +189,8 @@ async function writeTokenObjects(
     const created = record.metadata.creationTimestamp ? new Date(record.metadata.creationTimestamp) : now();
     const expiresAt = wholeSeconds(tokenExpiry(spec, created));
     const expiration = expiresAt.toISOString().replace(/\.\d{3}Z$/, 'Z');
-    await deps.kube.patchFlavoredTokenStatus(name, { tokenID: token.id, expiresAt: expiration });
+    // No status write here: the controller fills tokenID and expiresAt (and the conditions) on
+    // its first reconcile, and the views below compute the expiry the same way until it has.
     // Rendered before the Secret exists: if the material cannot be made, the rollback leaves nothing.
     const material = render(expiresAt);
     await deps.kube.createBootstrapSecret({
@@ -291,10 +292,24 @@ export function tokenIdOf(token: FlavoredToken): string | undefined {
   return id !== undefined && TOKEN_ID_PATTERN.test(id) ? id : undefined;
 }
 
+/** What the controller will write as status.expiresAt: from the spec and the creation time. */
+function expiryFromSpec(token: FlavoredToken): string | null {
+  if (token.spec.expiresAt !== undefined) return token.spec.expiresAt;
+  const created = token.metadata.creationTimestamp;
+  if (!created) return null;
+  try {
+    return wholeSeconds(tokenExpiry(token.spec, new Date(created)))
+      .toISOString()
+      .replace(/\.\d{3}Z$/, 'Z');
+  } catch {
+    return null;
+  }
+}
+
 export function tokenStatusView(token: FlavoredToken, now: Date): TokenStatusView {
   const uses = token.status?.uses ?? 0;
   const maxUses = token.spec.maxUses;
-  const expiresAt = token.status?.expiresAt ?? token.spec.expiresAt ?? null;
+  const expiresAt = token.status?.expiresAt ?? expiryFromSpec(token);
   const expired = expiresAt !== null && Date.parse(expiresAt) <= now.getTime();
   const state = token.spec.revoked
     ? 'Revoked'

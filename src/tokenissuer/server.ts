@@ -17,6 +17,7 @@ import { Registry } from 'prom-client';
 import type { RandomBytes } from '../flavor/bootstrap-token.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import { withConnectionReuse } from '../kube/connection-reuse.ts';
+import { FlavorClassWatch } from '../kube/flavor-class-watch.ts';
 import { CachedKeyRing, loadKeyRing } from '../kube/keyring-store.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import { KubeReviews } from '../kube/reviews.ts';
@@ -234,10 +235,14 @@ export async function startTokenIssuer(
     'certFile' in config.tls
       ? { cert: readFileSync(config.tls.certFile, 'utf8'), key: readFileSync(config.tls.keyFile, 'utf8') }
       : { cert: config.tls.certPem, key: config.tls.keyPem };
+  const classes = new FlavorClassWatch(kubeConfig, (reason, error) =>
+    logger.debug({ reason, message: error?.message }, 'FlavorClass watch restarted'),
+  );
+  classes.start();
   const built = buildIssuerApp(
     config,
     {
-      kube: new KubeTokenStore(kubeConfig),
+      kube: new KubeTokenStore(kubeConfig, classes),
       reviews: new KubeReviews(kubeConfig),
       keyRing,
       logger,
@@ -253,6 +258,9 @@ export async function startTokenIssuer(
     ...built,
     url: `https://${host}:${port}`,
     ready: () => keyRing.loaded,
-    close: () => built.app.close(),
+    close: async () => {
+      classes.stop();
+      await built.app.close();
+    },
   };
 }

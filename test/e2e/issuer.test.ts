@@ -264,10 +264,16 @@ describe('token issuer on the real control plane', () => {
       version: 'v1alpha1',
       plural: 'flavoredtokens',
       name: issued.id,
-    })) as { spec: { flavorClassName: string }; status: { tokenID: string; expiresAt: string } };
+    })) as {
+      metadata: { labels: Record<string, string>; annotations: Record<string, string> };
+      spec: { flavorClassName: string };
+      status?: unknown;
+    };
     assert.equal(record.spec.flavorClassName, 'sweet');
-    assert.equal(record.status.tokenID, issued.tokenID);
-    assert.equal(record.status.expiresAt, issued.expiresAt);
+    assert.equal(record.metadata.labels['nodeflavor.io/token-id'], issued.tokenID);
+    assert.ok(record.metadata.annotations['nodeflavor.io/issued'], 'issuance marked complete');
+    // The status is the controller's to write (none runs here); the API derives the expiry itself.
+    assert.equal(record.status, undefined);
 
     const secret = await env.core.readNamespacedSecret({
       name: `bootstrap-token-${issued.tokenID}`,
@@ -281,7 +287,9 @@ describe('token issuer on the real control plane', () => {
 
     const status = await call(issuer, 'GET', `/v1/tokens/${issued.tokenID}`, { token: portalToken });
     assert.equal(status.status, 200);
-    assert.equal((JSON.parse(status.text) as { flavor: string }).flavor, 'sweet');
+    const view = JSON.parse(status.text) as { flavor: string; expiresAt: string };
+    assert.equal(view.flavor, 'sweet');
+    assert.equal(view.expiresAt, issued.expiresAt, 'the expiry is derived before the controller writes it');
   });
 
   it('revoke deletes the bootstrap Secret at once: a second kubelet cannot join with the same material', async () => {

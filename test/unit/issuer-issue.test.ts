@@ -39,7 +39,8 @@ describe('issueToken', () => {
       revocationPolicy: 'Keep',
       revoked: false,
     });
-    assert.deepEqual(record.status, { tokenID: issued.tokenId, expiresAt: '2030-01-01T01:00:00Z' });
+    assert.equal(record.status, undefined, 'the status is the controller’s to write');
+    assert.equal(issued.expiresAt, '2030-01-01T01:00:00Z');
     const serialised = JSON.stringify(record);
     assert.ok(!serialised.includes(issued.bootstrapToken.secret.reveal()), 'no token secret in the record');
     assert.ok(!serialised.includes(issued.flavorToken.reveal()), 'no flavor token in the record');
@@ -114,11 +115,21 @@ describe('issueToken', () => {
     assert.equal(kube.tokens.size + kube.secrets.size, 0);
   });
 
-  it('rolls back when the status cannot be written, and leaves no Secret', async () => {
+  it('rolls back both objects when the issued mark cannot be written', async () => {
     const { kube, deps } = await setup();
-    kube.failNext.patchFlavoredTokenStatus = new KubeError(0, 'Unreachable', 'down');
+    kube.failNext.markFlavoredTokenIssued = new KubeError(0, 'Unreachable', 'down');
     await assert.rejects(issueToken(deps, { flavorClassName: 'sweet' }), /down/);
     assert.equal(kube.tokens.size + kube.secrets.size, 0);
+  });
+
+  it('writes no status (the controller owns it), yet the views show the expiry at once', async () => {
+    const { kube, deps } = await setup();
+    const issued = await issueToken(deps, { flavorClassName: 'sweet', ttl: '2h' });
+    const record = kube.tokens.get(issued.name);
+    assert.equal(record?.status, undefined);
+    const [view] = await listTokens(deps);
+    assert.equal(view?.expiresAt, issued.expiresAt);
+    assert.equal(view?.tokenID, issued.tokenId);
   });
 
   it('surfaces the original error when the rollback fails too (the controller cleans the orphan record)', async () => {

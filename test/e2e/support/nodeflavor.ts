@@ -117,15 +117,24 @@ export async function joinWith(
 export function startOperator(
   logPath: string,
   extraArgs: string[] = [],
-  options: { failpoints?: string[]; metricsPort?: number } = {},
+  options: {
+    failpoints?: string[];
+    metricsPort?: number;
+    /** Node.js flags such as the chart's heap cap or --cpu-prof (benchmarks). */
+    nodeArgs?: string[];
+    /** Run the compiled dist/ as the image does (benchmarks build it first), not the sources via tsx. */
+    built?: boolean;
+  } = {},
 ): ManagedProcess {
+  const entry = options.built
+    ? [join(repoRoot, 'dist', 'src', 'cli', 'nodeflavor.js')]
+    : ['--import', 'tsx', join(repoRoot, 'src', 'cli', 'nodeflavor.ts')];
   return new ManagedProcess(
     'nodeflavor',
     process.execPath,
     [
-      '--import',
-      'tsx',
-      join(repoRoot, 'src', 'cli', 'nodeflavor.ts'),
+      ...(options.nodeArgs ?? []),
+      ...entry,
       'run',
       // As the Helm chart's ServiceAccount: the suite proves the chart's RBAC is enough.
       '--kubeconfig',

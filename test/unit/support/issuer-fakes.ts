@@ -7,7 +7,6 @@ import {
   type FlavoredToken,
   type FlavoredTokenInput,
   FlavoredTokenSchema,
-  type FlavoredTokenStatus,
   TOKEN_ID_LABEL,
 } from '../../../src/flavor/resources.ts';
 import { KubeError } from '../../../src/kube/kube-error.ts';
@@ -83,12 +82,6 @@ export class FakeTokenKube implements TokenKube {
   }
   async listFlavoredTokens() {
     return [...this.tokens.values()];
-  }
-  async patchFlavoredTokenStatus(name: string, status: FlavoredTokenStatus) {
-    this.#maybeFail('patchFlavoredTokenStatus');
-    const token = this.tokens.get(name);
-    if (!token) throw new KubeError(404, 'NotFound', 'not found');
-    token.status = { ...token.status, ...status };
   }
   async markFlavoredTokenIssued(name: string, at: string) {
     this.#maybeFail('markFlavoredTokenIssued');
