@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
 import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
 import { prepareOperatorIdentity } from './support/chart.ts';
@@ -19,6 +20,7 @@ import {
   issue,
   joinWith,
   OPERATOR_NAMESPACE,
+  opsGet,
   startOperator,
 } from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
@@ -26,7 +28,11 @@ import { uniqueName, waitFor } from './support/wait.ts';
 const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-restart-'));
 
 interface TokenRecord {
-  status?: { uses?: number; bindings?: { nodeName: string; verifiedAt?: string }[] };
+  status?: {
+    uses?: number;
+    bindings?: { nodeName: string; verifiedAt?: string }[];
+    conditions?: { type: string; status: string }[];
+  };
   spec: { maxUses?: number };
 }
 
@@ -49,9 +55,9 @@ describe('controller restarts and failover', () => {
   });
 
   const logOf = new Map<ManagedProcess, string>();
-  function operator(args: string[] = [], failpoints: string[] = []): ManagedProcess {
+  function operator(args: string[] = [], failpoints: string[] = [], metricsPort?: number): ManagedProcess {
     const path = join(logs, `operator-${logOf.size}.log`);
-    const op = startOperator(path, args, { failpoints });
+    const op = startOperator(path, args, { failpoints, ...(metricsPort ? { metricsPort } : {}) });
     operators.push(op);
     logOf.set(op, path);
     return op;
@@ -174,5 +180,62 @@ describe('controller restarts and failover', () => {
       const record = await tokenRecord(token.name);
       assert.equal(record.status?.uses, 1, `token ${token.tokenId} used exactly once`);
     }
+    // Each consumed token's Secret is deleted once and that is recorded, so no replica deletes it again.
+    await waitFor(
+      async () => {
+        for (const token of tokens) {
+          const conditions = (await tokenRecord(token.name)).status?.conditions ?? [];
+          if (!conditions.some((c) => c.type === 'SecretDeleted' && c.status === 'True')) return false;
+        }
+        return true;
+      },
+      { what: 'every consumed token to record SecretDeleted', timeoutMs: 30_000, intervalMs: 500 },
+    );
+  });
+
+  /** A metric's value (0 when absent) from an operator's /metrics. */
+  async function metricValue(port: number, series: string): Promise<number> {
+    const [, text] = await opsGet(port, '/metrics');
+    const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+    return Number(line?.split(' ')[1] ?? 0);
+  }
+
+  /** Starts a replica and waits until it has judged every Node and its queues are empty. */
+  async function freshReplicaSettled(): Promise<{ op: ManagedProcess; port: number }> {
+    const port = await freePort();
+    const op = operator(['--no-leader-elect'], [], port);
+    const nodes = (await env.core.listNode()).items.length;
+    await waitFor(
+      async () =>
+        (await metricValue(port, 'nodeflavor_reconciles_total{queue="nodes",result="ok"}')) >= nodes &&
+        (await metricValue(port, 'nodeflavor_workqueue_depth{queue="nodes"}')) === 0 &&
+        (await metricValue(port, 'nodeflavor_workqueue_depth{queue="tokens"}')) === 0,
+      { what: `a fresh replica to reconcile all ${nodes} nodes`, timeoutMs: 60_000, intervalMs: 200 },
+    );
+    return { op, port };
+  }
+
+  it('a replica restarted on settled nodes and tokens judges them all and writes nothing', async () => {
+    await Promise.all(operators.splice(0).map((op) => op.stop()));
+    // Whatever earlier tests left unsettled (a token that expired since, say) is settled first.
+    const settling = await freshReplicaSettled();
+    await settling.op.stop();
+    const { op, port } = await freshReplicaSettled();
+    const writes: Record<string, number> = {};
+    for (const method of ['PUT', 'PATCH', 'DELETE']) {
+      for (const code of ['200', '201', '404', '409']) {
+        const n = await metricValue(
+          port,
+          `nodeflavor_kube_api_requests_total{method="${method}",code="${code}"}`,
+        );
+        if (n > 0) writes[`${method} ${code}`] = n;
+      }
+    }
+    assert.deepEqual(writes, {}, 'no write (not even a no-op one) on a restart with nothing to change');
+    assert.ok(
+      (await metricValue(port, 'nodeflavor_kube_api_requests_total{method="GET",code="200"}')) > 0,
+      'the metric counts requests',
+    );
+    await op.stop();
   });
 });
