@@ -67,13 +67,16 @@ export async function updateTokenStatus(
     const status = withKnownFacts(ctx, token, mutated);
     if (sameJson(status, token.status ?? {})) return token;
     try {
-      return await writeTokenStatus(ctx.kubeConfig, token, status);
+      const written = await writeTokenStatus(ctx.kubeConfig, token, status);
+      ctx.caches.tokens.assume(written);
+      return written;
     } catch (error) {
       if (!(error instanceof KubeError) || error.status !== 409 || attempt === MAX_ATTEMPTS) throw error;
       try {
         token = await kubeJson<StoredToken>(ctx.kubeConfig, 'GET', tokenPath(name), {
           action: `read FlavoredToken ${name}`,
         });
+        ctx.caches.tokens.assume(token);
       } catch (readError) {
         if (readError instanceof KubeError && readError.status === 404) return undefined;
         throw readError;

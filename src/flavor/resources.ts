@@ -33,6 +33,13 @@ export const TOKEN_ID_LABEL = 'nodeflavor.io/token-id';
  * the controller reading Secrets in kube-system.
  */
 export const ISSUED_ANNOTATION = 'nodeflavor.io/issued';
+
+/**
+ * Deleting a FlavoredToken revokes it (its Secret first; with StripNodes, its nodes' flavor), so
+ * the controller holds this finalizer. The issuer creates the record with it: no window where a
+ * token exists that could be deleted unrevoked, and no separate write to add it.
+ */
+export const TOKEN_FINALIZER = 'nodeflavor.io/revoke';
 /** Node label under which a joining node presents its flavor token. Reserved in FlavorClass labels. */
 export const FLAVOR_TOKEN_LABEL = 'nodeflavor.io/token';
 /** Quarantine taint key for nodes not (yet) verified. Reserved in FlavorClass taints. */

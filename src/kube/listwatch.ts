@@ -45,6 +45,16 @@ export function withoutManagedFields<T>(raw: unknown): T {
   return raw as T;
 }
 
+/**
+ * Whether resourceVersion `a` is newer than `b`. They are opaque to clients in general, but every
+ * API server backed by etcd hands out etcd revisions (client-go's mutation cache compares them as
+ * integers too); anything else is never called newer, so an assumption is simply not made or kept.
+ */
+export function isNewer(a: string | undefined, b: string | undefined): boolean {
+  if (!a || !b || !/^\d+$/.test(a) || !/^\d+$/.test(b)) return false;
+  return BigInt(a) > BigInt(b);
+}
+
 export function objectKey(object: ObjectWithMeta): string {
   const meta = object.metadata ?? {};
   return meta.namespace ? `${meta.namespace}/${meta.name}` : (meta.name ?? '');
@@ -53,6 +63,8 @@ export function objectKey(object: ObjectWithMeta): string {
 export class ListWatch<T extends ObjectWithMeta> {
   private readonly options: ListWatchOptions<T>;
   private readonly cache = new Map<string, T>();
+  /** Our own writes' results, served until the watch delivers them (see assume). */
+  private readonly assumed = new Map<string, T>();
   private resourceVersion: string | undefined;
   private stopped = false;
   private abort: AbortController | undefined;
@@ -86,11 +98,26 @@ export class ListWatch<T extends ObjectWithMeta> {
   }
 
   get(key: string): T | undefined {
-    return this.cache.get(key);
+    return this.assumed.get(key) ?? this.cache.get(key);
   }
 
   list(): T[] {
-    return [...this.cache.values()];
+    if (this.assumed.size === 0) return [...this.cache.values()];
+    return [...this.cache].map(([key, object]) => this.assumed.get(key) ?? object);
+  }
+
+  /**
+   * Serves the object our own write just returned until the watch brings that version (or a
+   * newer one), as client-go's MutationCache does: a reconcile that runs in between then starts
+   * from what we wrote instead of the version we wrote over, which would only earn a 409.
+   * Watch handlers are not called; the watch event of the write still comes and calls them.
+   */
+  assume(raw: unknown): void {
+    const object = this.transform(raw);
+    const key = objectKey(object);
+    const cached = this.cache.get(key);
+    if (!cached || !isNewer(object.metadata?.resourceVersion, cached.metadata?.resourceVersion)) return;
+    this.assumed.set(key, object);
   }
 
   keys(): string[] {
@@ -185,6 +212,7 @@ export class ListWatch<T extends ObjectWithMeta> {
 
     const previous = new Map(this.cache);
     this.cache.clear();
+    this.assumed.clear(); // the list is at least as new as anything we wrote before it
     for (const [key, object] of fresh) this.cache.set(key, object);
     this.resourceVersion = listVersion;
     for (const [key, object] of fresh) {
@@ -275,6 +303,13 @@ export class ListWatch<T extends ObjectWithMeta> {
         const previous = this.cache.get(key);
         if (event.type === 'DELETED') this.cache.delete(key);
         else this.cache.set(key, object);
+        const assumed = this.assumed.get(key);
+        if (
+          assumed &&
+          (event.type === 'DELETED' ||
+            !isNewer(assumed.metadata?.resourceVersion, object.metadata?.resourceVersion))
+        )
+          this.assumed.delete(key);
         this.resourceVersion = raw.metadata?.resourceVersion ?? this.resourceVersion;
         this.emit(event.type, object, previous);
         return;

@@ -3,11 +3,18 @@
 // last use: the loser gets 409 and re-decides on fresh data.
 import type { KubeConfig } from '@kubernetes/client-node';
 import { bootstrapSecretName } from '../flavor/bootstrap-token.ts';
-import { FLAVORED_TOKEN_PLURAL, type FlavoredTokenStatus, GROUP, VERSION } from '../flavor/resources.ts';
+import {
+  FLAVORED_TOKEN_PLURAL,
+  type FlavoredTokenStatus,
+  GROUP,
+  TOKEN_FINALIZER,
+  VERSION,
+} from '../flavor/resources.ts';
 import { kubeJson } from './fetch.ts';
 import { KubeError } from './kube-error.ts';
 
-export const TOKEN_FINALIZER = 'nodeflavor.io/revoke';
+export { TOKEN_FINALIZER };
+
 const TOKENS_PATH = `/apis/${GROUP}/${VERSION}/${FLAVORED_TOKEN_PLURAL}`;
 
 export interface StoredToken {

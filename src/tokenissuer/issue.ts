@@ -22,6 +22,7 @@ import {
   type FlavoredToken,
   type FlavoredTokenInput,
   isDnsSubdomain,
+  TOKEN_FINALIZER,
   TOKEN_ID_LABEL,
   tokenExpiry,
 } from '../flavor/resources.ts';
@@ -174,6 +175,7 @@ async function writeTokenObjects(
       metadata: {
         name,
         labels: { [TOKEN_ID_LABEL]: token.id },
+        finalizers: [TOKEN_FINALIZER],
         ...(requestedBy ? { annotations: { [REQUESTED_BY_ANNOTATION]: requestedBy.slice(0, 1024) } } : {}),
       },
       spec,
@@ -210,7 +212,8 @@ async function writeTokenObjects(
     );
     return { name, material };
   } catch (error) {
-    // Roll back so that a failed issuance leaves nothing: the Secret (if made) and the record.
+    // Roll back so that a failed issuance leaves nothing: the Secret (if made) and the record
+    // (its revocation finalizer released: the Secret it guards is gone and no node used it).
     // If the rollback fails too, an unmarked FlavoredToken remains, which the controller deletes
     // after --orphan-grace (and the Secret goes with it: it is owned by the record).
     if (secretCreated) await deps.kube.deleteBootstrapSecret(token.id).catch(() => undefined);

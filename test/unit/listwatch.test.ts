@@ -8,6 +8,7 @@ import { afterEach, beforeEach, describe, test } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import {
   HttpStatusError,
+  isNewer,
   ListWatch,
   type ListWatchOptions,
   objectKey,
@@ -325,6 +326,57 @@ describe('ListWatch', () => {
     assert.deepEqual(cached(lw), { a: a2.metadata.resourceVersion, c: c.metadata.resourceVersion });
     assert.deepEqual(lw.get('a')?.spec, { changed: true });
     assert.equal(lw.get('b'), undefined);
+  });
+
+  test('assume() serves our own write until the watch brings that version, never an older one', async () => {
+    api.put('a');
+    const lw = listWatch();
+    await lw.start();
+    events.length = 0;
+    const older = api.put('a', { by: 'someone else' }); // written before ours, not yet delivered
+    const ours = api.put('a', { by: 'us' });
+    lw.assume(ours);
+    assert.deepEqual(lw.get('a')?.spec, { by: 'us' }, 'our write is served at once');
+    assert.deepEqual(
+      lw.list().map((t) => t.spec),
+      [{ by: 'us' }],
+    );
+    assert.equal(events.length, 0, 'assume calls no handler: the watch event will');
+    await api.send('MODIFIED', older);
+    await untilEvents(1);
+    assert.deepEqual(lw.get('a')?.spec, { by: 'us' }, 'an older event does not hide our newer write');
+    await api.send('MODIFIED', ours);
+    await untilEvents(2);
+    const newer = api.put('a', { by: 'a later writer' });
+    await api.send('MODIFIED', newer);
+    await untilEvents(3);
+    assert.deepEqual(lw.get('a')?.spec, { by: 'a later writer' }, 'once caught up, the watch rules again');
+  });
+
+  test('assume() ignores a version that is not newer than the cache, and a deletion ends it', async () => {
+    const a = api.put('a', { v: 1 });
+    api.put('b');
+    const lw = listWatch();
+    await lw.start();
+    events.length = 0;
+    lw.assume({ ...a, spec: { v: 'stale' } });
+    assert.deepEqual(lw.get('a')?.spec, { v: 1 }, 'same resourceVersion as the cache: not assumed');
+    lw.assume({ ...a, metadata: { ...a.metadata, resourceVersion: 'opaque' }, spec: { v: 'opaque' } });
+    assert.deepEqual(lw.get('a')?.spec, { v: 1 }, 'a resourceVersion that is not a revision is never newer');
+    const b2 = api.put('b', { v: 2 });
+    lw.assume(b2);
+    await api.send('DELETED', api.remove('b'));
+    await untilEvents(1);
+    assert.equal(lw.get('b'), undefined, 'deleted: the assumed write is gone with it');
+  });
+
+  test('isNewer compares etcd revisions as integers, beyond 2^53, and nothing else', () => {
+    assert.equal(isNewer('10', '9'), true);
+    assert.equal(isNewer('9', '10'), false);
+    assert.equal(isNewer('9007199254740993', '9007199254740992'), true);
+    assert.equal(isNewer('5', '5'), false);
+    assert.equal(isNewer('abc', '1'), false);
+    assert.equal(isNewer(undefined, '1'), false);
   });
 
   test('a torn or non-JSON line is skipped and the watch goes on', async () => {
