@@ -114,8 +114,8 @@ export class Indexes {
   readonly tokensByNodeName = new SetIndex();
   /** Why CSRs naming a node were not bound (in memory; rebuilt as tokens are reconciled). */
   readonly rejections = new Map<string, Map<string, Failure>>();
-  /** Token IDs whose bootstrap Secret this replica deleted (or found gone), until the token goes. */
-  readonly deletedSecrets = new Set<string>();
+  /** Token IDs whose bootstrap Secret this replica deleted (or found gone), and when (ms). */
+  readonly deletedSecrets = new Map<string, number>();
   private readonly subjects = new Map<string, Promise<CsrFacts['subject']>>();
 
   onToken(token: StoredToken | undefined, previous: StoredToken | undefined): void {

@@ -27,7 +27,9 @@ export function setCondition(
   const existing = conditions.find((c) => c.type === next.type);
   const lastTransitionTime =
     existing && existing.status === next.status ? existing.lastTransitionTime : rfc3339(now);
-  return [...conditions.filter((c) => c.type !== next.type), { ...next, lastTransitionTime } as Condition];
+  const updated = { ...next, lastTransitionTime } as Condition;
+  // In place: the list is keyed by type, and a moved condition would be a change to write.
+  return existing ? conditions.map((c) => (c.type === next.type ? updated : c)) : [...conditions, updated];
 }
 
 export function secretDeletedRecorded(status: FlavoredTokenStatus | undefined): boolean {
@@ -35,9 +37,12 @@ export function secretDeletedRecorded(status: FlavoredTokenStatus | undefined): 
 }
 
 /**
- * Adds what this replica knows and the status does not say yet (the Secret's deletion) to a
- * status about to be written anyway, so recording it costs no write of its own on the join path.
+ * How long a known fact (the Secret's deletion) waits for a status write that happens anyway
+ * (the node's verification record, right after the binding) before it earns a write of its own.
  */
+export const FACT_RECORD_DELAY_MS = 5_000;
+
+/** The status with what this replica knows and the status does not say yet (the Secret's deletion). */
 function withKnownFacts(ctx: ControllerContext, token: StoredToken, status: FlavoredTokenStatus) {
   const tokenId = tokenIdOf(token);
   if (!tokenId || !ctx.indexes.deletedSecrets.has(tokenId) || secretDeletedRecorded(status)) return status;
@@ -55,6 +60,11 @@ function withKnownFacts(ctx: ControllerContext, token: StoredToken, status: Flav
   return { ...status, conditions };
 }
 
+function factsOverdue(ctx: ControllerContext, token: StoredToken): boolean {
+  const deletedAt = ctx.indexes.deletedSecrets.get(tokenIdOf(token) ?? '');
+  return deletedAt !== undefined && ctx.now().getTime() - deletedAt >= FACT_RECORD_DELAY_MS;
+}
+
 export async function updateTokenStatus(
   ctx: ControllerContext,
   name: string,
@@ -65,7 +75,9 @@ export async function updateTokenStatus(
     const mutated = await mutate(token);
     if (!mutated) return token;
     const status = withKnownFacts(ctx, token, mutated);
-    if (sameJson(status, token.status ?? {})) return token;
+    const decided = !sameJson(mutated, token.status ?? {});
+    // A known fact rides along with a write that is due anyway, and is written alone only late.
+    if (!decided && (sameJson(status, mutated) || !factsOverdue(ctx, token))) return token;
     try {
       const written = await writeTokenStatus(ctx.kubeConfig, token, status);
       ctx.caches.tokens.assume(written);

@@ -9,7 +9,13 @@ import { deleteBootstrapSecret, type StoredToken, setFinalizer, tokenPath } from
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
 import { nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
-import { rfc3339, secretDeletedRecorded, setCondition, updateTokenStatus } from './token-status.ts';
+import {
+  FACT_RECORD_DELAY_MS,
+  rfc3339,
+  secretDeletedRecorded,
+  setCondition,
+  updateTokenStatus,
+} from './token-status.ts';
 
 const KUBELET_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
 
@@ -144,9 +150,6 @@ async function removeIfHalfMade(
   return true;
 }
 
-/** Gives a status write that happens anyway the chance to record the deletion first. */
-const SECRET_RECORD_DELAY_MS = 5_000;
-
 /**
  * Deletes the token's bootstrap Secret unless it is known gone (the SecretDeleted condition, or
  * this replica deleted it): a settled fleet of thousands of tokens costs no request per reconcile.
@@ -158,7 +161,7 @@ async function deleteSecretOnce(
 ): Promise<boolean> {
   if (ctx.indexes.deletedSecrets.has(tokenId) || secretDeletedRecorded(token.status)) return false;
   const existed = await deleteBootstrapSecret(ctx.kubeConfig, tokenId);
-  ctx.indexes.deletedSecrets.add(tokenId);
+  ctx.indexes.deletedSecrets.set(tokenId, ctx.now().getTime());
   return existed;
 }
 
@@ -239,7 +242,8 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
       ctx.log.debug({ token: tokenId, why }, 'bootstrap token Secret deleted');
     }
     // Recorded with the next status write (the node's verification); alone only if none comes.
-    if (!secretDeletedRecorded((written ?? cached).status)) ctx.requeueToken(name, SECRET_RECORD_DELAY_MS);
+    if (!secretDeletedRecorded((written ?? cached).status))
+      ctx.requeueToken(name, FACT_RECORD_DELAY_MS + 100);
   }
   if (outcome.revoked) for (const binding of outcome.status.bindings ?? []) ctx.enqueueNode(binding.nodeName);
   if (!outcome.expired) {

@@ -6,6 +6,7 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { DesiredNodeState } from '../flavor/verdict.ts';
 import { kubeJson } from './fetch.ts';
+import { KubeError } from './kube-error.ts';
 
 export const FIELD_MANAGER = 'nodeflavor';
 
@@ -42,6 +43,59 @@ export function trimNode(raw: unknown): TrimmedNode {
   return trimmed;
 }
 
+/** RFC 6901: a map key as one JSON Pointer segment. */
+function pointer(key: string): string {
+  return key.replaceAll('~', '~0').replaceAll('/', '~1');
+}
+
+/**
+ * The removals as a JSON patch whose preconditions are the facts the decision rests on, not the
+ * whole Node's resourceVersion: the same uid, the same taints (the apply that follows writes the
+ * complete list computed from them), and each removed key still holding the value that was
+ * judged. The kubelet's status updates, which land right after registration (when a new node's
+ * first reconcile writes), change none of them, so they no longer turn that write into a 409.
+ * Without cached taints to compare, the resourceVersion is the precondition, as before.
+ */
+export function removalPatch(node: TrimmedNode, desired: DesiredNodeState): object[] {
+  const ops: object[] = [{ op: 'test', path: '/metadata/uid', value: node.metadata.uid }];
+  if (node.spec.taints && node.spec.taints.length > 0) {
+    ops.push({ op: 'test', path: '/spec/taints', value: node.spec.taints });
+  } else {
+    ops.push({ op: 'test', path: '/metadata/resourceVersion', value: node.metadata.resourceVersion });
+  }
+  const remove = (field: 'labels' | 'annotations', keys: string[]) => {
+    for (const key of keys) {
+      const path = `/metadata/${field}/${pointer(key)}`;
+      ops.push({ op: 'test', path, value: node.metadata[field]?.[key] ?? '' }, { op: 'remove', path });
+    }
+  };
+  remove('labels', desired.removeLabels);
+  remove('annotations', desired.removeAnnotations);
+  return ops;
+}
+
+/** A JSON patch whose failed `test` (HTTP 422) is reported as the conflict it is (409). */
+async function patchOrConflict(
+  kubeConfig: KubeConfig,
+  path: string,
+  name: string,
+  ops: object[],
+): Promise<TrimmedNode> {
+  try {
+    return await kubeJson<TrimmedNode>(kubeConfig, 'PATCH', path, {
+      action: `remove protected keys from node ${name}`,
+      contentType: 'application/json-patch+json',
+      query: { fieldManager: FIELD_MANAGER },
+      body: ops,
+    });
+  } catch (error) {
+    if (error instanceof KubeError && error.status === 422 && /test/i.test(error.message)) {
+      throw new KubeError(409, 'Conflict', `node ${name} changed since it was judged: ${error.message}`);
+    }
+    throw error;
+  }
+}
+
 export async function writeNodeState(
   kubeConfig: KubeConfig,
   node: TrimmedNode,
@@ -52,20 +106,7 @@ export async function writeNodeState(
   let resourceVersion = node.metadata.resourceVersion;
   // Removals first, so that once the flavor shows, the token label is already gone.
   if (desired.removeLabels.length > 0 || desired.removeAnnotations.length > 0) {
-    const nulls = (keys: string[]) => Object.fromEntries(keys.map((k) => [k, null]));
-    const patched = await kubeJson<TrimmedNode>(kubeConfig, 'PATCH', path, {
-      action: `remove protected keys from node ${name}`,
-      contentType: 'application/merge-patch+json',
-      query: { fieldManager: FIELD_MANAGER },
-      body: {
-        metadata: {
-          uid: node.metadata.uid,
-          resourceVersion,
-          labels: nulls(desired.removeLabels),
-          annotations: nulls(desired.removeAnnotations),
-        },
-      },
-    });
+    const patched = await patchOrConflict(kubeConfig, path, name, removalPatch(node, desired));
     resourceVersion = patched.metadata.resourceVersion;
   }
   await kubeJson<TrimmedNode>(kubeConfig, 'PATCH', path, {
