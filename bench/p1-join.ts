@@ -141,7 +141,10 @@ export async function runP1(scale: Scale): Promise<Figure[]> {
   await waitReady(metricsPort);
   // Tokens are issued ahead of a real burst while the operator runs: let it take them in (status,
   // finalizer) before the joins start, so the burst measures joins alone.
-  await waitTokensTakenIn(env.kubeConfig, issued.map((t) => t.name));
+  await waitTokensTakenIn(
+    env.kubeConfig,
+    issued.map((t) => t.name),
+  );
   log(`P1 nodeflavor: tokens taken in; API requests so far ${await requestCounts(metricsPort)}`);
   log(`P1 nodeflavor: ${nodes} joins`);
   const measured = await burst(
