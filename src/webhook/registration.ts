@@ -260,15 +260,33 @@ export function touchesProtectedKeysExpression(keys: ProtectedKeys): string {
   ].join(' || ');
 }
 
+/** CEL: the request comes from a kubelet (the Node authorizer's identity), as decideNodeAdmission's isKubelet. */
+const IS_KUBELET =
+  'has(request.userInfo.username) && request.userInfo.username.startsWith("system:node:") && size(request.userInfo.username) > 12' +
+  ' && has(request.userInfo.groups) && "system:nodes" in request.userInfo.groups';
+
 function guardMatchConditions(opts: GuardRuleOptions): MatchCondition[] {
-  return [
+  const conditions: MatchCondition[] = [
     {
       // The controller's writes never depend on the webhook (or the policy) being healthy.
       name: 'not-nodeflavor-controller',
       expression: `!has(request.userInfo.username) || !(request.userInfo.username in ${litList([opts.controllerUsername])})`,
     },
-    { name: 'touches-protected-keys', expression: touchesProtectedKeysExpression(opts.protectedKeys) },
   ];
+  if (opts.adminGroups.length > 0) {
+    // Nor do an admin group's (decideNodeAdmission allows them whatever they change): they are
+    // not slowed by a call whose answer is known, and can repair nodes while the webhook is down.
+    // A kubelet in an admin group still goes to the guard, as it gains nothing from the group.
+    conditions.push({
+      name: 'not-admin-group',
+      expression: `!(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in ${litList(opts.adminGroups)})) || (${IS_KUBELET})`,
+    });
+  }
+  conditions.push({
+    name: 'touches-protected-keys',
+    expression: touchesProtectedKeysExpression(opts.protectedKeys),
+  });
+  return conditions;
 }
 
 // ---- ValidatingAdmissionPolicy: the rules of decideNodeAdmission, one validation per deny reason.
@@ -323,9 +341,7 @@ function policyVariables(opts: GuardRuleOptions): { name: string; expression: st
     {
       // isKubelet: the Node authorizer's identity, a system:node:<name> user in group system:nodes.
       name: 'isKubelet',
-      expression:
-        'has(request.userInfo.username) && request.userInfo.username.startsWith("system:node:") && size(request.userInfo.username) > 12' +
-        ' && has(request.userInfo.groups) && "system:nodes" in request.userInfo.groups',
+      expression: IS_KUBELET,
     },
     // A kubelet listed in an admin group gains nothing from it, as in decideNodeAdmission.
     { name: 'isAdmin', expression: admin },

@@ -475,7 +475,7 @@ for (const mode of MODES) {
 
     if (mode !== 'webhook') return;
 
-    it('with the webhook process stopped: heartbeats pass, protected changes are still refused', async () => {
+    it('with the webhook process stopped: heartbeats, the controller and admins pass; other protected changes are refused', async () => {
       await admission.stop();
       await guarded.reportStatus();
       await guarded.renewLease();
@@ -500,6 +500,24 @@ for (const mode of MODES) {
       );
       assert.ok(result.status >= 400, `a protected change passed a dead webhook: HTTP ${result.status}`);
       assert.match(messageOf(result), /failed calling webhook "nodes\.nodeflavor\.io"/);
+      const ordinary = await patchNode(
+        user.http,
+        guarded.nodeName,
+        { metadata: { labels: { [FLAVOR_LABEL]: 'sweet' } } },
+        MERGE,
+      );
+      assert.ok(ordinary.status >= 400, `an ordinary user passed a dead webhook: HTTP ${ordinary.status}`);
+      // An admin group's writes are allowed whatever they change, so they do not wait on the
+      // webhook at all (matchConditions): an admin can repair a node while the webhook is down.
+      assertAllowed(
+        await patchNode(
+          admin.http,
+          guarded.nodeName,
+          { metadata: { annotations: { [TRUST_ANNOTATION]: 'repaired' } } },
+          MERGE,
+        ),
+        'an admin group member, with the webhook down',
+      );
     });
 
     it('renews the serving certificate twice under a stream of reviews without one failed request', async (t) => {

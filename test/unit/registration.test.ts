@@ -115,13 +115,24 @@ describe('validatingWebhookConfiguration', () => {
     );
   });
 
-  test('match conditions skip the controller and writes that touch no protected key', () => {
-    const [notController, touches] = webhook.matchConditions;
-    assert.equal(webhook.matchConditions.length, 2);
+  test('match conditions skip the controller, admin groups (not kubelets in them) and writes that touch no protected key', () => {
+    const [notController, notAdmin, touches] = webhook.matchConditions;
+    assert.equal(webhook.matchConditions.length, 3);
     assert.equal(notController?.name, 'not-nodeflavor-controller');
     assert.ok(notController?.expression.includes(JSON.stringify(CONTROLLER)));
+    assert.equal(notAdmin?.name, 'not-admin-group');
+    assert.ok(notAdmin?.expression.includes(JSON.stringify('nodeflavor-admins')));
+    assert.ok(
+      notAdmin?.expression.includes('"system:nodes" in request.userInfo.groups'),
+      'kubelets still go',
+    );
     assert.equal(touches?.name, 'touches-protected-keys');
     assert.equal(touches?.expression, touchesProtectedKeysExpression(protectedKeys));
+    const withoutAdmins = validatingWebhookConfiguration({ name: 'x', service, ...guard, adminGroups: [] });
+    assert.deepEqual(
+      withoutAdmins.webhooks[0]?.matchConditions.map((c) => c.name),
+      ['not-nodeflavor-controller', 'touches-protected-keys'],
+    );
   });
 
   test('refuses options that would guard nothing or everything', () => {
