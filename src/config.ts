@@ -66,6 +66,12 @@ export const ConfigSchema = z.object({
   /** Register the webhook by URL instead of Service (out-of-cluster runs, tests). */
   webhookUrl: z.string().url().optional(),
   webhookConfigName: z.string().default('nodeflavor'),
+  /**
+   * A ClusterRole that owns the admission registration (ownerReferences): when it is deleted (the
+   * Helm chart's, on `helm uninstall`), the garbage collector deletes the registration with it,
+   * so no webhook with failurePolicy Fail outlives the operator. Unset: nothing owns it.
+   */
+  registrationOwner: z.string().min(1).optional(),
   tlsMode: z.enum(['self', 'cert-manager']).default('self'),
   tlsSecret: z.string().default('nodeflavor-webhook-tls'),
   issuerAddress: address.default(':8443'),

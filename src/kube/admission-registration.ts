@@ -13,6 +13,7 @@ import type { Logger } from 'pino';
 import { CoalescedRun } from '../ops/coalesced-run.ts';
 import type {
   DesiredRegistration,
+  OwnerReference,
   RegistrationKind,
   RegistrationObject,
 } from '../webhook/desired-registration.ts';
@@ -251,4 +252,20 @@ async function removeOwned(
 /** Deletes every registration object named `name` that nodeflavor made (uninstall hooks, tests). */
 export async function removeAdmissionRegistration(kubeConfig: KubeConfig, name: string): Promise<void> {
   for (const kind of Object.keys(COLLECTION) as RegistrationKind[]) await removeOwned(kubeConfig, kind, name);
+}
+
+/** The owner reference to ClusterRole `name` (its uid read now), for config.registrationOwner. */
+export async function clusterRoleOwner(kubeConfig: KubeConfig, name: string): Promise<OwnerReference> {
+  const role = await kubeJson<LiveObject>(
+    kubeConfig,
+    'GET',
+    `/apis/rbac.authorization.k8s.io/v1/clusterroles/${encodeURIComponent(name)}`,
+    { action: `read ClusterRole ${name} (the admission registration's owner)` },
+  );
+  return {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    name,
+    uid: role.metadata.uid ?? '',
+  };
 }

@@ -16,10 +16,22 @@ export type RegistrationKind =
   | 'ValidatingAdmissionPolicy'
   | 'ValidatingAdmissionPolicyBinding';
 
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+}
+
 export interface RegistrationObject {
   apiVersion: string;
   kind: RegistrationKind;
-  metadata: { name: string; labels: Record<string, string>; annotations?: Record<string, string> };
+  metadata: {
+    name: string;
+    labels: Record<string, string>;
+    annotations?: Record<string, string>;
+    ownerReferences?: OwnerReference[];
+  };
 }
 
 export interface DesiredRegistration {
@@ -50,6 +62,8 @@ export function desiredRegistration(
   protectedKeys: ProtectedKeys,
   /** PEM of the CA behind the serving certificate (self-managed TLS only). */
   caPem: string | undefined,
+  /** The object whose deletion deletes the registration (config.registrationOwner, resolved). */
+  owner?: OwnerReference,
 ): DesiredRegistration {
   const name = config.webhookConfigName;
   const guard = {
@@ -99,6 +113,7 @@ export function desiredRegistration(
       { kind: 'ValidatingAdmissionPolicyBinding', name },
     );
   }
+  if (owner) for (const object of apply) object.metadata.ownerReferences = [{ ...owner }];
   return { apply, remove };
 }
 

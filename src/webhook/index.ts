@@ -8,13 +8,13 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { type Config, controllerUsername } from '../config.ts';
 import type { AdmissionPolicy, ProtectedKeys } from '../flavor/admission.ts';
-import { AdmissionRegistrar } from '../kube/admission-registration.ts';
+import { AdmissionRegistrar, clusterRoleOwner } from '../kube/admission-registration.ts';
 import { withConnectionReuse } from '../kube/connection-reuse.ts';
 import type { ProtectedKeysSource } from '../kube/protected-keys-source.ts';
 import { WebhookTlsStore } from '../kube/webhook-tls-store.ts';
 import { CertManagerTls } from './cert-manager-tls.ts';
 import type { CertificateSource, ServingCertificate } from './certificate-source.ts';
-import { desiredRegistration } from './desired-registration.ts';
+import { desiredRegistration, type OwnerReference } from './desired-registration.ts';
 import { AdmissionMetrics } from './metrics.ts';
 import { SelfManagedTls } from './self-managed-tls.ts';
 import { startWebhookServer, type WebhookServer } from './server.ts';
@@ -83,12 +83,19 @@ export function startAdmission(options: AdmissionOptions): RunningAdmission {
       if (latest !== undefined && latest.serial !== first.serial) serve(latest);
       logger.info({ address: config.webhookAddress, port: server.port }, 'admission webhook serving');
     }
+    const owner = await registrationOwner(options, logger);
+    if (stopped) return;
     registrar = new AdmissionRegistrar({
       kubeConfig: options.kubeConfig,
       logger,
       resyncMs: config.resync,
       desired: () =>
-        desiredRegistration(config, options.protectedKeys.protectedKeys(), certificates?.current()?.caPem),
+        desiredRegistration(
+          config,
+          options.protectedKeys.protectedKeys(),
+          certificates?.current()?.caPem,
+          owner,
+        ),
     });
     const subscription = options.protectedKeys.onChange(() => registrar?.refresh());
     if (typeof subscription === 'function') unsubscribe = subscription as () => void;
@@ -111,6 +118,28 @@ export function startAdmission(options: AdmissionOptions): RunningAdmission {
       await server?.close();
     },
   };
+}
+
+/**
+ * The registration's owner, when one is configured. Unreadable (RBAC, a typo), the guard still
+ * registers, unowned: refusing to guard would be worse than a registration that outlives an
+ * uninstall, and the error says what to fix.
+ */
+async function registrationOwner(
+  options: AdmissionOptions,
+  logger: Logger,
+): Promise<OwnerReference | undefined> {
+  const name = options.config.registrationOwner;
+  if (name === undefined) return undefined;
+  try {
+    return await clusterRoleOwner(options.kubeConfig, name);
+  } catch (error) {
+    logger.error(
+      { owner: name, err: (error as Error).message },
+      'cannot read the registration owner: the admission registration will not be deleted with it',
+    );
+    return undefined;
+  }
 }
 
 function certificateSource(options: AdmissionOptions, logger: Logger): CertificateSource {

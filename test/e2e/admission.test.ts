@@ -10,13 +10,18 @@ import { randomInt } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
-import { AdmissionregistrationV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import {
+  AdmissionregistrationV1Api,
+  CustomObjectsApi,
+  RbacAuthorizationV1Api,
+} from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { type Config, parseConfig } from '../../src/config.ts';
 import { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from '../../src/flavor/admission.ts';
 import { removeAdmissionRegistration } from '../../src/kube/admission-registration.ts';
 import { kubeJson } from '../../src/kube/fetch.ts';
+import { KubeError } from '../../src/kube/kube-error.ts';
 import { watchProtectedKeys } from '../../src/kube/protected-keys-source.ts';
 import { type RunningAdmission, startAdmission } from '../../src/webhook/index.ts';
 import type { HttpResult, KubeHttp } from './kubelet-sim/http.ts';
@@ -54,6 +59,8 @@ const APPLY = 'application/apply-patch+yaml';
 const run = uniqueName('adm');
 const MODES = ['webhook', 'policy'] as const;
 const registrationName = (mode: string) => `nodeflavor-${run}-${mode}`;
+/** Stands for the chart's ClusterRole, which owns the registration (deleted by helm uninstall). */
+const ownerName = (mode: string) => `${registrationName(mode)}-owner`;
 const flavorClass = `sweet-${run}`;
 const created: object[] = [];
 const logLines: string[] = [];
@@ -78,7 +85,7 @@ before(async () => {
     {
       namespace: `${run}-operator`,
       name: 'nodeflavor',
-      clusterRules: operatorClusterRules(MODES.map(registrationName)),
+      clusterRules: operatorClusterRules(MODES.map(registrationName), MODES.map(ownerName)),
       namespaceRules: operatorNamespaceRules(MODES.map((mode) => `${registrationName(mode)}-tls`)),
     },
     created,
@@ -211,6 +218,9 @@ for (const mode of MODES) {
     before(async () => {
       port = await freePort();
       registry = new Registry();
+      await env.kubeConfig.makeApiClient(RbacAuthorizationV1Api).createClusterRole({
+        body: { metadata: { name: ownerName(mode) }, rules: [] },
+      });
       config = parseConfig({
         namespace: operator.namespace,
         serviceAccount: operator.name,
@@ -221,6 +231,7 @@ for (const mode of MODES) {
         tlsSecret: `${name}-tls`,
         adminGroups: [`system:serviceaccounts:${admin.namespace}`],
         resync: '30s',
+        registrationOwner: ownerName(mode),
       });
       await start();
       guarded = await join('guarded', { [TOKEN_LABEL_KEY]: FLAVOR_TOKEN }, [QUARANTINE]);
@@ -230,6 +241,10 @@ for (const mode of MODES) {
     after(async () => {
       await admission?.stop();
       await removeAdmissionRegistration(env.kubeConfig, name);
+      await env.kubeConfig
+        .makeApiClient(RbacAuthorizationV1Api)
+        .deleteClusterRole({ name: ownerName(mode) })
+        .catch(() => undefined);
       await env.core
         .deleteNamespacedSecret({ name: `${name}-tls`, namespace: operator.namespace })
         .catch(() => undefined);
@@ -473,7 +488,54 @@ for (const mode of MODES) {
       await waitUntilEnforced(guarded.nodeName);
     });
 
-    if (mode !== 'webhook') return;
+    /** Last in each mode: it deletes the registration, as helm uninstall does. */
+    const uninstallTest = () =>
+      it('the registration is owned by the (chart) ClusterRole and goes when it goes, as on helm uninstall', async () => {
+        const owner = await env.kubeConfig
+          .makeApiClient(RbacAuthorizationV1Api)
+          .readClusterRole({ name: ownerName(mode) });
+        const kinds =
+          mode === 'webhook'
+            ? ['validatingwebhookconfigurations']
+            : ['validatingadmissionpolicies', 'validatingadmissionpolicybindings'];
+        const read = (kind: string) =>
+          kubeJson<{ metadata: { ownerReferences?: { kind: string; name: string; uid: string }[] } }>(
+            env.kubeConfig,
+            'GET',
+            `/apis/admissionregistration.k8s.io/v1/${kind}/${name}`,
+          );
+        for (const kind of kinds) {
+          const refs = (await read(kind)).metadata.ownerReferences ?? [];
+          assert.deepEqual(
+            refs.map((r) => [r.kind, r.name, r.uid]),
+            [['ClusterRole', ownerName(mode), owner.metadata?.uid]],
+            `${kind} is owned by the ClusterRole`,
+          );
+        }
+        // helm uninstall: the Deployment goes (the process stops), then the RBAC objects.
+        await admission.stop();
+        await env.kubeConfig
+          .makeApiClient(RbacAuthorizationV1Api)
+          .deleteClusterRole({ name: ownerName(mode) });
+        await waitFor(
+          async () => {
+            for (const kind of kinds) {
+              const gone = await read(kind).then(
+                () => false,
+                (error: unknown) => error instanceof KubeError && error.status === 404,
+              );
+              if (!gone) return false;
+            }
+            return true;
+          },
+          { what: `the garbage collector to delete the ${mode} registration`, timeoutMs: 30_000 },
+        );
+      });
+
+    if (mode !== 'webhook') {
+      uninstallTest();
+      return;
+    }
 
     it('with the webhook process stopped: heartbeats, the controller and admins pass; other protected changes are refused', async () => {
       await admission.stop();
@@ -588,6 +650,8 @@ for (const mode of MODES) {
       const changes = await registry.getSingleMetricAsString('nodeflavor_webhook_certificate_changes_total');
       assert.match(changes, /nodeflavor_webhook_certificate_changes_total \d+/);
     });
+
+    uninstallTest();
   });
 }
 

@@ -45,6 +45,9 @@ describe("the chart's ServiceAccount: least privilege", () => {
     assert.equal(await status('GET', '/api/v1/nodes'), 200);
     assert.equal(await status('GET', '/apis/nodeflavor.io/v1alpha1/flavoredtokens'), 200);
     assert.equal(await status('GET', '/api/v1/namespaces/kube-public/configmaps/cluster-info'), 200);
+    // Its own ClusterRole, the admission registration's owner (--registration-owner), and no other.
+    assert.equal(await status('GET', '/apis/rbac.authorization.k8s.io/v1/clusterroles/nodeflavor'), 200);
+    assert.equal(await status('GET', '/apis/rbac.authorization.k8s.io/v1/clusterroles/cluster-admin'), 403);
   });
 
   it('cannot read Secrets in kube-system (it only creates and deletes bootstrap tokens there)', async () => {

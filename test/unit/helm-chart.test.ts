@@ -134,10 +134,13 @@ const ADMISSION_GRANTS = [
   'validatingwebhookconfigurations',
   'validatingadmissionpolicies',
   'validatingadmissionpolicybindings',
-].flatMap((r) => [
-  `admissionregistration.k8s.io ${r} *any*: create`,
-  `admissionregistration.k8s.io ${r} ${RELEASE}: delete,get,list,patch,update,watch`,
-]);
+]
+  .flatMap((r) => [
+    `admissionregistration.k8s.io ${r} *any*: create`,
+    `admissionregistration.k8s.io ${r} ${RELEASE}: delete,get,list,patch,update,watch`,
+  ])
+  // Its own ClusterRole, by name: the registration's owner (--registration-owner).
+  .concat([`rbac.authorization.k8s.io clusterroles ${RELEASE}: get`]);
 
 // Every mode the chart has: each must render, and the invariants below hold in all of them.
 const MODES: Record<string, string[]> = {
@@ -294,6 +297,9 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     assert.equal(flag(objects, 'webhook-address'), ':9443');
     assert.equal(flag(objects, 'issuer-address'), ':8443');
     assert.equal(flag(objects, 'admission-mode'), 'webhook');
+    // The registration is owned by the chart's ClusterRole, so helm uninstall takes it along.
+    assert.equal(flag(objects, 'registration-owner'), RELEASE);
+    assert.ok(only(objects, 'ClusterRole', RELEASE), 'the owner is a ClusterRole the chart creates');
     assert.equal(flag(objects, 'tls-mode'), 'self');
     assert.equal(flag(objects, 'issuer-auth'), 'tokenreview');
     assert.equal(flag(objects, 'webhook-service'), `${RELEASE}-webhook`);

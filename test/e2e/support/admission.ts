@@ -20,8 +20,19 @@ const REGISTRATION_RESOURCES = [
  * scopes them (create cannot be; list and watch use a metadata.name field selector, which RBAC
  * authorises against resourceNames), plus nodes and FlavorClasses for the controller's side.
  */
-export function operatorClusterRules(registrationNames: string[]): object[] {
+export function operatorClusterRules(registrationNames: string[], ownerRoles: string[] = []): object[] {
   return [
+    // The registration's owner (--registration-owner), read for its uid, like the chart's own ClusterRole.
+    ...(ownerRoles.length > 0
+      ? [
+          {
+            apiGroups: ['rbac.authorization.k8s.io'],
+            resources: ['clusterroles'],
+            resourceNames: ownerRoles,
+            verbs: ['get'],
+          },
+        ]
+      : []),
     { apiGroups: ['admissionregistration.k8s.io'], resources: REGISTRATION_RESOURCES, verbs: ['create'] },
     {
       apiGroups: ['admissionregistration.k8s.io'],
