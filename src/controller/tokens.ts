@@ -5,7 +5,13 @@
 import { type FlavoredTokenStatus, ISSUED_ANNOTATION, type TokenBinding } from '../flavor/resources.ts';
 import { decideBinding, type Failure, MAX_BINDINGS, readVerificationRecord } from '../flavor/verdict.ts';
 import { kubeJson } from '../kube/fetch.ts';
-import { deleteBootstrapSecret, type StoredToken, setFinalizer, tokenPath } from '../kube/token-writes.ts';
+import {
+  deleteBootstrapSecret,
+  type StoredToken,
+  setFinalizer,
+  TOKEN_FINALIZER,
+  tokenPath,
+} from '../kube/token-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
 import { nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
@@ -199,8 +205,12 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     ctx.log.warn({ token: name }, 'FlavoredToken has no token ID label; it was not made by the issuer');
     return;
   }
-  if (!cached.metadata.finalizers?.includes('nodeflavor.io/revoke'))
-    await setFinalizer(ctx.kubeConfig, cached, true);
+  if (!cached.metadata.finalizers?.includes(TOKEN_FINALIZER)) {
+    // Records made before the issuer set the finalizer itself. The status write below starts
+    // from the patched version, not the one the patch made stale (a 409 and a re-read).
+    const patched = await setFinalizer(ctx.kubeConfig, cached, true);
+    if (patched) ctx.caches.tokens.assume(patched);
+  }
 
   const now = ctx.now();
   if (await removeIfHalfMade(ctx, cached, tokenId, now)) return;

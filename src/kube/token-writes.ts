@@ -49,15 +49,18 @@ export async function writeTokenStatus(
   });
 }
 
-/** Adds or removes our finalizer; the JSON-patch test makes a concurrent edit a 409, not a loss. */
+/**
+ * Adds or removes our finalizer; the JSON-patch test makes a concurrent edit a 409, not a loss.
+ * Returns the patched token (undefined when nothing was to do).
+ */
 export async function setFinalizer(
   kubeConfig: KubeConfig,
   token: StoredToken,
   present: boolean,
-): Promise<void> {
+): Promise<StoredToken | undefined> {
   const current = token.metadata.finalizers ?? [];
   const has = current.includes(TOKEN_FINALIZER);
-  if (has === present) return;
+  if (has === present) return undefined;
   const next = present ? [...current, TOKEN_FINALIZER] : current.filter((f) => f !== TOKEN_FINALIZER);
   const patch = token.metadata.finalizers
     ? [
@@ -65,7 +68,7 @@ export async function setFinalizer(
         { op: 'replace', path: '/metadata/finalizers', value: next },
       ]
     : [{ op: 'add', path: '/metadata/finalizers', value: next }];
-  await kubeJson(kubeConfig, 'PATCH', tokenPath(token.metadata.name), {
+  return kubeJson<StoredToken>(kubeConfig, 'PATCH', tokenPath(token.metadata.name), {
     action: `${present ? 'add' : 'remove'} the finalizer of FlavoredToken ${token.metadata.name}`,
     contentType: 'application/json-patch+json',
     body: patch,
