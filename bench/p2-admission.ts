@@ -5,11 +5,10 @@
 //       "added" latency = p50/p99 with the guard minus p50/p99 with neither registered. The
 //       registrations' matchConditions send only writes touching protected keys on, so this write
 //       never reaches the webhook (nor the policy's validations): it measures the matchConditions.
-//   P2b the same for an admin-group member's (allowed) change of a protected label. Since admin
-//       groups are also excluded by a matchCondition (their writes are allowed whatever they
-//       change), this write no longer reaches the webhook either; before that it did, and the
-//       API server's call to the webhook was the cost (the breakdown line reports it when any
-//       review reached the webhook during the run).
+//   P2b the same for the one write of every join that the guard does judge: a kubelet
+//       registering its Node (CREATE) with the token label and the quarantine taint (allowed;
+//       the webhook is called, the policy's validations run). Between two registrations the
+//       Node is deleted by an admin (not timed).
 //   The three configurations are interleaved in rounds (registration switched between rounds,
 //   and a probe waits until the API server enforces it) so that drift on a shared machine hits
 //   all three alike. The webhook runs in this process, as in the e2e suite, behind startAdmission
@@ -24,6 +23,7 @@ import { CustomObjectsApi } from '@kubernetes/client-node';
 import { type Logger, pino } from 'pino';
 import { Registry } from 'prom-client';
 import { type Config, parseConfig } from '../src/config.ts';
+import { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from '../src/flavor/admission.ts';
 import { removeAdmissionRegistration } from '../src/kube/admission-registration.ts';
 import { watchProtectedKeys } from '../src/kube/protected-keys-source.ts';
 import { type RunningAdmission, startAdmission } from '../src/webhook/index.ts';
@@ -77,7 +77,7 @@ const WARMUP = 20;
 
 type Mode = 'none' | 'webhook' | 'policy';
 const MODES: Mode[] = ['none', 'webhook', 'policy'];
-type Kind = 'kubelet' | 'admin';
+type Kind = 'kubelet' | 'register';
 type Samples = Record<Kind, Record<Mode, number[]>>;
 
 const REFUSED_BY: Record<Exclude<Mode, 'none'>, RegExp> = {
@@ -323,6 +323,8 @@ export async function runP2(scale: Scale): Promise<Figure[]> {
   let kubelet: SimulatedKubelet | undefined;
   let guard: GuardSwitch | undefined;
   let bootstrapSecret: string | undefined;
+  let registrant: SimulatedKubelet | undefined;
+  let registrantSecret: string | undefined;
   const identities: Identity[] = [];
   try {
     const operator = await serviceAccountIdentity(
@@ -390,21 +392,45 @@ export async function runP2(scale: Scale): Promise<Figure[]> {
       ok(result, 'kubelet PATCH of a non-protected label');
       return ms;
     };
-    let tier = 0;
-    const adminWrite = async () => {
-      const body = { metadata: { labels: { [P2_TIER_LABEL]: tier++ % 2 === 0 ? 'gold' : 'silver' } } };
+    // P2b: a second real kubelet that registers its Node again and again.
+    const registrantToken = await createBootstrapToken(env);
+    registrantSecret = `bootstrap-token-${registrantToken.id}`;
+    registrant = new SimulatedKubelet(
+      uniqueName('p2-registrant'),
+      parseJoinConfiguration(joinConfiguration(env, registrantToken.token)),
+      { timeoutMs: 60_000 },
+    );
+    await registrant.join();
+    const registrantNode = registrant.nodeName;
+    const registrantClient = registrant.client();
+    const registration = {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: {
+        name: registrantNode,
+        labels: {
+          'kubernetes.io/hostname': registrantNode,
+          'kubernetes.io/os': 'linux',
+          'kubernetes.io/arch': 'amd64',
+          [TOKEN_LABEL_KEY]: 'a'.repeat(52),
+        },
+      },
+      spec: { taints: [{ key: QUARANTINE_TAINT_KEY, effect: 'NoSchedule' }] },
+    };
+    const registerWrite = async () => {
+      await env.core.deleteNode({ name: registrantNode }).catch(() => undefined);
       const started = performance.now();
-      const result = await admin.http.request('PATCH', `/api/v1/nodes/${node}`, body, MERGE);
+      const result = await registrantClient.request('POST', '/api/v1/nodes', registration);
       const ms = performance.now() - started;
-      ok(result, 'admin PATCH of a protected label');
+      ok(result, 'kubelet registration (Node CREATE with the token label and the quarantine taint)');
       return ms;
     };
 
     const samples: Samples = {
       kubelet: { none: [], webhook: [], policy: [] },
-      admin: { none: [], webhook: [], policy: [] },
+      register: { none: [], webhook: [], policy: [] },
     };
-    const unguardedRoundP99: Record<Kind, number[]> = { kubelet: [], admin: [] };
+    const unguardedRoundP99: Record<Kind, number[]> = { kubelet: [], register: [] };
     const metrics = new MetricDeltas(env.kubeConfig, guard.registry);
     const cpu = new ProcessCpu({
       ...controlPlanePids(env.kubeconfigPath),
@@ -417,33 +443,35 @@ export async function runP2(scale: Scale): Promise<Figure[]> {
         await guard.switchTo(mode);
         for (let i = 0; i < WARMUP; i++) {
           await kubeletWrite();
-          await adminWrite();
+          await registerWrite();
         }
-        const segment: Record<Kind, number[]> = { kubelet: [], admin: [] };
+        const segment: Record<Kind, number[]> = { kubelet: [], register: [] };
         const before = await metrics.snapshot();
         const cpuBefore = cpu.snapshot();
         for (let i = 0; i < perRound; i++) {
           segment.kubelet.push(await kubeletWrite());
-          segment.admin.push(await adminWrite());
+          segment.register.push(await registerWrite());
         }
         cpu.add(mode, cpuBefore, cpu.snapshot(), 2 * perRound);
         metrics.add(mode, before, await metrics.snapshot());
         samples.kubelet[mode].push(...segment.kubelet);
-        samples.admin[mode].push(...segment.admin);
+        samples.register[mode].push(...segment.register);
         const k = summary(segment.kubelet);
-        const a = summary(segment.admin);
+        const a = summary(segment.register);
         if (mode === 'none') {
           unguardedRoundP99.kubelet.push(k.p99);
-          unguardedRoundP99.admin.push(a.p99);
+          unguardedRoundP99.register.push(a.p99);
         }
         log(
-          `P2 round ${round + 1}/${ROUNDS} ${mode.padEnd(7)} kubelet p50/p99 ${k.p50.toFixed(2)}/${k.p99.toFixed(2)} ms, admin ${a.p50.toFixed(2)}/${a.p99.toFixed(2)} ms (${((performance.now() - switched) / 1000).toFixed(1)} s with the switch)`,
+          `P2 round ${round + 1}/${ROUNDS} ${mode.padEnd(7)} kubelet p50/p99 ${k.p50.toFixed(2)}/${k.p99.toFixed(2)} ms, registration ${a.p50.toFixed(2)}/${a.p99.toFixed(2)} ms (${((performance.now() - switched) / 1000).toFixed(1)} s with the switch)`,
         );
       }
     }
     await guard.off();
     for (const mode of MODES) {
-      log(`P2 CPU per write (kubelet and admin writes alike) ${mode.padEnd(7)}: ${cpu.perUnit(mode)}`);
+      log(
+        `P2 CPU per write (kubelet PATCHes and registrations alike) ${mode.padEnd(7)}: ${cpu.perUnit(mode)}`,
+      );
       for (const row of metrics.means(mode)) {
         log(`P2 metrics ${mode.padEnd(7)} mean ${row.meanMs.toFixed(3)} ms × ${row.count}  ${row.series}`);
       }
@@ -470,7 +498,7 @@ export async function runP2(scale: Scale): Promise<Figure[]> {
       `of which the webhook's handler, first body byte read to answer written (nodeflavor_admission_review_duration_seconds) mean ${ms(metrics.mean('webhook', /^nodeflavor_admission_review_duration_seconds/))}`,
       `the same reviews from another process over one undici connection: round trip p50/p99 ${single.p50Ms.toFixed(2)}/${single.p99Ms.toFixed(2)} ms`,
       `matchConditions evaluation mean: webhook ${ms(metrics.mean('webhook', /^apiserver_admission_match_condition_evaluation_seconds\{kind="webhook"/))}, policy ${ms(metrics.mean('policy', /^apiserver_admission_match_condition_evaluation_seconds\{kind="policy"/))} (the API server records no duration for allowed policy validations)`,
-      `CPU per write (half kubelet, half admin) by process: none ${cpu.perUnit('none')}; webhook ${cpu.perUnit('webhook')}; policy ${cpu.perUnit('policy')}`,
+      `CPU per write (half kubelet PATCHes, half registrations; the registrations' untimed deletes included) by process: none ${cpu.perUnit('none')}; webhook ${cpu.perUnit('webhook')}; policy ${cpu.perUnit('policy')}`,
     ].join('; ');
     log(`P2 breakdown: ${breakdown}`);
 
@@ -483,10 +511,10 @@ export async function runP2(scale: Scale): Promise<Figure[]> {
         `${loadBefore.toFixed(1)} before, ${loadMeasured.toFixed(1)} after the writes`,
       ),
       ...addedFigures(
-        'P2b protected write (admin, allowed)',
-        samples.admin,
-        unguardedRoundP99.admin,
-        `an admin-group member's merge PATCH of protected label ${P2_TIER_LABEL} on the same Node, interleaved with the kubelet's; the not-admin-group matchCondition keeps it from the webhook (in-process, HTTPS on 127.0.0.1, registered by URL) and from the policy's validations, so both add only CEL matchConditions and a gap between them is noise (a webhook call shows in the breakdown as a mean; n/a = none happened); ${breakdown}`,
+        'P2b kubelet registration (Node CREATE with token label + quarantine taint, allowed)',
+        samples.register,
+        unguardedRoundP99.register,
+        `a second joined kubelet's POST of its own Node with ${TOKEN_LABEL_KEY} and the ${QUARANTINE_TAINT_KEY} taint, as every joining node does (the Node deleted by an admin before each, not timed), interleaved with the first kubelet's PATCHes; it touches protected keys, so the API server calls the webhook (in-process, HTTPS on 127.0.0.1, registered by URL) or runs the policy's validations; ${breakdown}`,
         `${loadBefore.toFixed(1)} before, ${loadMeasured.toFixed(1)} after the writes`,
       ),
       figure({
@@ -517,9 +545,14 @@ export async function runP2(scale: Scale): Promise<Figure[]> {
     await env.core
       .deleteNamespacedSecret({ name: `${NAME}-tls`, namespace: OPERATOR_NAMESPACE })
       .catch(() => undefined);
-    if (bootstrapSecret) {
+    if (registrant) {
+      registrant.stop();
+      await env.core.deleteNode({ name: registrant.nodeName }).catch(() => undefined);
+    }
+    for (const secret of [bootstrapSecret, registrantSecret]) {
+      if (!secret) continue;
       await env.core
-        .deleteNamespacedSecret({ name: bootstrapSecret, namespace: 'kube-system' })
+        .deleteNamespacedSecret({ name: secret, namespace: 'kube-system' })
         .catch(() => undefined);
     }
     await env.kubeConfig
