@@ -12,19 +12,18 @@ import assert from 'node:assert/strict';
 import { request as httpsRequest } from 'node:https';
 import { after, before, describe, it } from 'node:test';
 import { connect as tlsConnect } from 'node:tls';
-import { CustomObjectsApi } from '@kubernetes/client-node';
 import fc from 'fast-check';
-import {
-  type CertificateAuthority,
-  createCertificateAuthority,
-  issueCertificate,
-} from '../../src/pki/certs.ts';
-import { parseIssuerConfig } from '../../src/tokenissuer/config.ts';
+import type { CertificateAuthority } from '../../src/pki/certs.ts';
 import { validateIssueRequest } from '../../src/tokenissuer/request.ts';
-import { type RunningIssuer, startTokenIssuer } from '../../src/tokenissuer/server.ts';
+import type { RunningIssuer } from '../../src/tokenissuer/server.ts';
 import { applyObjects } from './cluster/apply.ts';
-import { prepareOperatorIdentity } from './support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
+import {
+  bootstrapSecretNames as bootstrapSecretNamesOf,
+  flavoredTokenNames as flavoredTokenNamesOf,
+  serviceAccountToken as serviceAccountTokenOf,
+  startTestIssuer,
+} from './support/issuer.ts';
 import { ensureNamespace, installCrds, OPERATOR_NAMESPACE } from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
@@ -75,22 +74,8 @@ describe('fuzz: the token issuer API answers any request with a 2xx or a 4xx and
   let before0: { tokens: Set<string>; secrets: Set<string> };
   const statuses = new Map<number, number>();
 
-  async function flavoredTokenNames(): Promise<Set<string>> {
-    const list = (await env.kubeConfig.makeApiClient(CustomObjectsApi).listClusterCustomObject({
-      group: 'nodeflavor.io',
-      version: 'v1alpha1',
-      plural: 'flavoredtokens',
-    })) as { items: { metadata: { name: string } }[] };
-    return new Set(list.items.map((t) => t.metadata.name));
-  }
-
-  async function bootstrapSecretNames(): Promise<Set<string>> {
-    const list = await env.core.listNamespacedSecret({
-      namespace: 'kube-system',
-      fieldSelector: 'type=bootstrap.kubernetes.io/token',
-    });
-    return new Set(list.items.map((s) => s.metadata?.name ?? ''));
-  }
+  const flavoredTokenNames = () => flavoredTokenNamesOf(env);
+  const bootstrapSecretNames = () => bootstrapSecretNamesOf(env);
 
   function send(sent: Sent): Promise<Reply> {
     return new Promise((resolve, reject) => {
@@ -202,37 +187,17 @@ describe('fuzz: the token issuer API answers any request with a 2xx or a 4xx and
       ],
       'nodeflavor-e2e-fuzz',
     );
-    for (const [kind, name] of [
-      ['allowed', 'fuzz-portal'],
-      ['forbidden', 'fuzz-nobody'],
-    ] as const) {
-      const request = await env.core.createNamespacedServiceAccountToken({
-        name,
-        namespace: NAMESPACE,
-        body: { spec: { expirationSeconds: 3600 } },
-      });
-      tokens[kind] = request.status?.token ?? '';
-    }
-    ca = await createCertificateAuthority('fuzz-issuer-ca', 3_600_000);
-    const serving = await issueCertificate(ca, {
-      commonName: 'nodeflavor-issuer',
-      ipAddresses: ['127.0.0.1'],
-      usage: 'server',
-      validFor: 3_600_000,
-    });
-    const config = parseIssuerConfig({
-      listen: { host: '127.0.0.1', port: 0 },
-      tls: { certPem: serving.certPem, keyPem: serving.keyPem },
-      keyRing: { namespace: OPERATOR_NAMESPACE },
-      issuance: { apiServerEndpoint: env.apiServerEndpoint, maxTtl: MAX_TTL },
+    tokens.allowed = await serviceAccountTokenOf(env, NAMESPACE, 'fuzz-portal');
+    tokens.forbidden = await serviceAccountTokenOf(env, NAMESPACE, 'fuzz-nobody');
+    ({ issuer, ca } = await startTestIssuer(env, {
+      issuance: { maxTtl: MAX_TTL },
       // Limits high enough that the fuzz reaches the handlers rather than the rate limiter.
       rateLimit: {
         perCaller: { capacity: 100_000, refillPerSecond: 100_000 },
         unauthenticatedPerAddress: { capacity: 100_000, refillPerSecond: 100_000 },
       },
       logLevel: 'silent',
-    });
-    issuer = await startTokenIssuer(config, (await prepareOperatorIdentity(env)).kubeConfig);
+    }));
     await waitFor(async () => (await send({ method: 'GET', path: '/readyz', headers: {} })).status === 200, {
       what: 'the issuer to be ready',
     });

@@ -11,20 +11,20 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { AuthenticationV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { keyRingFromSecretData, keyRingKeys } from '../../src/flavor/keyring.ts';
-import {
-  type CertificateAuthority,
-  createCertificateAuthority,
-  issueCertificate,
-} from '../../src/pki/certs.ts';
-import { parseIssuerConfig } from '../../src/tokenissuer/config.ts';
+import type { CertificateAuthority } from '../../src/pki/certs.ts';
 import type { IssueResponse } from '../../src/tokenissuer/response.ts';
-import { type RunningIssuer, startTokenIssuer } from '../../src/tokenissuer/server.ts';
+import type { RunningIssuer } from '../../src/tokenissuer/server.ts';
 import { applyObjects } from './cluster/apply.ts';
 import { parseJoinConfiguration } from './kubelet-sim/join-config.ts';
 import { JoinError, SimulatedKubelet } from './kubelet-sim/kubelet.ts';
 import { tokenKubeConfig } from './support/bootstrap.ts';
-import { prepareOperatorIdentity } from './support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
+import {
+  bootstrapSecretNames as bootstrapSecretNamesOf,
+  flavoredTokenNames as flavoredTokenNamesOf,
+  serviceAccountToken as serviceAccountTokenOf,
+  startTestIssuer,
+} from './support/issuer.ts';
 import { ensureNamespace, installCrds, OPERATOR_NAMESPACE } from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
@@ -58,28 +58,14 @@ describe('token issuer on the real control plane', () => {
   const logStream = { write: (line: string) => void logLines.push(line) };
 
   async function startIssuer(overrides: Record<string, unknown> = {}): Promise<RunningIssuer> {
-    tlsCa ??= await createCertificateAuthority('issuer-e2e-ca', 3_600_000);
-    const serving = await issueCertificate(tlsCa, {
-      commonName: 'nodeflavor-issuer',
-      ipAddresses: ['127.0.0.1'],
-      usage: 'server',
-      validFor: 3_600_000,
-    });
-    const config = parseIssuerConfig({
-      listen: { host: '127.0.0.1', port: 0 },
-      tls: { certPem: serving.certPem, keyPem: serving.keyPem },
-      keyRing: { namespace: OPERATOR_NAMESPACE },
-      issuance: { apiServerEndpoint: env.apiServerEndpoint },
-      rateLimit: { perCaller: { capacity: 1000, refillPerSecond: 100 } },
-      logLevel: 'debug',
-      ...overrides,
-    });
-    // As the Helm chart's ServiceAccount: the chart's RBAC must be enough for the issuer.
-    const server = await startTokenIssuer(config, (await prepareOperatorIdentity(env)).kubeConfig, {
-      logStream,
-    });
-    servers.push(server);
-    return server;
+    const started = await startTestIssuer(
+      env,
+      { rateLimit: { perCaller: { capacity: 1000, refillPerSecond: 100 } }, logLevel: 'debug', ...overrides },
+      { logStream, ...(tlsCa ? { ca: tlsCa } : {}) },
+    );
+    tlsCa = started.ca;
+    servers.push(started.issuer);
+    return started.issuer;
   }
 
   function call(
@@ -136,22 +122,8 @@ describe('token issuer on the real control plane', () => {
     return (JSON.parse(answer.text) as { error: { code: string; message: string } }).error;
   }
 
-  async function bootstrapSecretNames(): Promise<Set<string>> {
-    const list = await env.core.listNamespacedSecret({
-      namespace: 'kube-system',
-      fieldSelector: 'type=bootstrap.kubernetes.io/token',
-    });
-    return new Set(list.items.map((s) => s.metadata?.name ?? ''));
-  }
-
-  async function flavoredTokenNames(): Promise<Set<string>> {
-    const list = (await env.kubeConfig.makeApiClient(CustomObjectsApi).listClusterCustomObject({
-      group: 'nodeflavor.io',
-      version: 'v1alpha1',
-      plural: 'flavoredtokens',
-    })) as { items: { metadata: { name: string } }[] };
-    return new Set(list.items.map((t) => t.metadata.name));
-  }
+  const bootstrapSecretNames = () => bootstrapSecretNamesOf(env);
+  const flavoredTokenNames = () => flavoredTokenNamesOf(env);
 
   /** Runs `action` and asserts it created no bootstrap Secret and no FlavoredToken. */
   async function mintsNothing<T>(action: () => Promise<T>): Promise<T> {
@@ -171,14 +143,7 @@ describe('token issuer on the real control plane', () => {
     return kubelet;
   }
 
-  async function serviceAccountToken(name: string): Promise<string> {
-    const request = await env.core.createNamespacedServiceAccountToken({
-      name,
-      namespace: PORTAL_NAMESPACE,
-      body: { spec: { expirationSeconds: 3600 } },
-    });
-    return request.status?.token ?? '';
-  }
+  const serviceAccountToken = (name: string) => serviceAccountTokenOf(env, PORTAL_NAMESPACE, name);
 
   before(async () => {
     env = await e2eEnvironment();

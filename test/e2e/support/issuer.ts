@@ -1,0 +1,84 @@
+// What the issuer e2e files share: a token issuer started as `nodeflavor run` starts it (TLS from
+// a throwaway CA, the Helm chart's ServiceAccount as its identity), ServiceAccount tokens for
+// callers, and the names of what issuance writes (to prove a request wrote nothing).
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import {
+  type CertificateAuthority,
+  createCertificateAuthority,
+  issueCertificate,
+} from '../../../src/pki/certs.ts';
+import { parseIssuerConfig } from '../../../src/tokenissuer/config.ts';
+import { type RunningIssuer, type StartOptions, startTokenIssuer } from '../../../src/tokenissuer/server.ts';
+import { prepareOperatorIdentity } from './chart.ts';
+import type { E2EEnvironment } from './environment.ts';
+import { OPERATOR_NAMESPACE } from './nodeflavor.ts';
+
+export interface TestIssuer {
+  issuer: RunningIssuer;
+  /** The CA that signed the issuer's serving certificate (clients trust it). */
+  ca: CertificateAuthority;
+}
+
+/**
+ * Starts a token issuer on 127.0.0.1 (a free port) with `settings` over the defaults below, as
+ * the chart's ServiceAccount: the chart's RBAC must be enough for it. Pass `ca` to reuse one.
+ */
+export async function startTestIssuer(
+  env: E2EEnvironment,
+  settings: Record<string, unknown> = {},
+  options: StartOptions & { ca?: CertificateAuthority } = {},
+): Promise<TestIssuer> {
+  const { ca: given, ...startOptions } = options;
+  const ca = given ?? (await createCertificateAuthority('issuer-e2e-ca', 3_600_000));
+  const serving = await issueCertificate(ca, {
+    commonName: 'nodeflavor-issuer',
+    ipAddresses: ['127.0.0.1'],
+    usage: 'server',
+    validFor: 3_600_000,
+  });
+  const { issuance, ...rest } = settings as { issuance?: Record<string, unknown> };
+  const config = parseIssuerConfig({
+    listen: { host: '127.0.0.1', port: 0 },
+    tls: { certPem: serving.certPem, keyPem: serving.keyPem },
+    keyRing: { namespace: OPERATOR_NAMESPACE },
+    issuance: { apiServerEndpoint: env.apiServerEndpoint, ...issuance },
+    ...rest,
+  });
+  const issuer = await startTokenIssuer(
+    config,
+    (await prepareOperatorIdentity(env)).kubeConfig,
+    startOptions,
+  );
+  return { issuer, ca };
+}
+
+/** A short-lived token for ServiceAccount `namespace/name` (a portal's or a user's credential). */
+export async function serviceAccountToken(
+  env: E2EEnvironment,
+  namespace: string,
+  name: string,
+): Promise<string> {
+  const request = await env.core.createNamespacedServiceAccountToken({
+    name,
+    namespace,
+    body: { spec: { expirationSeconds: 3600 } },
+  });
+  return request.status?.token ?? '';
+}
+
+export async function bootstrapSecretNames(env: E2EEnvironment): Promise<Set<string>> {
+  const list = await env.core.listNamespacedSecret({
+    namespace: 'kube-system',
+    fieldSelector: 'type=bootstrap.kubernetes.io/token',
+  });
+  return new Set(list.items.map((s) => s.metadata?.name ?? ''));
+}
+
+export async function flavoredTokenNames(env: E2EEnvironment): Promise<Set<string>> {
+  const list = (await env.kubeConfig.makeApiClient(CustomObjectsApi).listClusterCustomObject({
+    group: 'nodeflavor.io',
+    version: 'v1alpha1',
+    plural: 'flavoredtokens',
+  })) as { items: { metadata: { name: string } }[] };
+  return new Set(list.items.map((t) => t.metadata.name));
+}
