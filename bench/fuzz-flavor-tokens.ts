@@ -11,6 +11,7 @@ import { writeFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { deriveFlavorToken, FLAVOR_TOKEN_LENGTH, verifyFlavorToken } from '../src/flavor/flavor-token.ts';
 import { type KeyRing, newKeyRing, rotateKeyRing } from '../src/flavor/keyring.ts';
+import { applyEdit } from '../test/unit/support/token-mutations.ts';
 import { type Figure, figure, printTable, type Scale, scaleFromArgs } from './lib.ts';
 
 const BASE32 = 'abcdefghijklmnopqrstuvwxyz234567';
@@ -115,23 +116,7 @@ export function fuzzFlavorTokens(perClass: { random: number; mutated: number }):
     at: fc.nat(FLAVOR_TOKEN_LENGTH - 1),
     char: fc.oneof(base32Char, anyChar),
   });
-  const applyEdit = (token: string, e: { kind: string; at: number; char: string }): string => {
-    const at = Math.min(e.at, Math.max(0, token.length - 1));
-    switch (e.kind) {
-      case 'replace':
-        return token.slice(0, at) + e.char + token.slice(at + 1);
-      case 'insert':
-        return token.slice(0, at) + e.char + token.slice(at);
-      case 'delete':
-        return token.slice(0, at) + token.slice(at + 1);
-      case 'swap':
-        return at + 1 < token.length
-          ? token.slice(0, at) + token[at + 1] + token[at] + token.slice(at + 2)
-          : token;
-      default:
-        return token.slice(0, at) + (token[at] ?? '').toUpperCase() + token.slice(at + 1);
-    }
-  };
+
   const mutation = fc.oneof(
     { weight: 3, arbitrary: fc.array(edit, { minLength: 1, maxLength: 1 }) },
     { weight: 3, arbitrary: fc.array(edit, { minLength: 2, maxLength: 8 }) },

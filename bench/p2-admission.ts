@@ -19,7 +19,6 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CustomObjectsApi } from '@kubernetes/client-node';
 import { type Logger, pino } from 'pino';
 import { Registry } from 'prom-client';
 import { type Config, parseConfig } from '../src/config.ts';
@@ -42,11 +41,12 @@ import {
 } from '../test/e2e/support/admission.ts';
 import { createBootstrapToken, joinConfiguration, tokenKubeConfig } from '../test/e2e/support/bootstrap.ts';
 import { type E2EEnvironment, e2eEnvironment } from '../test/e2e/support/environment.ts';
-import { applyFlavorClass, installCrds } from '../test/e2e/support/nodeflavor.ts';
+import { applyFlavorClass, deleteFlavorClass, installCrds } from '../test/e2e/support/nodeflavor.ts';
 import { uniqueName, waitFor } from '../test/e2e/support/wait.ts';
 import { realisticNode } from './fixture-nodes.ts';
 import {
   chartNodeOptions,
+  cpuProfile,
   type Figure,
   figure,
   freePort,
@@ -84,8 +84,6 @@ const REFUSED_BY: Record<Exclude<Mode, 'none'>, RegExp> = {
   webhook: /admission webhook "nodes\.nodeflavor\.io" denied the request/,
   policy: /ValidatingAdmissionPolicy/,
 };
-
-const cpuProfile = () => process.argv.includes('--cpu-prof') || process.env.BENCH_CPU_PROF === '1';
 
 function ok(result: HttpResult, what: string): void {
   if (result.status < 200 || result.status > 299) {
@@ -555,15 +553,7 @@ export async function runP2(scale: Scale): Promise<Figure[]> {
         .deleteNamespacedSecret({ name: secret, namespace: 'kube-system' })
         .catch(() => undefined);
     }
-    await env.kubeConfig
-      .makeApiClient(CustomObjectsApi)
-      .deleteClusterCustomObject({
-        group: 'nodeflavor.io',
-        version: 'v1alpha1',
-        plural: 'flavorclasses',
-        name: P2_FLAVOR,
-      })
-      .catch(() => undefined);
+    await deleteFlavorClass(env, P2_FLAVOR);
     await deleteObjects(env, created);
     for (const identity of identities) identity.http.close();
   }

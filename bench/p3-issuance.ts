@@ -25,7 +25,7 @@ import { prepareOperatorIdentity } from '../test/e2e/support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from '../test/e2e/support/environment.ts';
 import { applyFlavorClass, OPERATOR_NAMESPACE } from '../test/e2e/support/nodeflavor.ts';
 import { waitFor } from '../test/e2e/support/wait.ts';
-import { type Figure, figure, log, mapLimit, runStandalone, type Scale, summary } from './lib.ts';
+import { cpuProfile, type Figure, figure, log, mapLimit, runStandalone, type Scale, summary } from './lib.ts';
 import { MetricDeltas } from './p2-apiserver-metrics.ts';
 import { newestProfile, profileLines, summariseProfile } from './p2-cpu-profile.ts';
 import { controlPlanePids, ProcessCpu } from './p2-process-cpu.ts';
@@ -43,7 +43,6 @@ const ISSUANCE_RESOURCES =
   /resource="(secrets|flavoredtokens|flavorclasses|configmaps|tokenreviews|subjectaccessreviews)"/;
 
 const reuseConnections = () => process.argv.includes('--reuse-connections');
-const cpuProfile = () => process.argv.includes('--cpu-prof') || process.env.BENCH_CPU_PROF === '1';
 
 interface Batch {
   latencies: number[];

@@ -12,8 +12,10 @@ import { e2eEnvironment } from '../test/e2e/support/environment.ts';
 import {
   ensureNamespace,
   installCrds,
+  metricValue,
   OPERATOR_NAMESPACE,
   startOperator,
+  waitOperatorSettled,
 } from '../test/e2e/support/nodeflavor.ts';
 import { createFleet } from './fixture-nodes.ts';
 import {
@@ -34,25 +36,6 @@ function rssMiB(pid: number | undefined): number {
   if (!pid) throw new Error('process is gone');
   const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return Number(match?.[1] ?? 0) / 1024;
-}
-
-async function metric(port: number, pattern: RegExp): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return Number(pattern.exec(text)?.[1] ?? 0);
-}
-
-/** Until the operator has reconciled every node once and both queues are empty. */
-async function waitReconciled(port: number, nodes: number, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const done = await metric(port, /nodeflavor_reconciles_total\{queue="nodes",result="ok"\} (\d+)/);
-    const depth =
-      (await metric(port, /nodeflavor_workqueue_depth\{queue="nodes"\} (\d+)/)) +
-      (await metric(port, /nodeflavor_workqueue_depth\{queue="tokens"\} (\d+)/));
-    if (done >= nodes && depth === 0) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`the operator did not reconcile ${nodes} nodes within ${timeoutMs / 1000} s`);
 }
 
 const settle = () => new Promise((resolve) => setTimeout(resolve, 3000));
@@ -76,7 +59,7 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
   await waitReady(idlePort, 120_000);
   await settle();
   const idleRss = rssMiB(idle.componentPid());
-  const idleHeap = (await metric(idlePort, /^nodejs_heap_size_used_bytes (\S+)$/m)) / 2 ** 20;
+  const idleHeap = (await metricValue(idlePort, 'nodejs_heap_size_used_bytes')) / 2 ** 20;
   await idle.stop();
   log(
     `P4: an idle operator (no nodes yet): RSS ${idleRss.toFixed(0)} MiB, JS heap used ${idleHeap.toFixed(0)} MiB`,
@@ -100,7 +83,7 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
     },
   );
   await waitReady(settlePort, 300_000);
-  await waitReconciled(settlePort, count, 900_000);
+  await waitOperatorSettled(settlePort, count, { timeoutMs: 900_000, intervalMs: 100 });
   log(`P4/P5 settling run: API requests ${await requestCounts(settlePort)}`);
   await settler.stop();
 
@@ -116,14 +99,14 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
   });
   await waitReady(port, 300_000);
   const readyAt = performance.now();
-  await waitReconciled(port, count, 600_000);
+  await waitOperatorSettled(port, count, { timeoutMs: 600_000, intervalMs: 100 });
   const restartSeconds = (performance.now() - restartStarted) / 1000;
   log(`P5 restart: API requests ${await requestCounts(port)}`);
   log(`P5: ready (caches synced) after ${((readyAt - restartStarted) / 1000).toFixed(1)} s`);
   log(`P5: restart to all ${count} reconciled in ${restartSeconds.toFixed(1)} s`);
   await settle();
   const ours = rssMiB(operator.componentPid());
-  const mib = async (name: string) => (await metric(port, new RegExp(`^${name} (\\S+)$`, 'm'))) / 2 ** 20;
+  const mib = async (name: string) => (await metricValue(port, name)) / 2 ** 20;
   const heapUsed = await mib('nodejs_heap_size_used_bytes');
   log(
     `P4 memory: RSS ${ours.toFixed(0)} MiB, JS heap used ${heapUsed.toFixed(0)} MiB of ${(await mib('nodejs_heap_size_total_bytes')).toFixed(0)} MiB, external ${(await mib('nodejs_external_memory_bytes')).toFixed(0)} MiB`,

@@ -10,11 +10,7 @@ import { randomInt } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
-import {
-  AdmissionregistrationV1Api,
-  CustomObjectsApi,
-  RbacAuthorizationV1Api,
-} from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { type Config, parseConfig } from '../../src/config.ts';
@@ -40,7 +36,7 @@ import {
 } from './support/admission.ts';
 import { createBootstrapToken, joinConfiguration, tokenKubeConfig } from './support/bootstrap.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
-import { applyFlavorClass, installCrds } from './support/nodeflavor.ts';
+import { applyFlavorClass, deleteFlavorClass, installCrds } from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const FLAVOR_LABEL = 'nodeflavor.io/flavor';
@@ -111,15 +107,7 @@ after(async () => {
     kubelet.stop();
     await env.core.deleteNode({ name: kubelet.nodeName }).catch(() => undefined);
   }
-  await env.kubeConfig
-    .makeApiClient(CustomObjectsApi)
-    .deleteClusterCustomObject({
-      group: 'nodeflavor.io',
-      version: 'v1alpha1',
-      plural: 'flavorclasses',
-      name: flavorClass,
-    })
-    .catch(() => undefined);
+  await deleteFlavorClass(env, flavorClass);
   await deleteObjects(env, created);
   for (const identity of [operator, admin, user]) identity?.http.close();
   if (process.env.E2E_ADMISSION_LOG) writeFileSync(process.env.E2E_ADMISSION_LOG, logLines.join(''));

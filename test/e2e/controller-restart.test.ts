@@ -19,9 +19,10 @@ import {
   installCrds,
   issue,
   joinWith,
+  metricValue,
   OPERATOR_NAMESPACE,
-  opsGet,
   startOperator,
+  waitOperatorSettled,
 } from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
@@ -193,25 +194,12 @@ describe('controller restarts and failover', () => {
     );
   });
 
-  /** A metric's value (0 when absent) from an operator's /metrics. */
-  async function metricValue(port: number, series: string): Promise<number> {
-    const [, text] = await opsGet(port, '/metrics');
-    const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-    return Number(line?.split(' ')[1] ?? 0);
-  }
-
   /** Starts a replica and waits until it has judged every Node and its queues are empty. */
   async function freshReplicaSettled(): Promise<{ op: ManagedProcess; port: number }> {
     const port = await freePort();
     const op = operator(['--no-leader-elect'], [], port);
     const nodes = (await env.core.listNode()).items.length;
-    await waitFor(
-      async () =>
-        (await metricValue(port, 'nodeflavor_reconciles_total{queue="nodes",result="ok"}')) >= nodes &&
-        (await metricValue(port, 'nodeflavor_workqueue_depth{queue="nodes"}')) === 0 &&
-        (await metricValue(port, 'nodeflavor_workqueue_depth{queue="tokens"}')) === 0,
-      { what: `a fresh replica to reconcile all ${nodes} nodes`, timeoutMs: 60_000, intervalMs: 200 },
-    );
+    await waitOperatorSettled(port, nodes, { timeoutMs: 60_000 });
     return { op, port };
   }
 

@@ -12,6 +12,7 @@ import fc from 'fast-check';
 import { deriveFlavorToken, FLAVOR_TOKEN_LENGTH, verifyFlavorToken } from '../../src/flavor/flavor-token.ts';
 import { generateHmacKey, type KeyRing, newKeyRing, rotateKeyRing } from '../../src/flavor/keyring.ts';
 import { seededRandomBytes } from './support/random.ts';
+import { applyEdit } from './support/token-mutations.ts';
 
 const BASE32 = 'abcdefghijklmnopqrstuvwxyz234567';
 const TOKEN_ID = 'k3x9qa';
@@ -49,26 +50,6 @@ const edit = fc.record({
   at: fc.nat(FLAVOR_TOKEN_LENGTH - 1),
   char: fc.oneof(base32Char, anyChar),
 });
-type Edit = { kind: string; at: number; char: string };
-
-function applyEdit(token: string, e: Edit): string {
-  const at = Math.min(e.at, Math.max(0, token.length - 1));
-  switch (e.kind) {
-    case 'replace':
-      return token.slice(0, at) + e.char + token.slice(at + 1);
-    case 'insert':
-      return token.slice(0, at) + e.char + token.slice(at);
-    case 'delete':
-      return token.slice(0, at) + token.slice(at + 1);
-    case 'swap':
-      return at + 1 < token.length
-        ? token.slice(0, at) + token[at + 1] + token[at] + token.slice(at + 2)
-        : token;
-    default:
-      return token.slice(0, at) + (token[at] ?? '').toUpperCase() + token.slice(at + 1);
-  }
-}
-
 describe('fuzz: forged flavor tokens never verify', () => {
   it('the genuine tokens verify (the forgeries below are refused by the check, not by a broken ring)', () => {
     for (const [i, token] of genuine.entries()) {

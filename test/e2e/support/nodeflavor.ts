@@ -63,6 +63,13 @@ export async function applyFlavorClass(
   ]);
 }
 
+/** Deletes a FlavorClass; one already gone is fine (clean-up after a test or a benchmark). */
+export async function deleteFlavorClass(env: E2EEnvironment, name: string): Promise<void> {
+  await customObjects(env.kubeConfig)
+    .deleteClusterCustomObject({ group: 'nodeflavor.io', version: 'v1alpha1', plural: 'flavorclasses', name })
+    .catch(() => undefined);
+}
+
 export function customObjects(kubeConfig: KubeConfig): CustomObjectsApi {
   return kubeConfig.makeApiClient(CustomObjectsApi);
 }
@@ -168,4 +175,30 @@ export async function opsGet(port: number, path: string): Promise<[number, strin
   } catch {
     return [0, ''];
   }
+}
+
+/** One series of an operator's /metrics (e.g. `name{label="x"}`), 0 when absent or unreachable. */
+export async function metricValue(port: number, series: string): Promise<number> {
+  const [, text] = await opsGet(port, '/metrics');
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return Number(line?.split(' ')[1] ?? 0);
+}
+
+/** Until an operator has reconciled at least `nodes` Nodes and both its work queues are empty. */
+export async function waitOperatorSettled(
+  port: number,
+  nodes: number,
+  options: { timeoutMs: number; intervalMs?: number },
+): Promise<void> {
+  await waitFor(
+    async () =>
+      (await metricValue(port, 'nodeflavor_reconciles_total{queue="nodes",result="ok"}')) >= nodes &&
+      (await metricValue(port, 'nodeflavor_workqueue_depth{queue="nodes"}')) === 0 &&
+      (await metricValue(port, 'nodeflavor_workqueue_depth{queue="tokens"}')) === 0,
+    {
+      what: `the operator on port ${port} to reconcile ${nodes} nodes with its queues empty`,
+      timeoutMs: options.timeoutMs,
+      intervalMs: options.intervalMs ?? 200,
+    },
+  );
 }
