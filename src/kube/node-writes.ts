@@ -90,7 +90,12 @@ async function patchOrConflict(
     });
   } catch (error) {
     if (error instanceof KubeError && error.status === 422 && /test/i.test(error.message)) {
-      throw new KubeError(409, 'Conflict', `node ${name} changed since it was judged: ${error.message}`);
+      // Not the API server's text: a failed test may quote the value it tested (a flavor token).
+      throw new KubeError(
+        409,
+        'Conflict',
+        `node ${name} changed since it was judged (a JSON patch test failed)`,
+      );
     }
     throw error;
   }
