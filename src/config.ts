@@ -2,6 +2,7 @@
 // NODEFLAVOR_* environment variables, then defaults) and passed down; nothing deeper reads
 // process.env.
 import { z } from 'zod';
+import { DEFAULT_AUTH_EXTRA_GROUP } from './tokenissuer/config.ts';
 
 const FORBIDDEN_ADMIN_GROUPS = new Set([
   'system:authenticated',
@@ -35,13 +36,21 @@ export const ConfigSchema = z.object({
   /** Serves /metrics, /healthz and /readyz (plain HTTP). */
   metricsAddress: address.default(':8080'),
   keySecret: z.string().default('nodeflavor-hmac-keys'),
-  /** The group every issued bootstrap token authenticates with (the same for every flavor). */
+  /**
+   * The group every issued bootstrap token authenticates with (the same for every flavor). Our
+   * own by default, which kube-controller-manager's auto-approval does not cover: nodeflavor
+   * approves those CSRs itself (csrApprover) and nobody else does.
+   */
   bootstrapGroup: z
     .string()
     .regex(/^system:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]$/)
-    .default('system:bootstrappers:kubeadm:default-node-token'),
-  /** Approve/deny kubelet client CSRs from bootstrap tokens ourselves (for clusters without kubeadm's auto-approve). */
-  csrApprover: z.boolean().default(false),
+    .default(DEFAULT_AUTH_EXTRA_GROUP),
+  /**
+   * Approve kubelet client CSRs of bootstrapGroup that bind, deny the rest of that group (CSRs of
+   * other groups, such as plain kubeadm tokens, are left alone). On by default: with our own
+   * group, nobody else approves them.
+   */
+  csrApprover: z.boolean().default(true),
   /** How long a node carrying a token label may wait for its CSR binding before it is judged. */
   bindingGrace: durationMs.default(30_000),
   /** An unused FlavoredToken never marked nodeflavor.io/issued is deleted after this long (a failed issuance). */

@@ -99,6 +99,9 @@ export function startController(options: {
     pageSize: 100,
     onEvent: (type, node) => {
       if (type !== 'DELETED') nodeQueue.add(node.metadata.name);
+      // A Node gone (or re-created under its name) frees the bindings that name it.
+      if (type !== 'MODIFIED')
+        for (const tokenName of indexes.tokensByNodeName.get(node.metadata.name)) tokenQueue.add(tokenName);
     },
     onRestart: restart('nodes'),
   });
@@ -200,7 +203,9 @@ export function startController(options: {
       });
       nodeQueue.add(facts.subject.nodeName);
     }
-    if (config.csrApprover)
+    // Only CSRs of our bootstrap group are ours to decide: plain kubeadm tokens (another group)
+    // are left to kube-controller-manager's auto-approval, untouched.
+    if (config.csrApprover && csr.spec.groups?.includes(config.bootstrapGroup))
       await approveCsr(csrName, false, 'UnknownToken', 'the bootstrap token was not issued by nodeflavor');
   }
 

@@ -12,6 +12,7 @@ import {
   VERIFIED_ANNOTATION,
   type VerificationRecord,
 } from '../flavor/verdict.ts';
+import { signedRecordAnnotation } from '../flavor/verification-record.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import { type TrimmedNode, writeNodeState } from '../kube/node-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
@@ -99,12 +100,13 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
   const keys = managedKeys(classes.values());
   const now = ctx.now();
   const bindings = boundTokensFor(name, ctx.indexes, (n) => ctx.caches.tokens.get(n));
+  const keyRing = await ctx.keyRing();
   const verdict = decideNode({
     node: facts,
     bindings,
     rejectedClaims: ctx.indexes.rejectionsFor(name),
     flavorClasses: classes,
-    keyRing: await ctx.keyRing(),
+    keyRing,
     now,
     bindingGraceMs: ctx.config.bindingGrace,
     carriesTrustedKeys: carriesTrustedKeys(facts, keys),
@@ -140,9 +142,11 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
         record = (verdict as { record: VerificationRecord }).record;
       }
       if (verdict.kind === 'verify') failpoint('after-verification-recorded');
+      // Signed for this Node's UID with the active key: a rotation re-signs records as nodes are
+      // reconciled, and a copy on another Node, or a hand-made one, proves nothing.
       const desired = desiredNodeState(
         facts,
-        { flavorClass: verdict.flavorClass, annotation: JSON.stringify(record) },
+        { flavorClass: verdict.flavorClass, annotation: signedRecordAnnotation(keyRing, facts.uid, record) },
         keys,
       );
       if (nodeMatches(facts, desired)) return;

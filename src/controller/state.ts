@@ -103,6 +103,8 @@ export function trimCsr(raw: unknown): CsrObject {
       signerName: csr.spec?.signerName,
       request: csr.spec?.request,
       groups: csr.spec?.groups,
+      usages: csr.spec?.usages,
+      expirationSeconds: csr.spec?.expirationSeconds,
     },
     status: csr.status?.conditions ? { conditions: csr.status.conditions } : {},
   };
@@ -149,16 +151,15 @@ export class Indexes {
   csrFacts(csr: CsrObject): Promise<CsrFacts> {
     let subject = this.subjects.get(csr.metadata.uid);
     if (!subject) {
-      subject = parseKubeletCsr(csr.spec.request ?? '').then((parsed) =>
-        parsed.ok
-          ? { ok: true as const, nodeName: parsed.nodeName, organizations: parsed.organizations }
-          : parsed,
-      );
+      subject = parseKubeletCsr(csr.spec.request ?? '');
       this.subjects.set(csr.metadata.uid, subject);
     }
     return subject.then((s) => ({
       name: csr.metadata.name,
       createdAt: new Date(csr.metadata.creationTimestamp),
+      signerName: csr.spec.signerName ?? '',
+      usages: csr.spec.usages ?? [],
+      expirationSeconds: csr.spec.expirationSeconds,
       subject: s,
     }));
   }

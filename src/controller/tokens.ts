@@ -3,9 +3,15 @@
 // conditions true, deletes the bootstrap Secret the moment the token is consumed, expired or
 // revoked, and runs revocation before a deleted token goes (finalizer).
 import { type FlavoredTokenStatus, ISSUED_ANNOTATION, type TokenBinding } from '../flavor/resources.ts';
-import { decideBinding, type Failure, MAX_BINDINGS, readVerificationRecord } from '../flavor/verdict.ts';
+import {
+  decideBinding,
+  type Failure,
+  type NameFacts,
+  readVerificationRecord,
+} from '../flavor/verdict.ts';
 import { kubeJson } from '../kube/fetch.ts';
 import {
+  type CsrObject,
   deleteBootstrapSecret,
   type StoredToken,
   setFinalizer,
@@ -23,41 +29,70 @@ import {
   updateTokenStatus,
 } from './token-status.ts';
 
-const KUBELET_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
-
 interface BindingOutcome {
   status: FlavoredTokenStatus;
   bound: TokenBinding[];
+  /** CSRs of bindings already recorded (this CSR, or a retry before the Node registered). */
+  alreadyBound: string[];
+  /** Bindings whose Node is gone: the name is free again (uses are never given back). */
+  released: TokenBinding[];
   rejected: { csrName: string; nodeName?: string; failure: Failure }[];
   consumed: boolean;
   expired: boolean;
   revoked: boolean;
 }
 
+/** A binding whose Node registered (nodeUID) and is gone now: no Node of that name has that UID. */
+function nodeGone(ctx: ControllerContext, binding: TokenBinding): boolean {
+  return binding.nodeUID !== undefined && ctx.caches.nodes.get(binding.nodeName)?.metadata.uid !== binding.nodeUID;
+}
+
+/** What the caches say about a node name that `tokenName`'s CSR asks for. */
+export function nameFacts(ctx: ControllerContext, nodeName: string, tokenName: string): NameFacts {
+  const node = ctx.caches.nodes.get(nodeName);
+  const boundByOtherToken = ctx.indexes.tokensByNodeName.get(nodeName).some((other) => {
+    if (other === tokenName) return false;
+    const token = ctx.caches.tokens.get(other);
+    const binding = token?.status?.bindings?.find((b) => b.nodeName === nodeName);
+    if (!token || !binding) return false;
+    // Registered: live while its Node is. Not yet: live until its token is revoked or deleted.
+    if (binding.nodeUID) return node?.metadata.uid === binding.nodeUID;
+    const facts = tokenFacts(token);
+    return !facts.revoked && !facts.deleting;
+  });
+  return {
+    boundByOtherToken,
+    node: node ? { uid: node.metadata.uid, createdAt: new Date(node.metadata.creationTimestamp) } : undefined,
+  };
+}
+
+function decided(csr: CsrObject): boolean {
+  return csr.status?.conditions?.some((c) => c.type === 'Denied' || c.type === 'Failed') ?? false;
+}
+
 /** Pure given its inputs: the status the token should have after judging its CSRs. */
 async function judge(ctx: ControllerContext, token: StoredToken, now: Date): Promise<BindingOutcome> {
   const facts = tokenFacts(token);
   const tokenId = facts.tokenId;
-  const bindings = [...facts.bindings];
+  const released = facts.bindings.filter((b) => nodeGone(ctx, b));
+  const bindings = facts.bindings.filter((b) => !released.includes(b));
   const bound: TokenBinding[] = [];
+  const alreadyBound: string[] = [];
   const rejected: BindingOutcome['rejected'] = [];
+  // A denied (or failed) CSR never binds, even once its name is free: its decision is final.
   const csrs = ctx.indexes.csrsByTokenId
     .get(tokenId)
     .map((name) => ctx.caches.csrs.get(name))
-    .filter((csr) => csr !== undefined && csr.spec.signerName === KUBELET_SIGNER)
-    .sort((a, b) => (a?.metadata.creationTimestamp ?? '').localeCompare(b?.metadata.creationTimestamp ?? ''));
+    .filter((csr): csr is CsrObject => csr !== undefined && !decided(csr))
+    .sort((a, b) => a.metadata.creationTimestamp.localeCompare(b.metadata.creationTimestamp));
   let uses = facts.uses;
-  if (facts.maxUses === 0 && bindings.length >= MAX_BINDINGS) {
-    // Unlimited pool tokens: bindings of nodes that were seen and are gone make room (uses stay).
-    const live = bindings.filter(
-      (b) => !b.nodeUID || ctx.caches.nodes.get(b.nodeName)?.metadata.uid === b.nodeUID,
-    );
-    bindings.splice(0, bindings.length, ...live);
-  }
   for (const csr of csrs) {
-    if (!csr) continue;
     const csrFacts = await ctx.indexes.csrFacts(csr);
-    const decision = decideBinding(csrFacts, { ...facts, bindings, uses });
+    const name = csrFacts.subject.ok
+      ? nameFacts(ctx, csrFacts.subject.nodeName, token.metadata.name)
+      : { boundByOtherToken: false };
+    const decision = decideBinding(csrFacts, { ...facts, bindings, uses }, name);
+    if (decision.kind === 'already-bound') alreadyBound.push(csr.metadata.name);
     if (decision.kind === 'bind') {
       uses += 1;
       const binding: TokenBinding = {
@@ -114,7 +149,7 @@ async function judge(ctx: ControllerContext, token: StoredToken, now: Date): Pro
     conditions,
     observedGeneration: generation,
   };
-  return { status, bound, rejected, consumed, expired, revoked };
+  return { status, bound, alreadyBound, released, rejected, consumed, expired, revoked };
 }
 
 /**
@@ -232,6 +267,20 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
       await ctx.approveCsr(binding.csrName, true, 'NodeflavorBound', `bound to token ${tokenId}`);
     ctx.enqueueNode(binding.nodeName);
   }
+  for (const binding of outcome.released) {
+    // Logged and an Event on the token: the name may now be bound again (by a new machine).
+    ctx.log.info({ token: tokenId, node: binding.nodeName }, 'binding released: its node is gone');
+    ctx.events.emit(
+      involved,
+      'Normal',
+      'BindingReleased',
+      `node ${binding.nodeName} is gone: its name is free again (uses are not given back)`,
+    );
+    ctx.enqueueNode(binding.nodeName);
+  }
+  if (ctx.config.csrApprover)
+    for (const csrName of outcome.alreadyBound)
+      await ctx.approveCsr(csrName, true, 'NodeflavorBound', `bound to token ${tokenId}`);
   for (const rejection of outcome.rejected) {
     if (rejection.nodeName) {
       const known = ctx.indexes

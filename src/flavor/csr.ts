@@ -12,8 +12,23 @@ export const NODE_USER_PREFIX = 'system:node:';
 export const NODES_GROUP = 'system:nodes';
 const MAX_CSR_BYTES = 16 * 1024;
 
+/** The requested key, as far as an approver judges it. */
+export interface CsrPublicKey {
+  algorithm: string;
+  /** RSA modulus length. */
+  bits?: number;
+  /** ECDSA named curve. */
+  curve?: string;
+}
+
 export type CsrSubject =
-  | { ok: true; nodeName: string; organizations: string[]; hasSubjectAltNames: boolean }
+  | {
+      ok: true;
+      nodeName: string;
+      organizations: string[];
+      hasSubjectAltNames: boolean;
+      publicKey: CsrPublicKey;
+    }
   | { ok: false; reason: string };
 
 function decodeRequest(request: string): Uint8Array | undefined {
@@ -59,5 +74,9 @@ export async function parseKubeletCsr(request: string): Promise<CsrSubject> {
   }
   const organizations = csr.subjectName.getField('O');
   const hasSubjectAltNames = csr.extensions.some((ext) => ext.type === '2.5.29.17');
-  return { ok: true, nodeName, organizations, hasSubjectAltNames };
+  const algorithm = csr.publicKey.algorithm as { name: string; modulusLength?: number; namedCurve?: string };
+  const publicKey: CsrPublicKey = { algorithm: algorithm.name };
+  if (typeof algorithm.modulusLength === 'number') publicKey.bits = algorithm.modulusLength;
+  if (typeof algorithm.namedCurve === 'string') publicKey.curve = algorithm.namedCurve;
+  return { ok: true, nodeName, organizations, hasSubjectAltNames, publicKey };
 }

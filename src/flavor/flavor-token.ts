@@ -26,11 +26,15 @@ function lengthPrefixed(text: string): Buffer {
 }
 
 /**
- * The HMAC input. Each field carries a 4-byte big-endian length, so no two (tokenId, flavor)
- * pairs share an encoding: ("ab", "c") and ("a", "bc") differ.
+ * An HMAC input: a domain, then each field with a 4-byte big-endian length, so no two field
+ * lists share an encoding (("ab", "c") and ("a", "bc") differ) and no two purposes collide.
  */
+export function hmacMessage(domain: string, ...fields: string[]): Buffer {
+  return Buffer.concat([Buffer.from(domain, 'utf8'), ...fields.map(lengthPrefixed)]);
+}
+
 export function flavorTokenMessage(tokenId: string, flavor: string): Buffer {
-  return Buffer.concat([Buffer.from(DOMAIN, 'utf8'), lengthPrefixed(tokenId), lengthPrefixed(flavor)]);
+  return hmacMessage(DOMAIN, tokenId, flavor);
 }
 
 export function deriveFlavorToken(key: HmacKey, tokenId: string, flavor: string): Secret {

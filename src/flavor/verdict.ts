@@ -4,11 +4,18 @@
 // the reconcilers carry out the verdict. Every failure has a reason (an Event reason and a
 // metric label, from a small fixed set) and a message that never holds a secret.
 import { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from './admission.ts';
+import { type CsrSubject, NODES_GROUP } from './csr.ts';
 import { FLAVOR_TOKEN_PATTERN, verifyFlavorToken } from './flavor-token.ts';
 import type { KeyRing } from './keyring.ts';
 import { type FlavorClassSpec, matchesNodeName, type TokenBinding } from './resources.ts';
+import {
+  parseVerificationRecord,
+  recordIsGenuine,
+  VERIFIED_ANNOTATION,
+  type VerificationRecord,
+} from './verification-record.ts';
 
-export const VERIFIED_ANNOTATION = 'nodeflavor.io/verified';
+export { VERIFIED_ANNOTATION, type VerificationRecord };
 
 export const FAILURE_REASONS = [
   'MalformedCSR',
@@ -17,9 +24,11 @@ export const FAILURE_REASONS = [
   'Expired',
   'NoUsesLeft',
   'NodeNameMismatch',
+  'NameTaken',
+  'AlreadyJoined',
   'Conflict',
   'NoBinding',
-  'NodeUIDChanged',
+  'InvalidRecord',
   'FlavorClassNotFound',
   'MissingToken',
   'MalformedToken',
@@ -55,19 +64,104 @@ export interface TokenFacts {
 /** The status field holds at most this many bindings (the CRD's maxItems). */
 export const MAX_BINDINGS = 1000;
 
+export const KUBELET_CLIENT_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
+
 export interface CsrFacts {
   name: string;
   createdAt: Date;
+  signerName: string;
+  /** spec.usages: what the signer puts in the certificate. */
+  usages: string[];
+  /** spec.expirationSeconds, when the requester asked for a duration. */
+  expirationSeconds?: number;
   /** The node name from CN=system:node:<name>, or why the request could not be read. */
-  subject: { ok: true; nodeName: string; organizations: string[] } | { ok: false; reason: string };
+  subject: CsrSubject;
+}
+
+/** What the cluster says about the node name a CSR asks for (gathered from the caches). */
+export interface NameFacts {
+  /** Another token holds a live binding of this name (its Node exists, or has yet to register). */
+  boundByOtherToken: boolean;
+  /** The Node of this name, if one exists now. */
+  node?: { uid: string; createdAt: Date };
 }
 
 export type BindingDecision =
   | { kind: 'bind'; nodeName: string }
+  /** This CSR, or a retry of the same join before its Node registered: approvable, no further use. */
   | { kind: 'already-bound'; nodeName: string }
   | { kind: 'reject'; nodeName?: string; failure: Failure };
 
-type BindingCheck = (csr: CsrFacts & { nodeName: string }, token: TokenFacts) => Failure | undefined;
+type ReadableCsr = CsrFacts & { subject: Extract<CsrSubject, { ok: true }> };
+
+// ---- The request itself, checked as kube-controller-manager's approver and kubelet-csr-approver
+// check a kubelet client CSR (k8s.io/kubernetes pkg/apis/certificates ValidateKubeletClientCSR).
+
+/** The signer caps any duration at its own; a request for more than this is not a kubelet's. */
+export const MAX_CLIENT_CERT_SECONDS = 366 * 24 * 3600;
+const CLIENT_USAGES = [
+  ['client auth', 'digital signature'],
+  ['client auth', 'digital signature', 'key encipherment'],
+].map((usages) => usages.join(','));
+const ACCEPTED_CURVES = new Set(['P-256', 'P-384', 'P-521']);
+const MIN_RSA_BITS = 2048;
+
+type CsrCheck = (csr: ReadableCsr) => string | undefined;
+
+const kubeletSigner: CsrCheck = (csr) =>
+  csr.signerName === KUBELET_CLIENT_SIGNER ? undefined : `signer "${csr.signerName}" is not ${KUBELET_CLIENT_SIGNER}`;
+
+const organizationIsNodes: CsrCheck = (csr) =>
+  csr.subject.organizations.length === 1 && csr.subject.organizations[0] === NODES_GROUP
+    ? undefined
+    : `the subject's organization must be exactly ${NODES_GROUP}`;
+
+const noSubjectAltNames: CsrCheck = (csr) =>
+  csr.subject.hasSubjectAltNames ? 'a kubelet client certificate has no subject alternative names' : undefined;
+
+const clientUsagesOnly: CsrCheck = (csr) =>
+  CLIENT_USAGES.includes([...new Set(csr.usages)].sort().join(','))
+    ? undefined
+    : `usages must be "digital signature" and "client auth" (and optionally "key encipherment"), not ${JSON.stringify(csr.usages)}`;
+
+const acceptableKey: CsrCheck = (csr) => {
+  const key = csr.subject.publicKey;
+  if (key.algorithm === 'ECDSA' && key.curve && ACCEPTED_CURVES.has(key.curve)) return undefined;
+  if (key.algorithm.startsWith('RSA') && (key.bits ?? 0) >= MIN_RSA_BITS) return undefined;
+  return `the key (${key.algorithm}${key.curve ? ` ${key.curve}` : ''}${key.bits ? ` ${key.bits} bits` : ''}) is not ECDSA P-256/P-384/P-521 or RSA of at least ${MIN_RSA_BITS} bits`;
+};
+
+const sensibleDuration: CsrCheck = (csr) =>
+  csr.expirationSeconds === undefined || csr.expirationSeconds <= MAX_CLIENT_CERT_SECONDS
+    ? undefined
+    : `the requested duration (${csr.expirationSeconds} s) exceeds ${MAX_CLIENT_CERT_SECONDS} s`;
+
+const CSR_CHAIN: CsrCheck[] = [
+  kubeletSigner,
+  organizationIsNodes,
+  noSubjectAltNames,
+  clientUsagesOnly,
+  acceptableKey,
+  sensibleDuration,
+];
+
+/** Why this CSR is not a kubelet client request a careful approver would approve, if it is not. */
+export function checkKubeletCsr(csr: CsrFacts): Failure | undefined {
+  if (!csr.subject.ok) return { reason: 'MalformedCSR', message: `CSR ${csr.name}: ${csr.subject.reason}` };
+  for (const check of CSR_CHAIN) {
+    const problem = check(csr as ReadableCsr);
+    if (problem) return { reason: 'MalformedCSR', message: `CSR ${csr.name}: ${problem}` };
+  }
+  return undefined;
+}
+
+// ---- The token and the name.
+
+type BindingCheck = (
+  csr: CsrFacts & { nodeName: string },
+  token: TokenFacts,
+  name: NameFacts,
+) => Failure | undefined;
 
 const notRevoked: BindingCheck = (_csr, token) =>
   token.revoked || token.deleting
@@ -90,6 +184,23 @@ const nameAllowed: BindingCheck = (csr, token) =>
         message: `node name "${csr.nodeName}" does not match token ${token.tokenId}'s ${token.nodeName ? `nodeName "${token.nodeName}"` : `nodeNamePattern "${token.nodeNamePattern}"`}`,
       };
 
+// A name is one node's: a live binding under another token, or a Node that existed before this
+// request (so this token did not create it), keeps it from a second token holder (a squatter).
+const nameFree: BindingCheck = (csr, token, name) => {
+  if (name.boundByOtherToken)
+    return {
+      reason: 'NameTaken',
+      message: `node name "${csr.nodeName}" is bound to another token: token ${token.tokenId} cannot claim it`,
+    };
+  // Timestamps have whole seconds: a Node created in the CSR's own second may be its own.
+  if (name.node && Math.floor(name.node.createdAt.getTime() / 1000) < Math.floor(csr.createdAt.getTime() / 1000))
+    return {
+      reason: 'NameTaken',
+      message: `node "${csr.nodeName}" existed before this request: token ${token.tokenId} did not create it`,
+    };
+  return undefined;
+};
+
 const usesLeft: BindingCheck = (_csr, token) =>
   token.maxUses > 0 && token.uses >= token.maxUses
     ? {
@@ -107,16 +218,25 @@ const roomForBinding: BindingCheck = (_csr, token) =>
       }
     : undefined;
 
-const BINDING_CHAIN: BindingCheck[] = [notRevoked, notExpired, nameAllowed, usesLeft, roomForBinding];
+const BINDING_CHAIN: BindingCheck[] = [
+  notRevoked,
+  notExpired,
+  nameAllowed,
+  nameFree,
+  usesLeft,
+  roomForBinding,
+];
 
 /** Does this kubelet client CSR, made with `token`, bind the token to its node name? */
-export function decideBinding(csr: CsrFacts, token: TokenFacts | undefined): BindingDecision {
-  if (!csr.subject.ok)
-    return {
-      kind: 'reject',
-      failure: { reason: 'MalformedCSR', message: `CSR ${csr.name}: ${csr.subject.reason}` },
-    };
+export function decideBinding(
+  csr: CsrFacts,
+  token: TokenFacts | undefined,
+  name: NameFacts = { boundByOtherToken: false },
+): BindingDecision {
+  const malformed = checkKubeletCsr(csr);
+  if (!csr.subject.ok) return { kind: 'reject', failure: malformed as Failure };
   const nodeName = csr.subject.nodeName;
+  if (malformed) return { kind: 'reject', nodeName, failure: malformed };
   if (!token)
     return {
       kind: 'reject',
@@ -126,11 +246,25 @@ export function decideBinding(csr: CsrFacts, token: TokenFacts | undefined): Bin
         message: `CSR ${csr.name} was made with a bootstrap token nodeflavor did not issue`,
       },
     };
-  // Idempotent: a binding already recorded for this CSR or this node name uses no further use.
-  if (token.bindings.some((b) => b.csrName === csr.name || b.nodeName === nodeName))
+  // Idempotent: a binding already recorded for this CSR uses no further use; nor does a retry of
+  // the same join (another CSR for the name) while its Node has not registered. Once it has, the
+  // node renews its certificate with its own credentials: a bootstrap CSR for it is refused.
+  const existing = token.bindings.find((b) => b.csrName === csr.name || b.nodeName === nodeName);
+  if (existing) {
+    const registered = existing.nodeUID !== undefined && existing.nodeUID === name.node?.uid;
+    if (existing.csrName !== csr.name && registered)
+      return {
+        kind: 'reject',
+        nodeName,
+        failure: {
+          reason: 'AlreadyJoined',
+          message: `node ${nodeName} already joined with token ${token.tokenId}: a joined node does not bootstrap again`,
+        },
+      };
     return { kind: 'already-bound', nodeName };
+  }
   for (const check of BINDING_CHAIN) {
-    const failure = check({ ...csr, nodeName }, token);
+    const failure = check({ ...csr, nodeName }, token, name);
     if (failure) return { kind: 'reject', nodeName, failure };
   }
   return { kind: 'bind', nodeName };
@@ -170,29 +304,9 @@ export interface NodeDecisionInput {
   tokenExists: (tokenId: string) => boolean;
 }
 
-/** What the verification annotation records (JSON): the token, the class and when. */
-export interface VerificationRecord {
-  tokenID: string;
-  flavorClass: string;
-  verifiedAt: string;
-}
-
+/** The Node's verification record as written (not yet checked: see recordIsGenuine). */
 export function readVerificationRecord(node: NodeFacts): VerificationRecord | undefined {
-  const raw = node.annotations[VERIFIED_ANNOTATION];
-  if (!raw) return undefined;
-  try {
-    const parsed = JSON.parse(raw) as Partial<VerificationRecord>;
-    if (
-      typeof parsed.tokenID === 'string' &&
-      typeof parsed.flavorClass === 'string' &&
-      typeof parsed.verifiedAt === 'string'
-    ) {
-      return { tokenID: parsed.tokenID, flavorClass: parsed.flavorClass, verifiedAt: parsed.verifiedAt };
-    }
-  } catch {
-    // not ours, or mangled: no record
-  }
-  return undefined;
+  return parseVerificationRecord(node.annotations[VERIFIED_ANNOTATION]);
 }
 
 export type NodeVerdict =
@@ -200,8 +314,8 @@ export type NodeVerdict =
   | { kind: 'verify'; bound: BoundToken; flavorClass: FlavorClassSpec }
   /**
    * Verified before: keep the flavor applied. `bound` is absent when the token was deleted with
-   * revocationPolicy Keep and the Node's own verification record (writable only by the
-   * controller) is what remains.
+   * revocationPolicy Keep and the Node's own verification record, genuine under the key ring for
+   * this Node's UID, is what remains.
    */
   | { kind: 'flavored'; bound?: BoundToken; record?: VerificationRecord; flavorClass: FlavorClassSpec }
   /** No flavor: strip managed keys, keep (or restore) the quarantine taint, warn. */
@@ -220,6 +334,15 @@ function decideUnbound(input: NodeDecisionInput): NodeVerdict {
   const { node } = input;
   const record = readVerificationRecord(node);
   if (record && !input.tokenExists(record.tokenID)) {
+    // Proof only if the controller wrote it for this very Node: anyone else's copy is a forgery.
+    if (!recordIsGenuine(input.keyRing, node.uid, record))
+      return {
+        kind: 'unflavored',
+        failure: {
+          reason: 'InvalidRecord',
+          message: `node ${node.name}'s ${VERIFIED_ANNOTATION} record was not written by nodeflavor for this node`,
+        },
+      };
     const flavorClass = input.flavorClasses.get(record.flavorClass);
     if (!flavorClass) {
       return {
@@ -259,8 +382,11 @@ function decideUnbound(input: NodeDecisionInput): NodeVerdict {
 }
 
 export function decideNode(input: NodeDecisionInput): NodeVerdict {
-  const { node, bindings } = input;
-  if (bindings.length === 0) return decideUnbound(input);
+  const { node } = input;
+  // A binding recorded for another Node UID belongs to a Node that is gone (the token reconciler
+  // releases it): this Node never inherits its flavor, and is judged on its own binding, if any.
+  const bindings = input.bindings.filter((b) => !b.binding.nodeUID || b.binding.nodeUID === node.uid);
+  if (bindings.length === 0) return decideUnbound({ ...input, bindings });
   const tokenNames = new Set(bindings.map((b) => b.token.name));
   if (tokenNames.size > 1) {
     const ids = bindings.map((b) => b.token.tokenId).sort();
@@ -274,15 +400,6 @@ export function decideNode(input: NodeDecisionInput): NodeVerdict {
   }
   const bound = bindings[0] as BoundToken;
   const { token, binding } = bound;
-  if (binding.nodeUID && binding.nodeUID !== node.uid) {
-    return {
-      kind: 'unflavored',
-      failure: {
-        reason: 'NodeUIDChanged',
-        message: `node ${node.name} was re-created (UID changed) after token ${token.tokenId} was bound`,
-      },
-    };
-  }
   const verified = binding.verifiedAt !== undefined && binding.nodeUID === node.uid;
   if ((token.revoked || token.deleting) && (token.stripNodesOnRevoke || !verified)) {
     return {

@@ -95,7 +95,14 @@ export async function deleteBootstrapSecret(kubeConfig: KubeConfig, tokenId: str
 
 export interface CsrObject {
   metadata: { name: string; uid: string; resourceVersion: string; creationTimestamp: string };
-  spec: { username?: string; signerName?: string; request?: string; groups?: string[] };
+  spec: {
+    username?: string;
+    signerName?: string;
+    request?: string;
+    groups?: string[];
+    usages?: string[];
+    expirationSeconds?: number;
+  };
   status?: {
     certificate?: string;
     conditions?: { type: string; status: string; reason?: string; message?: string }[];

@@ -5,8 +5,15 @@ import { z } from 'zod';
 import { DEFAULT_TTL, parseDuration, TtlSchema } from '../flavor/resources.ts';
 import { DEFAULT_KEY_SECRET_NAME } from '../kube/keyring-store.ts';
 
-/** kubeadm's group: every flavor's bootstrap token carries exactly this one (indistinguishability). */
-export const DEFAULT_AUTH_EXTRA_GROUP = 'system:bootstrappers:kubeadm:default-node-token';
+/**
+ * nodeflavor's own bootstrap group: every flavor's token carries exactly this one
+ * (indistinguishability). kube-controller-manager's auto-approval covers kubeadm's group, not
+ * this one, so nodeflavor is the only approver of its tokens' kubelet CSRs: a token holder cannot
+ * get a certificate for a node name nodeflavor has not bound to its token (name squatting).
+ */
+export const DEFAULT_AUTH_EXTRA_GROUP = 'system:bootstrappers:nodeflavor';
+/** kubeadm's group, whose kubelet CSRs kube-controller-manager auto-approves. */
+export const KUBEADM_BOOTSTRAP_GROUP = 'system:bootstrappers:kubeadm:default-node-token';
 /** The bootstrap Secret's description: the same text for every flavor. */
 export const DEFAULT_SECRET_DESCRIPTION = 'nodeflavor join token';
 export const DEFAULT_FLAVORS_CLAIM = 'nodeflavor.io/flavors';

@@ -19,8 +19,8 @@ describe('config defaults', () => {
       leaderElectionId: 'nodeflavor-controller',
       metricsAddress: ':8080',
       keySecret: 'nodeflavor-hmac-keys',
-      bootstrapGroup: 'system:bootstrappers:kubeadm:default-node-token',
-      csrApprover: false,
+      bootstrapGroup: 'system:bootstrappers:nodeflavor',
+      csrApprover: true,
       bindingGrace: 30_000,
       orphanGrace: 120_000,
       resync: 600_000,
@@ -52,7 +52,7 @@ describe('boolean flags', () => {
     webhook: { key: 'webhook', byDefault: true },
     issuer: { key: 'issuer', byDefault: true },
     'leader-elect': { key: 'leaderElect', byDefault: true },
-    'csr-approver': { key: 'csrApprover', byDefault: false },
+    'csr-approver': { key: 'csrApprover', byDefault: true },
   };
   const forms: Record<string, { args: (flag: string) => string[]; want: boolean | 'default' }> = {
     absent: { args: () => [], want: 'default' },
@@ -73,8 +73,8 @@ describe('boolean flags', () => {
   }
 
   test('a boolean flag does not swallow the next argument', () => {
-    const config = configOf(['--csr-approver', '--namespace', 'ops']);
-    assert.equal(config.csrApprover, true);
+    const config = configOf(['--no-csr-approver', '--namespace', 'ops']);
+    assert.equal(config.csrApprover, false);
     assert.equal(config.namespace, 'ops');
   });
 
@@ -179,11 +179,11 @@ describe('environment', () => {
     'NODEFLAVOR_* booleans, numbers and durations': {
       env: {
         NODEFLAVOR_LEADER_ELECT: 'false',
-        NODEFLAVOR_CSR_APPROVER: 'true',
+        NODEFLAVOR_CSR_APPROVER: 'false',
         NODEFLAVOR_WORKERS: '3',
         NODEFLAVOR_BINDING_GRACE: '5m',
       },
-      want: { leaderElect: false, csrApprover: true, workers: 3, bindingGrace: 300_000 },
+      want: { leaderElect: false, csrApprover: false, workers: 3, bindingGrace: 300_000 },
     },
     'POD_NAMESPACE sets the namespace': {
       env: { POD_NAMESPACE: 'kube-ops' },

@@ -48,6 +48,7 @@ describe('parseKubeletCsr', () => {
       nodeName: 'n1',
       organizations: ['system:nodes'],
       hasSubjectAltNames: false,
+      publicKey: { algorithm: 'ECDSA', curve: 'P-256' },
     });
   });
 

@@ -159,7 +159,8 @@ const MODES: Record<string, string[]> = {
   'issuer jwt': JWT_VALUES,
   'service monitor': ['--set=metrics.serviceMonitor.enabled=true'],
   'issuer ingress': ['--set=issuer.ingress.enabled=true'],
-  'csr approver': ['--set=controller.csrApprover=true'],
+  'csr approver off': ['--set=controller.csrApprover=false'],
+  'kubeadm bootstrap group': ['--set=joins.bootstrapGroup=system:bootstrappers:kubeadm:default-node-token'],
   'no leader election, one replica': ['--set=controller.leaderElect=false', '--set=replicaCount=1'],
   'flavor classes': [
     '--set-json=flavorClasses=[{"name":"sweet","description":"ours","labels":{"example.com/trust":"a7"},"taints":[{"key":"example.com/trust","value":"a7","effect":"NoSchedule"}]},{"name":"sour","annotations":{"example.com/note":"x"}}]',
@@ -290,7 +291,9 @@ describe('helm chart deploy/helm/nodeflavor', () => {
 
     assert.equal(args(objects)[0], 'run');
     assert.ok(args(objects).includes('--leader-elect'));
-    assert.ok(!args(objects).includes('--csr-approver'));
+    // nodeflavor's own bootstrap group, and nodeflavor its only approver (name squatting).
+    assert.ok(args(objects).includes('--csr-approver'));
+    assert.equal(flag(objects, 'bootstrap-group'), 'system:bootstrappers:nodeflavor');
     assert.equal(flag(objects, 'namespace'), NAMESPACE);
     assert.equal(flag(objects, 'service-account'), RELEASE);
     assert.equal(flag(objects, 'metrics-address'), ':8080');
@@ -392,28 +395,56 @@ describe('helm chart deploy/helm/nodeflavor', () => {
       'core configmaps cluster-info: get',
     ]);
     assert.equal(only(objects, 'Role', `${RELEASE}-cluster-info`).metadata.namespace, 'kube-public');
-    assert.equal(objects.filter((o) => o.kind === 'Role').length, 4);
-    assert.equal(objects.filter((o) => o.kind === 'ClusterRole').length, 1);
+    assert.equal(objects.filter((o) => o.kind === 'Role').length, 5);
+    assert.equal(objects.filter((o) => o.kind === 'ClusterRole').length, 2);
   });
 
-  test('RBAC: CSR approval rules only with controller.csrApprover', async () => {
+  test('RBAC: CSR approval rules unless controller.csrApprover is off', async () => {
     for (const [mode, values] of Object.entries(MODES)) {
       const cluster = roleGrants(await render(...values), 'ClusterRole', RELEASE);
       const present = CSR_APPROVER_GRANTS.filter((g) => cluster.includes(g));
-      const wanted = mode === 'csr approver' ? CSR_APPROVER_GRANTS : [];
+      const wanted = mode === 'csr approver off' ? [] : CSR_APPROVER_GRANTS;
       assert.deepEqual(present, wanted, mode);
-      assert.ok(
-        !cluster.some((g) => / (certificatesigningrequests\/approval|signers) /.test(g)) ||
-          mode === 'csr approver',
-        mode,
-      );
     }
-    const approver = await render('--set=controller.csrApprover=true');
-    assert.ok(args(approver).includes('--csr-approver'));
+    const off = await render('--set=controller.csrApprover=false');
+    assert.ok(args(off).includes('--no-csr-approver'));
+    assert.ok(
+      !roleGrants(off, 'ClusterRole', RELEASE).some((g) =>
+        / (certificatesigningrequests\/approval|signers) /.test(g),
+      ),
+    );
     assert.deepEqual(
-      roleGrants(approver, 'ClusterRole', RELEASE),
+      roleGrants(await render(), 'ClusterRole', RELEASE),
       [...BASE_CLUSTER_GRANTS, ...CSR_APPROVER_GRANTS, ...ADMISSION_GRANTS].sort(),
     );
+  });
+
+  test('joins: the bootstrap group gets what kubeadm join needs, never CSR auto-approval', async () => {
+    const objects = await render();
+    const group = 'system:bootstrappers:nodeflavor';
+    const bindings = objects.filter(
+      (o) =>
+        (o.kind === 'ClusterRoleBinding' || o.kind === 'RoleBinding') &&
+        o.subjects?.some((s: K8sObject) => s.kind === 'Group' && s.name === group),
+    );
+    assert.deepEqual(
+      bindings.map((b) => `${b.kind} ${b.metadata.namespace ?? ''} -> ${b.roleRef.name}`).sort(),
+      [
+        `ClusterRoleBinding  -> ${RELEASE}-join-get-nodes`,
+        'ClusterRoleBinding  -> system:node-bootstrapper',
+        `RoleBinding kube-system -> ${RELEASE}-join-config`,
+      ],
+    );
+    assert.ok(!bindings.some((b) => /nodeclient/.test(b.roleRef.name)), 'never the auto-approval roles');
+    assert.deepEqual(roleGrants(objects, 'ClusterRole', `${RELEASE}-join-get-nodes`), ['core nodes *any*: get']);
+    assert.deepEqual(roleGrants(objects, 'Role', `${RELEASE}-join-config`), [
+      'core configmaps kubeadm-config: get',
+      'core configmaps kubelet-config: get',
+    ]);
+    // kubeadm's own group is bound by kubeadm: nothing rendered for it.
+    const kubeadm = await render(...(MODES['kubeadm bootstrap group'] as string[]));
+    assert.equal(flag(kubeadm, 'bootstrap-group'), 'system:bootstrappers:kubeadm:default-node-token');
+    assert.ok(!kubeadm.some((o) => o.metadata.name === `${RELEASE}-join-config`));
   });
 
   test('admission.mode: the flag and the webhook Service follow the mode; RBAC covers every mode', async () => {

@@ -50,7 +50,7 @@ describe('issueToken', () => {
       tokenId: issued.tokenId,
       secret: issued.bootstrapToken.secret.reveal(),
       expiration: '2030-01-01T01:00:00Z',
-      authExtraGroups: 'system:bootstrappers:kubeadm:default-node-token',
+      authExtraGroups: 'system:bootstrappers:nodeflavor',
       description: 'nodeflavor join token',
       owner: { name: issued.name, uid: record.metadata.uid },
     });

@@ -24,11 +24,13 @@ import {
   type ManagedKeys,
   type NodeDecisionInput,
   type NodeFacts,
+  type NameFacts,
   type NodeVerdict,
   nodeMatches,
   type TokenFacts,
   VERIFIED_ANNOTATION,
 } from '../../src/flavor/verdict.ts';
+import { signedRecordAnnotation } from '../../src/flavor/verification-record.ts';
 
 // A fake clock: every time in this file is relative to NOW, nothing reads the real clock.
 const NOW = new Date('2030-01-01T12:00:00Z');
@@ -86,11 +88,27 @@ function binding(overrides: Partial<TokenBinding> = {}): TokenBinding {
   return { nodeName: 'n1', csrName: 'csr-n1', boundAt: at(-MINUTE).toISOString(), ...overrides };
 }
 
+type ReadableSubject = Extract<CsrFacts['subject'], { ok: true }>;
+
+/** What a real kubelet asks for: CN system:node:<name>, O system:nodes, an ECDSA P-256 key. */
+function subject(overrides: Partial<ReadableSubject> = {}): ReadableSubject {
+  return {
+    ok: true,
+    nodeName: 'n1',
+    organizations: ['system:nodes'],
+    hasSubjectAltNames: false,
+    publicKey: { algorithm: 'ECDSA', curve: 'P-256' },
+    ...overrides,
+  };
+}
+
 function csr(overrides: Partial<CsrFacts> = {}): CsrFacts {
   return {
     name: 'csr-n1',
     createdAt: at(-MINUTE),
-    subject: { ok: true, nodeName: 'n1', organizations: ['system:nodes'] },
+    signerName: 'kubernetes.io/kube-apiserver-client-kubelet',
+    usages: ['digital signature', 'client auth'],
+    subject: subject(),
     ...overrides,
   };
 }
@@ -111,7 +129,10 @@ function node(overrides: Partial<NodeFacts> = {}): NodeFacts {
 // decideBinding
 
 describe('decideBinding', () => {
-  const cases: Record<string, { csr: CsrFacts; token: TokenFacts | undefined; want: BindingDecision }> = {
+  const cases: Record<
+    string,
+    { csr: CsrFacts; token: TokenFacts | undefined; name?: NameFacts; want: BindingDecision }
+  > = {
     'a CSR whose request could not be read is MalformedCSR, without a node name': {
       csr: csr({ subject: { ok: false, reason: 'the request signature does not verify' } }),
       token: token(),
@@ -199,7 +220,7 @@ describe('decideBinding', () => {
       want: { kind: 'bind', nodeName: 'n1' },
     },
     'a node name outside the pattern is NodeNameMismatch': {
-      csr: csr({ subject: { ok: true, nodeName: 'db-1', organizations: [] } }),
+      csr: csr({ subject: subject({ nodeName: 'db-1' }) }),
       token: token({ nodeNamePattern: 'web-*' }),
       want: {
         kind: 'reject',
@@ -211,7 +232,7 @@ describe('decideBinding', () => {
       },
     },
     'a node name matching the pattern binds': {
-      csr: csr({ subject: { ok: true, nodeName: 'web-7', organizations: [] } }),
+      csr: csr({ subject: subject({ nodeName: 'web-7' }) }),
       token: token({ nodeNamePattern: 'web-*' }),
       want: { kind: 'bind', nodeName: 'web-7' },
     },
@@ -248,10 +269,74 @@ describe('decideBinding', () => {
       token: token({ maxUses: 1, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1' })] }),
       want: { kind: 'already-bound', nodeName: 'n1' },
     },
-    'a second CSR of an already-bound node name is idempotent (kubelet retried)': {
+    'a second CSR of an already-bound node name before the Node registered is idempotent (kubelet retried)': {
       csr: csr({ name: 'csr-n1-retry' }),
       token: token({ maxUses: 1, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1' })] }),
       want: { kind: 'already-bound', nodeName: 'n1' },
+    },
+    'a second CSR for a name whose Node registered under this token is AlreadyJoined': {
+      csr: csr({ name: 'csr-n1-again' }),
+      token: token({ maxUses: 0, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1', nodeUID: 'uid-1' })] }),
+      name: { boundByOtherToken: false, node: { uid: 'uid-1', createdAt: at(-30 * MINUTE) } },
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: {
+          reason: 'AlreadyJoined',
+          message: 'node n1 already joined with token abcdef: a joined node does not bootstrap again',
+        },
+      },
+    },
+    'the bound CSR itself stays bound after its Node registered (approvable, idempotent)': {
+      csr: csr(),
+      token: token({ bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1', nodeUID: 'uid-1' })] }),
+      name: { boundByOtherToken: false, node: { uid: 'uid-1', createdAt: at(-30 * MINUTE) } },
+      want: { kind: 'already-bound', nodeName: 'n1' },
+    },
+    'a name with a live binding under another token is NameTaken (a squatter)': {
+      csr: csr(),
+      token: token(),
+      name: { boundByOtherToken: true, node: { uid: 'uid-9', createdAt: at(-30 * MINUTE) } },
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: {
+          reason: 'NameTaken',
+          message: 'node name "n1" is bound to another token: token abcdef cannot claim it',
+        },
+      },
+    },
+    'a Node that existed before the CSR (a plain kubeadm node) is NameTaken': {
+      csr: csr(),
+      token: token(),
+      name: { boundByOtherToken: false, node: { uid: 'uid-9', createdAt: at(-2 * MINUTE) } },
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: {
+          reason: 'NameTaken',
+          message: 'node "n1" existed before this request: token abcdef did not create it',
+        },
+      },
+    },
+    'a Node created in the CSR\'s own second (or later) may be its own: binds': {
+      csr: csr({ createdAt: new Date(at(-MINUTE).getTime() + 300) }),
+      token: token(),
+      name: { boundByOtherToken: false, node: { uid: 'uid-9', createdAt: new Date(at(-MINUTE).getTime() + 900) } },
+      want: { kind: 'bind', nodeName: 'n1' },
+    },
+    'NameTaken uses nothing: checked before uses': {
+      csr: csr(),
+      token: token({ maxUses: 1 }),
+      name: { boundByOtherToken: true },
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: {
+          reason: 'NameTaken',
+          message: 'node name "n1" is bound to another token: token abcdef cannot claim it',
+        },
+      },
     },
     'a valid CSR for an unused token binds': {
       csr: csr(),
@@ -262,9 +347,57 @@ describe('decideBinding', () => {
 
   for (const [name, c] of Object.entries(cases)) {
     test(name, () => {
-      assert.deepEqual(decideBinding(c.csr, c.token), c.want);
+      assert.deepEqual(decideBinding(c.csr, c.token, c.name), c.want);
     });
   }
+
+  // A careful approver's checks of the request itself (kube-controller-manager's
+  // ValidateKubeletClientCSR, plus the key and the duration): any failure is MalformedCSR.
+  const unacceptable: Record<string, { csr: CsrFacts; problem: RegExp }> = {
+    'another signer': { csr: csr({ signerName: 'kubernetes.io/kube-apiserver-client' }), problem: /signer/ },
+    'no organization': { csr: csr({ subject: subject({ organizations: [] }) }), problem: /exactly system:nodes/ },
+    'system:masters beside system:nodes': {
+      csr: csr({ subject: subject({ organizations: ['system:nodes', 'system:masters'] }) }),
+      problem: /exactly system:nodes/,
+    },
+    'subject alternative names': { csr: csr({ subject: subject({ hasSubjectAltNames: true }) }), problem: /alternative/ },
+    'server auth usage': {
+      csr: csr({ usages: ['digital signature', 'client auth', 'server auth'] }),
+      problem: /usages/,
+    },
+    'no client auth usage': { csr: csr({ usages: ['digital signature'] }), problem: /usages/ },
+    'RSA of 1024 bits': {
+      csr: csr({ subject: subject({ publicKey: { algorithm: 'RSASSA-PKCS1-v1_5', bits: 1024 } }) }),
+      problem: /RSA of at least 2048/,
+    },
+    'Ed25519 (no kubelet makes one)': {
+      csr: csr({ subject: subject({ publicKey: { algorithm: 'Ed25519' } }) }),
+      problem: /key/,
+    },
+    'an ECDSA curve outside the NIST set': {
+      csr: csr({ subject: subject({ publicKey: { algorithm: 'ECDSA', curve: 'K-256' } }) }),
+      problem: /key/,
+    },
+    'a duration beyond a year': { csr: csr({ expirationSeconds: 400 * 24 * 3600 }), problem: /duration/ },
+  };
+  for (const [what, c] of Object.entries(unacceptable)) {
+    test(`a CSR with ${what} is MalformedCSR, with the node name`, () => {
+      const decision = decideBinding(c.csr, token());
+      assert.equal(decision.kind, 'reject');
+      if (decision.kind !== 'reject') return;
+      assert.equal(decision.failure.reason, 'MalformedCSR');
+      assert.equal(decision.nodeName, 'n1');
+      assert.match(decision.failure.message, c.problem);
+    });
+  }
+  test('RSA 2048 with key encipherment, and an explicit one-day duration, bind', () => {
+    const rsa = csr({
+      usages: ['digital signature', 'key encipherment', 'client auth'],
+      expirationSeconds: 24 * 3600,
+      subject: subject({ publicKey: { algorithm: 'RSASSA-PKCS1-v1_5', bits: 2048 } }),
+    });
+    assert.deepEqual(decideBinding(rsa, token()), { kind: 'bind', nodeName: 'n1' });
+  });
 
   test('does not mutate the token (a binding is recorded by the caller)', () => {
     const t = token({ maxUses: 0 });
@@ -302,8 +435,9 @@ function input(overrides: Partial<NodeDecisionInput> = {}): NodeDecisionInput {
   };
 }
 
-const record = (tokenID: string, flavorClass: string) =>
-  JSON.stringify({ tokenID, flavorClass, verifiedAt: at(-MINUTE).toISOString() });
+/** A verification record as the controller writes it: signed for node uid-1 (or `uid`). */
+const record = (tokenID: string, flavorClass: string, uid = 'uid-1', keys = ring) =>
+  signedRecordAnnotation(keys, uid, { tokenID, flavorClass, verifiedAt: at(-MINUTE).toISOString() });
 
 /** What a verdict must be: the kind, and the failure reason for unflavored ones. */
 type Want =
@@ -341,14 +475,69 @@ describe('decideNode', () => {
           assert.equal(v.kind, 'flavored');
           if (v.kind !== 'flavored') return;
           assert.equal(v.bound, undefined);
-          assert.deepEqual(v.record, {
-            tokenID: 'gone00',
-            flavorClass: 'sweet',
-            verifiedAt: at(-MINUTE).toISOString(),
-          });
+          assert.deepEqual(v.record, JSON.parse(record('gone00', 'sweet')));
           assert.equal(v.flavorClass, SWEET);
         },
       },
+    },
+    'unbound, token deleted, a record without a MAC (hand-written, or by an older version): InvalidRecord': {
+      input: input({
+        node: node({
+          labels: { 'nodeflavor.io/flavor': 'sweet' },
+          annotations: {
+            [VERIFIED_ANNOTATION]: JSON.stringify({
+              tokenID: 'gone00',
+              flavorClass: 'sweet',
+              verifiedAt: at(-MINUTE).toISOString(),
+            }),
+          },
+        }),
+        bindings: [],
+        carriesTrustedKeys: true,
+        tokenExists: () => false,
+      }),
+      want: { kind: 'unflavored', reason: 'InvalidRecord', message: /not written by nodeflavor/ },
+    },
+    'unbound, token deleted, a genuine record copied from another Node: InvalidRecord': {
+      input: input({
+        node: node({ annotations: { [VERIFIED_ANNOTATION]: record('gone00', 'sweet', 'uid-of-another-node') } }),
+        bindings: [],
+        carriesTrustedKeys: true,
+        tokenExists: () => false,
+      }),
+      want: { kind: 'unflavored', reason: 'InvalidRecord' },
+    },
+    'unbound, token deleted, a record with its class edited (sour to sweet): InvalidRecord': {
+      input: input({
+        node: node({
+          annotations: {
+            [VERIFIED_ANNOTATION]: record('gone00', 'sour').replace('"flavorClass":"sour"', '"flavorClass":"sweet"'),
+          },
+        }),
+        bindings: [],
+        carriesTrustedKeys: true,
+        tokenExists: () => false,
+      }),
+      want: { kind: 'unflavored', reason: 'InvalidRecord' },
+    },
+    'unbound, token deleted, a record signed with a key outside the ring: InvalidRecord': {
+      input: input({
+        node: node({ annotations: { [VERIFIED_ANNOTATION]: record('gone00', 'sweet', 'uid-1', otherRing) } }),
+        bindings: [],
+        carriesTrustedKeys: true,
+        tokenExists: () => false,
+      }),
+      want: { kind: 'unflavored', reason: 'InvalidRecord' },
+    },
+    'unbound, token deleted, a record signed with a now verify-only key: flavor kept': {
+      input: input({
+        node: node({ annotations: { [VERIFIED_ANNOTATION]: record('gone00', 'sweet') } }),
+        bindings: [],
+        carriesTrustedKeys: true,
+        tokenExists: () => false,
+        keyRing: rotateKeyRing(ring),
+      }),
+      want: { kind: 'flavored' },
     },
     'unbound, token deleted, the recorded FlavorClass is gone: FlavorClassNotFound': {
       input: input({
@@ -419,9 +608,28 @@ describe('decideNode', () => {
       }),
       want: { kind: 'unflavored', reason: 'Conflict', message: /\(aaaaaa, zzzzzz\)/ },
     },
-    'bound, Node re-created since (UID changed): NodeUIDChanged': {
-      input: input({ bindings: [bound({}, { nodeUID: 'uid-0', verifiedAt: at(-MINUTE).toISOString() })] }),
-      want: { kind: 'unflavored', reason: 'NodeUIDChanged', message: /re-created/ },
+    'bound for a Node since gone (another UID): the new Node does not inherit it, nothing of ours: unmanaged': {
+      input: input({
+        node: node(),
+        bindings: [bound({}, { nodeUID: 'uid-0', verifiedAt: at(-MINUTE).toISOString() })],
+      }),
+      want: { kind: 'unmanaged' },
+    },
+    'bound for a Node since gone, token label, grace over: NoBinding, not the old flavor': {
+      input: input({
+        node: node({ createdAt: at(-GRACE_MS), labels: { [TOKEN_LABEL_KEY]: GOOD } }),
+        bindings: [bound({}, { nodeUID: 'uid-0', verifiedAt: at(-MINUTE).toISOString() })],
+      }),
+      want: { kind: 'unflavored', reason: 'NoBinding' },
+    },
+    'a re-used name: the gone Node\'s binding (another token) is ignored, the new one verifies, no Conflict': {
+      input: input({
+        bindings: [
+          bound({ name: 'ft-old000', tokenId: 'old000' }, { nodeUID: 'uid-0', verifiedAt: at(-MINUTE).toISOString() }),
+          bound(),
+        ],
+      }),
+      want: { kind: 'verify' },
     },
     'revoked with StripNodes, even verified: Revoked': {
       input: input({ bindings: [bound({ revoked: true, stripNodesOnRevoke: true }, verifiedBinding)] }),
@@ -532,7 +740,14 @@ describe('decideNode', () => {
   test('every failure reason a node can get is covered by the table', () => {
     const nodeReasons = new Set<FailureReason>();
     for (const c of Object.values(cases)) if (c.want.kind === 'unflavored') nodeReasons.add(c.want.reason);
-    const bindingOnly = new Set<FailureReason>(['MalformedCSR', 'UnknownToken', 'Expired', 'NoUsesLeft']);
+    const bindingOnly = new Set<FailureReason>([
+      'MalformedCSR',
+      'UnknownToken',
+      'Expired',
+      'NoUsesLeft',
+      'NameTaken',
+      'AlreadyJoined',
+    ]);
     // NodeNameMismatch reaches nodes only as a rejected claim; it is covered above that way.
     const missing = FAILURE_REASONS.filter((r) => !nodeReasons.has(r) && !bindingOnly.has(r));
     assert.deepEqual(missing, []);
