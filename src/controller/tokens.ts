@@ -3,12 +3,7 @@
 // conditions true, deletes the bootstrap Secret the moment the token is consumed, expired or
 // revoked, and runs revocation before a deleted token goes (finalizer).
 import { type FlavoredTokenStatus, ISSUED_ANNOTATION, type TokenBinding } from '../flavor/resources.ts';
-import {
-  decideBinding,
-  type Failure,
-  type NameFacts,
-  readVerificationRecord,
-} from '../flavor/verdict.ts';
+import { decideBinding, type Failure, type NameFacts, readVerificationRecord } from '../flavor/verdict.ts';
 import { kubeJson } from '../kube/fetch.ts';
 import {
   type CsrObject,
@@ -44,7 +39,9 @@ interface BindingOutcome {
 
 /** A binding whose Node registered (nodeUID) and is gone now: no Node of that name has that UID. */
 function nodeGone(ctx: ControllerContext, binding: TokenBinding): boolean {
-  return binding.nodeUID !== undefined && ctx.caches.nodes.get(binding.nodeName)?.metadata.uid !== binding.nodeUID;
+  return (
+    binding.nodeUID !== undefined && ctx.caches.nodes.get(binding.nodeName)?.metadata.uid !== binding.nodeUID
+  );
 }
 
 /** What the caches say about a node name that `tokenName`'s CSR asks for. */

@@ -109,7 +109,9 @@ const MIN_RSA_BITS = 2048;
 type CsrCheck = (csr: ReadableCsr) => string | undefined;
 
 const kubeletSigner: CsrCheck = (csr) =>
-  csr.signerName === KUBELET_CLIENT_SIGNER ? undefined : `signer "${csr.signerName}" is not ${KUBELET_CLIENT_SIGNER}`;
+  csr.signerName === KUBELET_CLIENT_SIGNER
+    ? undefined
+    : `signer "${csr.signerName}" is not ${KUBELET_CLIENT_SIGNER}`;
 
 const organizationIsNodes: CsrCheck = (csr) =>
   csr.subject.organizations.length === 1 && csr.subject.organizations[0] === NODES_GROUP
@@ -117,7 +119,9 @@ const organizationIsNodes: CsrCheck = (csr) =>
     : `the subject's organization must be exactly ${NODES_GROUP}`;
 
 const noSubjectAltNames: CsrCheck = (csr) =>
-  csr.subject.hasSubjectAltNames ? 'a kubelet client certificate has no subject alternative names' : undefined;
+  csr.subject.hasSubjectAltNames
+    ? 'a kubelet client certificate has no subject alternative names'
+    : undefined;
 
 const clientUsagesOnly: CsrCheck = (csr) =>
   CLIENT_USAGES.includes([...new Set(csr.usages)].sort().join(','))
@@ -193,7 +197,10 @@ const nameFree: BindingCheck = (csr, token, name) => {
       message: `node name "${csr.nodeName}" is bound to another token: token ${token.tokenId} cannot claim it`,
     };
   // Timestamps have whole seconds: a Node created in the CSR's own second may be its own.
-  if (name.node && Math.floor(name.node.createdAt.getTime() / 1000) < Math.floor(csr.createdAt.getTime() / 1000))
+  if (
+    name.node &&
+    Math.floor(name.node.createdAt.getTime() / 1000) < Math.floor(csr.createdAt.getTime() / 1000)
+  )
     return {
       reason: 'NameTaken',
       message: `node "${csr.nodeName}" existed before this request: token ${token.tokenId} did not create it`,

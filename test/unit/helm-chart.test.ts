@@ -436,7 +436,9 @@ describe('helm chart deploy/helm/nodeflavor', () => {
       ],
     );
     assert.ok(!bindings.some((b) => /nodeclient/.test(b.roleRef.name)), 'never the auto-approval roles');
-    assert.deepEqual(roleGrants(objects, 'ClusterRole', `${RELEASE}-join-get-nodes`), ['core nodes *any*: get']);
+    assert.deepEqual(roleGrants(objects, 'ClusterRole', `${RELEASE}-join-get-nodes`), [
+      'core nodes *any*: get',
+    ]);
     assert.deepEqual(roleGrants(objects, 'Role', `${RELEASE}-join-config`), [
       'core configmaps kubeadm-config: get',
       'core configmaps kubelet-config: get',

@@ -22,9 +22,9 @@ import {
   type FailureReason,
   MAX_BINDINGS,
   type ManagedKeys,
+  type NameFacts,
   type NodeDecisionInput,
   type NodeFacts,
-  type NameFacts,
   type NodeVerdict,
   nodeMatches,
   type TokenFacts,
@@ -276,7 +276,10 @@ describe('decideBinding', () => {
     },
     'a second CSR for a name whose Node registered under this token is AlreadyJoined': {
       csr: csr({ name: 'csr-n1-again' }),
-      token: token({ maxUses: 0, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1', nodeUID: 'uid-1' })] }),
+      token: token({
+        maxUses: 0,
+        bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1', nodeUID: 'uid-1' })],
+      }),
       name: { boundByOtherToken: false, node: { uid: 'uid-1', createdAt: at(-30 * MINUTE) } },
       want: {
         kind: 'reject',
@@ -319,10 +322,13 @@ describe('decideBinding', () => {
         },
       },
     },
-    'a Node created in the CSR\'s own second (or later) may be its own: binds': {
+    "a Node created in the CSR's own second (or later) may be its own: binds": {
       csr: csr({ createdAt: new Date(at(-MINUTE).getTime() + 300) }),
       token: token(),
-      name: { boundByOtherToken: false, node: { uid: 'uid-9', createdAt: new Date(at(-MINUTE).getTime() + 900) } },
+      name: {
+        boundByOtherToken: false,
+        node: { uid: 'uid-9', createdAt: new Date(at(-MINUTE).getTime() + 900) },
+      },
       want: { kind: 'bind', nodeName: 'n1' },
     },
     'NameTaken uses nothing: checked before uses': {
@@ -355,12 +361,18 @@ describe('decideBinding', () => {
   // ValidateKubeletClientCSR, plus the key and the duration): any failure is MalformedCSR.
   const unacceptable: Record<string, { csr: CsrFacts; problem: RegExp }> = {
     'another signer': { csr: csr({ signerName: 'kubernetes.io/kube-apiserver-client' }), problem: /signer/ },
-    'no organization': { csr: csr({ subject: subject({ organizations: [] }) }), problem: /exactly system:nodes/ },
+    'no organization': {
+      csr: csr({ subject: subject({ organizations: [] }) }),
+      problem: /exactly system:nodes/,
+    },
     'system:masters beside system:nodes': {
       csr: csr({ subject: subject({ organizations: ['system:nodes', 'system:masters'] }) }),
       problem: /exactly system:nodes/,
     },
-    'subject alternative names': { csr: csr({ subject: subject({ hasSubjectAltNames: true }) }), problem: /alternative/ },
+    'subject alternative names': {
+      csr: csr({ subject: subject({ hasSubjectAltNames: true }) }),
+      problem: /alternative/,
+    },
     'server auth usage': {
       csr: csr({ usages: ['digital signature', 'client auth', 'server auth'] }),
       problem: /usages/,
@@ -500,7 +512,9 @@ describe('decideNode', () => {
     },
     'unbound, token deleted, a genuine record copied from another Node: InvalidRecord': {
       input: input({
-        node: node({ annotations: { [VERIFIED_ANNOTATION]: record('gone00', 'sweet', 'uid-of-another-node') } }),
+        node: node({
+          annotations: { [VERIFIED_ANNOTATION]: record('gone00', 'sweet', 'uid-of-another-node') },
+        }),
         bindings: [],
         carriesTrustedKeys: true,
         tokenExists: () => false,
@@ -511,7 +525,10 @@ describe('decideNode', () => {
       input: input({
         node: node({
           annotations: {
-            [VERIFIED_ANNOTATION]: record('gone00', 'sour').replace('"flavorClass":"sour"', '"flavorClass":"sweet"'),
+            [VERIFIED_ANNOTATION]: record('gone00', 'sour').replace(
+              '"flavorClass":"sour"',
+              '"flavorClass":"sweet"',
+            ),
           },
         }),
         bindings: [],
@@ -608,13 +625,14 @@ describe('decideNode', () => {
       }),
       want: { kind: 'unflavored', reason: 'Conflict', message: /\(aaaaaa, zzzzzz\)/ },
     },
-    'bound for a Node since gone (another UID): the new Node does not inherit it, nothing of ours: unmanaged': {
-      input: input({
-        node: node(),
-        bindings: [bound({}, { nodeUID: 'uid-0', verifiedAt: at(-MINUTE).toISOString() })],
-      }),
-      want: { kind: 'unmanaged' },
-    },
+    'bound for a Node since gone (another UID): the new Node does not inherit it, nothing of ours: unmanaged':
+      {
+        input: input({
+          node: node(),
+          bindings: [bound({}, { nodeUID: 'uid-0', verifiedAt: at(-MINUTE).toISOString() })],
+        }),
+        want: { kind: 'unmanaged' },
+      },
     'bound for a Node since gone, token label, grace over: NoBinding, not the old flavor': {
       input: input({
         node: node({ createdAt: at(-GRACE_MS), labels: { [TOKEN_LABEL_KEY]: GOOD } }),
@@ -622,10 +640,13 @@ describe('decideNode', () => {
       }),
       want: { kind: 'unflavored', reason: 'NoBinding' },
     },
-    'a re-used name: the gone Node\'s binding (another token) is ignored, the new one verifies, no Conflict': {
+    "a re-used name: the gone Node's binding (another token) is ignored, the new one verifies, no Conflict": {
       input: input({
         bindings: [
-          bound({ name: 'ft-old000', tokenId: 'old000' }, { nodeUID: 'uid-0', verifiedAt: at(-MINUTE).toISOString() }),
+          bound(
+            { name: 'ft-old000', tokenId: 'old000' },
+            { nodeUID: 'uid-0', verifiedAt: at(-MINUTE).toISOString() },
+          ),
           bound(),
         ],
       }),

@@ -84,8 +84,11 @@ export async function issue(
     maxUses?: number;
     nodeName?: string;
     nodeNamePattern?: string;
+    /** The bootstrap group the token carries (default: nodeflavor's own). */
+    authExtraGroups?: string;
   } = {},
 ): Promise<IssuedToken> {
+  const { authExtraGroups, ...request } = options;
   return issueToken(
     {
       kube: new KubeTokenStore(env.kubeConfig),
@@ -95,9 +98,12 @@ export async function issue(
           name: 'nodeflavor-hmac-keys',
           createIfMissing: true,
         }),
-      settings: IssuanceSettingsSchema.parse({ apiServerEndpoint: env.apiServerEndpoint }),
+      settings: IssuanceSettingsSchema.parse({
+        apiServerEndpoint: env.apiServerEndpoint,
+        ...(authExtraGroups ? { authExtraGroups } : {}),
+      }),
     },
-    { flavorClassName: flavor, ...options },
+    { flavorClassName: flavor, ...request },
   );
 }
 
