@@ -11,7 +11,7 @@ import { KubeError } from '../kube/kube-error.ts';
 import { listNodeFacts } from '../kube/node-list.ts';
 import { KubeReviews } from '../kube/reviews.ts';
 import { KubeTokenStore } from '../kube/tokens.ts';
-import { IssuanceSettingsSchema } from '../tokenissuer/config.ts';
+import { type IssuanceSettings, IssuanceSettingsSchema } from '../tokenissuer/config.ts';
 import { IssuerError } from '../tokenissuer/errors.ts';
 import { type IssuanceDeps, issueToken, listTokens, revokeToken } from '../tokenissuer/issue.ts';
 import { type IssueRequest, validateIssueRequest } from '../tokenissuer/request.ts';
@@ -37,6 +37,8 @@ Commands:
 Flags:
   --kubeconfig PATH      kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, in-cluster)
   --key-secret NS/NAME   the HMAC key Secret (issue; default ${DEFAULT_KEY_SECRET})
+  --bootstrap-group G    the token's bootstrap group (issue; default ${SETTINGS.authExtraGroups}:
+                         keep it equal to the operator's --bootstrap-group)
   -h, --help             show this help
 
 -o join prints the kubeadm JoinConfiguration (run: kubeadm join --config <file>);
@@ -48,6 +50,7 @@ class UsageError extends Error {}
 const OPTIONS = {
   kubeconfig: { type: 'string' },
   'key-secret': { type: 'string' },
+  'bootstrap-group': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   flavor: { type: 'string' },
   ttl: { type: 'string' },
@@ -162,6 +165,7 @@ interface IssueFlags {
   request: IssueRequest;
   output: string;
   keySecret: { namespace: string; name: string };
+  settings: IssuanceSettings;
 }
 
 /** The issue flags as a request, validated (InvalidRequest, exit 2) without touching the cluster. */
@@ -186,8 +190,11 @@ function parseIssueFlags(values: Values): IssueFlags {
     ...(values['node-name-pattern'] !== undefined ? { nodeNamePattern: values['node-name-pattern'] } : {}),
     ...(values.description !== undefined ? { description: values.description } : {}),
   };
-  validateIssueRequest(request, SETTINGS, new Date());
-  return { request, output, keySecret: { namespace, name } };
+  const settings = IssuanceSettingsSchema.safeParse({ authExtraGroups: values['bootstrap-group'] });
+  if (!settings.success)
+    throw new UsageError(`--bootstrap-group ${settings.error.issues[0]?.message ?? 'is invalid'}`);
+  validateIssueRequest(request, settings.data, new Date());
+  return { request, output, keySecret: { namespace, name }, settings: settings.data };
 }
 
 async function issue(kubeConfig: KubeConfig, flags: IssueFlags, io: Io): Promise<number> {
@@ -197,7 +204,7 @@ async function issue(kubeConfig: KubeConfig, flags: IssueFlags, io: Io): Promise
     // Read only: the operator creates the key ring; a CLI that made its own would mint tokens
     // no controller could verify.
     keyRing: () => loadKeyRing(kubeConfig, { namespace, name, createIfMissing: false }),
-    settings: SETTINGS,
+    settings: flags.settings,
   };
   const flavor = flags.request.flavorClassName;
   const reviews = new KubeReviews(kubeConfig);

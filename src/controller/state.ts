@@ -116,6 +116,8 @@ export class Indexes {
   readonly tokensByNodeName = new SetIndex();
   /** Why CSRs naming a node were not bound (in memory; rebuilt as tokens are reconciled). */
   readonly rejections = new Map<string, Map<string, Failure>>();
+  /** CSRs whose binding was released (their Node is gone): they never bind again. */
+  readonly releasedCsrs = new Set<string>();
   /** Token IDs whose bootstrap Secret this replica deleted (or found gone), and when (ms). */
   readonly deletedSecrets = new Map<string, number>();
   private readonly subjects = new Map<string, Promise<CsrFacts['subject']>>();
@@ -141,6 +143,7 @@ export class Indexes {
     if (!id) return;
     if (deleted) {
       this.csrsByTokenId.remove(id, csr.metadata.name);
+      this.releasedCsrs.delete(csr.metadata.name);
       this.subjects.delete(csr.metadata.uid);
     } else {
       this.csrsByTokenId.add(id, csr.metadata.name);
@@ -160,6 +163,7 @@ export class Indexes {
       signerName: csr.spec.signerName ?? '',
       usages: csr.spec.usages ?? [],
       expirationSeconds: csr.spec.expirationSeconds,
+      approved: csr.status?.conditions?.some((c) => c.type === 'Approved') ?? false,
       subject: s,
     }));
   }

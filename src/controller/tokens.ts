@@ -63,8 +63,19 @@ export function nameFacts(ctx: ControllerContext, nodeName: string, tokenName: s
   };
 }
 
-function decided(csr: CsrObject): boolean {
-  return csr.status?.conditions?.some((c) => c.type === 'Denied' || c.type === 'Failed') ?? false;
+const hasCondition = (csr: CsrObject, ...types: string[]) =>
+  csr.status?.conditions?.some((c) => types.includes(c.type)) ?? false;
+
+/**
+ * A CSR binds at most once. Never again: one denied or failed (its decision is final), one whose
+ * binding was released (its Node is gone; a replacement makes a CSR of its own), nor, where we
+ * are the approver of its group, one approved without a binding of this token (approved by us
+ * before its binding was released, or by someone else: not ours to bind).
+ */
+function bindable(ctx: ControllerContext, csr: CsrObject, live: TokenBinding[]): boolean {
+  if (hasCondition(csr, 'Denied', 'Failed') || ctx.indexes.releasedCsrs.has(csr.metadata.name)) return false;
+  const ours = ctx.config.csrApprover && (csr.spec.groups ?? []).includes(ctx.config.bootstrapGroup);
+  return !(ours && hasCondition(csr, 'Approved') && !live.some((b) => b.csrName === csr.metadata.name));
 }
 
 /** Pure given its inputs: the status the token should have after judging its CSRs. */
@@ -72,15 +83,15 @@ async function judge(ctx: ControllerContext, token: StoredToken, now: Date): Pro
   const facts = tokenFacts(token);
   const tokenId = facts.tokenId;
   const released = facts.bindings.filter((b) => nodeGone(ctx, b));
+  for (const binding of released) ctx.indexes.releasedCsrs.add(binding.csrName);
   const bindings = facts.bindings.filter((b) => !released.includes(b));
   const bound: TokenBinding[] = [];
   const alreadyBound: string[] = [];
   const rejected: BindingOutcome['rejected'] = [];
-  // A denied (or failed) CSR never binds, even once its name is free: its decision is final.
   const csrs = ctx.indexes.csrsByTokenId
     .get(tokenId)
     .map((name) => ctx.caches.csrs.get(name))
-    .filter((csr): csr is CsrObject => csr !== undefined && !decided(csr))
+    .filter((csr): csr is CsrObject => csr !== undefined && bindable(ctx, csr, bindings))
     .sort((a, b) => a.metadata.creationTimestamp.localeCompare(b.metadata.creationTimestamp));
   let uses = facts.uses;
   for (const csr of csrs) {

@@ -74,6 +74,8 @@ export interface CsrFacts {
   usages: string[];
   /** spec.expirationSeconds, when the requester asked for a duration. */
   expirationSeconds?: number;
+  /** Already approved (by kube-controller-manager where it auto-approves this group). */
+  approved: boolean;
   /** The node name from CN=system:node:<name>, or why the request could not be read. */
   subject: CsrSubject;
 }
@@ -196,11 +198,11 @@ const nameFree: BindingCheck = (csr, token, name) => {
       reason: 'NameTaken',
       message: `node name "${csr.nodeName}" is bound to another token: token ${token.tokenId} cannot claim it`,
     };
-  // Timestamps have whole seconds: a Node created in the CSR's own second may be its own.
-  if (
-    name.node &&
-    Math.floor(name.node.createdAt.getTime() / 1000) < Math.floor(csr.createdAt.getTime() / 1000)
-  )
+  // A CSR not yet approved has no credentials yet: any Node of its name is someone else's. One
+  // approved by kube-controller-manager may have registered its Node before we judged it;
+  // timestamps have whole seconds, so only a Node from an earlier second is surely not its own.
+  const second = (date: Date) => Math.floor(date.getTime() / 1000);
+  if (name.node && (!csr.approved || second(name.node.createdAt) < second(csr.createdAt)))
     return {
       reason: 'NameTaken',
       message: `node "${csr.nodeName}" existed before this request: token ${token.tokenId} did not create it`,

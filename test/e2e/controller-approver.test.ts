@@ -1,16 +1,13 @@
-// CSR approver mode, for clusters that remove kubeadm's auto-approve binding: the controller
-// approves kubelet client CSRs from bootstrap tokens that pass the binding checks and denies the
-// rest, with its reason in the CSR condition. Also: the operator's /metrics endpoint.
+// CSR approver mode, the default: nodeflavor's tokens carry their own bootstrap group, which
+// kube-controller-manager does not auto-approve; the controller approves the kubelet client CSRs
+// of that group that pass the binding checks and denies the rest, with its reason in the CSR
+// condition. Also: the operator's /metrics endpoint. (Name squatting: name-squatting.test.ts.)
 import assert from 'node:assert/strict';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import {
-  CertificatesV1Api,
-  RbacAuthorizationV1Api,
-  type V1ClusterRoleBinding,
-} from '@kubernetes/client-node';
+import { CertificatesV1Api } from '@kubernetes/client-node';
 import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
 import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
@@ -28,12 +25,9 @@ import {
 } from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
-const AUTO_APPROVE = 'kubeadm:node-autoapprove-bootstrap';
-
 describe('controller: CSR approver mode and metrics', () => {
   let env: E2EEnvironment;
   let operator: ManagedProcess;
-  let removed: V1ClusterRoleBinding | undefined;
   let metricsUrl = '';
   const kubelets: SimulatedKubelet[] = [];
   const flavor = uniqueName('approved');
@@ -43,17 +37,13 @@ describe('controller: CSR approver mode and metrics', () => {
     await installCrds(env);
     await ensureNamespace(env, OPERATOR_NAMESPACE);
     await applyFlavorClass(env, flavor, { labels: { 'nodeflavor.io/flavor': flavor } });
-    // The chart with approver mode on: its ClusterRole then grants CSR approval.
-    await prepareOperatorIdentity(env, { 'controller.csrApprover': 'true' });
-    // What a cluster using approver mode does: kube-controller-manager no longer auto-approves.
-    const rbac = env.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
-    removed = await rbac.readClusterRoleBinding({ name: AUTO_APPROVE });
-    await rbac.deleteClusterRoleBinding({ name: AUTO_APPROVE });
+    // The chart's defaults: approver mode, and its RBAC for nodeflavor's bootstrap group.
+    await prepareOperatorIdentity(env);
     const port = await freePort();
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
     operator = startOperator(
       join(mkdtempSync(join(tmpdir(), 'nodeflavor-approver-')), 'operator.log'),
-      ['--no-leader-elect', '--csr-approver'],
+      ['--no-leader-elect'],
       {
         metricsPort: port,
       },
@@ -65,12 +55,6 @@ describe('controller: CSR approver mode and metrics', () => {
   after(async () => {
     for (const kubelet of kubelets) kubelet.stop();
     await operator?.stop();
-    if (removed) {
-      const rbac = env.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
-      await rbac.createClusterRoleBinding({
-        body: { metadata: { name: AUTO_APPROVE }, roleRef: removed.roleRef, subjects: removed.subjects },
-      });
-    }
   });
 
   const verified = async () => {
@@ -114,8 +98,8 @@ describe('controller: CSR approver mode and metrics', () => {
     );
   });
 
-  it('denies the CSR made with a bootstrap token nodeflavor did not issue', async () => {
-    const plain = await createBootstrapToken(env);
+  it('denies the CSR made with a bootstrap token of its group that nodeflavor did not issue', async () => {
+    const plain = await createBootstrapToken(env, { groups: 'system:bootstrappers:nodeflavor' });
     await assert.rejects(
       joinWith(joinConfiguration(env, plain.token), uniqueName('foreign')),
       /denied: UnknownToken/,

@@ -222,7 +222,7 @@ describe('controller: keeping flavors true', () => {
     );
   });
 
-  it('a re-created node with the same name does not inherit the flavor', async () => {
+  it('a re-created node with the same name does not inherit the flavor (its binding was released)', async () => {
     const { name, kubelet } = await flavoredNode();
     await env.core.deleteNode({ name });
     await waitFor(async () => (await env.core.readNode({ name }).catch(() => undefined)) === undefined, {
@@ -235,9 +235,9 @@ describe('controller: keeping flavors true', () => {
           namespace: 'default',
           fieldSelector: `involvedObject.name=${name}`,
         });
-        return events.items.find((e) => e.reason === 'NodeUIDChanged');
+        return events.items.find((e) => e.reason === 'NoBinding');
       },
-      { what: 'a NodeUIDChanged warning' },
+      { what: 'a NoBinding warning: the token has no binding for the new Node' },
     );
     assert.equal((await labelsOf(name))[FLAVOR_LABEL], undefined);
     assert.ok(await quarantined(name));

@@ -47,6 +47,7 @@ describe('name squatting, default setup: nodeflavor is the only approver of its 
     const plain = uniqueName('plain');
     await h.env.core.createNode({ body: { metadata: { name: plain } } });
     try {
+      await h.settled(plain); // the Node existed before the request, as a victim's does
       const token = await issue(h.env, h.sweet);
       const decision = await csrDecision(
         h.env,

@@ -108,6 +108,7 @@ function csr(overrides: Partial<CsrFacts> = {}): CsrFacts {
     createdAt: at(-MINUTE),
     signerName: 'kubernetes.io/kube-apiserver-client-kubelet',
     usages: ['digital signature', 'client auth'],
+    approved: false,
     subject: subject(),
     ...overrides,
   };
@@ -322,8 +323,24 @@ describe('decideBinding', () => {
         },
       },
     },
-    "a Node created in the CSR's own second (or later) may be its own: binds": {
+    'a pending CSR for the name of any existing Node is NameTaken (it has no credentials yet)': {
       csr: csr({ createdAt: new Date(at(-MINUTE).getTime() + 300) }),
+      token: token(),
+      name: {
+        boundByOtherToken: false,
+        node: { uid: 'uid-9', createdAt: new Date(at(-MINUTE).getTime() + 900) },
+      },
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: {
+          reason: 'NameTaken',
+          message: 'node "n1" existed before this request: token abcdef did not create it',
+        },
+      },
+    },
+    'an auto-approved CSR whose Node appeared in its own second (or later) may be its own: binds': {
+      csr: csr({ createdAt: new Date(at(-MINUTE).getTime() + 300), approved: true }),
       token: token(),
       name: {
         boundByOtherToken: false,

@@ -129,6 +129,6 @@ export async function rejectedMetric(registry: Registry, reason: string): Promis
   const text = await registry.metrics();
   const line = text
     .split('\n')
-    .find((l) => l.startsWith(`nodeflavor_bindings_total{result="rejected",reason="${reason}"}`));
+    .find((l) => l.startsWith(`nodeflavor_csr_bindings_total{result="rejected",reason="${reason}"}`));
   return Number(line?.split(' ').pop() ?? 0);
 }
