@@ -75,6 +75,7 @@ const COMMAND_FLAGS: Readonly<Record<string, readonly string[]>> = {
     'description',
     'output',
     'key-secret',
+    'bootstrap-group',
   ],
   list: ['output'],
   revoke: [],

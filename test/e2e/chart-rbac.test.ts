@@ -90,26 +90,35 @@ describe("the chart's ServiceAccount: least privilege", () => {
     await assert.rejects(rbac.readClusterRoleBinding({ name: binding.metadata.name }));
   });
 
-  it('cannot approve kubelet CSRs unless approver mode is on', async () => {
-    const review = await kubeJson<{ status: { allowed: boolean } }>(
-      asOperator,
-      'POST',
-      '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
-      {
-        body: {
-          apiVersion: 'authorization.k8s.io/v1',
-          kind: 'SelfSubjectAccessReview',
-          spec: {
-            resourceAttributes: {
-              group: 'certificates.k8s.io',
-              resource: 'signers',
-              verb: 'approve',
-              name: 'kubernetes.io/kube-apiserver-client-kubelet',
+  it('may approve kubelet client CSRs (approver mode, the default) and no other signer', async () => {
+    const mayApprove = async (signer: string) =>
+      (
+        await kubeJson<{ status: { allowed: boolean } }>(
+          asOperator,
+          'POST',
+          '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
+          {
+            body: {
+              apiVersion: 'authorization.k8s.io/v1',
+              kind: 'SelfSubjectAccessReview',
+              spec: {
+                resourceAttributes: {
+                  group: 'certificates.k8s.io',
+                  resource: 'signers',
+                  verb: 'approve',
+                  name: signer,
+                },
+              },
             },
           },
-        },
-      },
+        )
+      ).status.allowed;
+    assert.equal(await mayApprove('kubernetes.io/kube-apiserver-client-kubelet'), true);
+    assert.equal(
+      await mayApprove('kubernetes.io/kube-apiserver-client'),
+      false,
+      'no client certificates for users',
     );
-    assert.equal(review.status.allowed, false);
+    assert.equal(await mayApprove('kubernetes.io/kubelet-serving'), false);
   });
 });

@@ -87,19 +87,18 @@ describe('controller restarts and failover', () => {
     const first = operator(['--no-leader-elect'], ['after-binding-recorded']);
     const token = await issue(env, flavor);
     const name = uniqueName('between-csr-and-node');
-    const kubelet = await joinWith(token.material.joinConfiguration, name, {
-      // The controller binds the CSR, then dies (failpoint) before the Node is even created.
-      beforeRegister: async () => {
-        await waitFor(async () => !first.running, {
-          what: 'the controller to crash after binding',
-          timeoutMs: 30_000,
-        });
-      },
+    // The controller binds the CSR, then dies (failpoint) before approving it: the kubelet waits
+    // for its certificate, and the Node does not exist yet.
+    const joining = joinWith(token.material.joinConfiguration, name, { timeoutMs: 60_000 });
+    await waitFor(async () => !first.running, {
+      what: 'the controller to crash after binding, before approving the CSR',
+      timeoutMs: 30_000,
     });
-    kubelets.push(kubelet);
     const bound = await tokenRecord(token.name);
     assert.equal(bound.status?.bindings?.[0]?.nodeName, name, 'the binding survived the crash');
+    // The restarted controller finds the binding and approves the CSR it had not yet approved.
     operator(['--no-leader-elect']);
+    kubelets.push(await joining);
     await waitFor(async () => (await flavorOf(name)) === flavor, {
       what: `${name} to be flavored after restart`,
       timeoutMs: 45_000,

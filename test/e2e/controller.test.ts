@@ -250,25 +250,23 @@ describe('controller: a node flavor is what the API server authenticated', () =>
     );
   });
 
-  it('a name outside nodeNamePattern gets nothing', async () => {
+  it('a name outside nodeNamePattern gets nothing: the CSR is denied, the token warns', async () => {
     const token = await issue(env, sweet, { nodeNamePattern: 'pool-a-*' });
     const name = uniqueName('pool-b');
-    await join(token.material.joinConfiguration, name);
-    await waitForWarning(name, 'NodeNameMismatch');
-    await assertUnflavored(name);
+    await assert.rejects(join(token.material.joinConfiguration, name), /denied: NodeNameMismatch/);
+    await waitForWarning(token.name, 'NodeNameMismatch');
+    await assert.rejects(node(name), 'no Node: no certificate was issued');
   });
 
-  it('two tokens claiming one node name: Conflict, no flavor', async () => {
+  it('a second token claiming a joined node name is denied NameTaken; the first keeps its flavor', async () => {
     const a = await issue(env, sweet);
     const b = await issue(env, sweet);
     const name = uniqueName('claimed');
-    const first = await join(a.material.joinConfiguration, name);
-    // A second machine claims the same name with another token: its CSR binds too, but the
-    // Node already exists (registration is a no-op for it).
-    const second = await join(b.material.joinConfiguration, name);
-    assert.ok(first && second);
-    await waitForWarning(name, 'Conflict');
-    await assertUnflavored(name);
+    await join(a.material.joinConfiguration, name);
+    await waitForFlavor(name, sweet);
+    await assert.rejects(join(b.material.joinConfiguration, name), /denied: NameTaken/);
+    await waitForWarning(b.name, 'NameTaken');
+    assert.equal((await node(name)).metadata?.labels?.['nodeflavor.io/flavor'], sweet);
   });
 
   it('metrics show the verification counters moving', async () => {
