@@ -138,32 +138,35 @@ describe('JWT callers', () => {
       symlinkSync(target, `${link}.tmp`);
       renameSync(`${link}.tmp`, link);
     };
-    publish([k1.jwk]);
-    let now = 0;
-    const auth = createCallerAuth(
-      authConfig({ jwksFile: link, jwksRefreshSeconds: 60 }, false),
-      undefined,
-      () => now,
-    );
-    const withK1 = await sign(k1.privateKey, 'k1');
-    const withK2 = await sign(k2.privateKey, 'k2');
-    assert.equal((await auth.authenticate(`Bearer ${withK1}`)).username, 'jwt:portal-9');
-    publish([k1.jwk, k2.jwk]);
-    now = 1_000;
-    assert.equal(
-      (await auth.authenticate(`Bearer ${withK2}`)).username,
-      'jwt:portal-9',
-      'a new kid is read at once',
-    );
-    // The old key goes: refused once the periodic re-read has seen it (cached identities expire too).
-    publish([k2.jwk]);
-    now = 61_000;
-    await rejectsUnauthenticated(auth.authenticate(`Bearer ${await sign(k1.privateKey, 'k1')}`));
-    // Made-up key IDs do not re-read the file more than once per throttle period.
-    publish([k2.jwk, k1.jwk]);
-    now = 62_000;
-    await rejectsUnauthenticated(auth.authenticate(`Bearer ${await sign(k1.privateKey, 'k1')}`));
-    rmSync(rotating, { recursive: true, force: true });
+    try {
+      publish([k1.jwk]);
+      let now = 0;
+      const auth = createCallerAuth(
+        authConfig({ jwksFile: link, jwksRefreshSeconds: 60 }, false),
+        undefined,
+        () => now,
+      );
+      const withK1 = await sign(k1.privateKey, 'k1');
+      const withK2 = await sign(k2.privateKey, 'k2');
+      assert.equal((await auth.authenticate(`Bearer ${withK1}`)).username, 'jwt:portal-9');
+      publish([k1.jwk, k2.jwk]);
+      now = 1_000;
+      assert.equal(
+        (await auth.authenticate(`Bearer ${withK2}`)).username,
+        'jwt:portal-9',
+        'a new kid is read at once',
+      );
+      // The old key goes: refused once the periodic re-read has seen it (cached identities expire too).
+      publish([k2.jwk]);
+      now = 61_000;
+      await rejectsUnauthenticated(auth.authenticate(`Bearer ${await sign(k1.privateKey, 'k1')}`));
+      // Made-up key IDs do not re-read the file more than once per throttle period.
+      publish([k2.jwk, k1.jwk]);
+      now = 62_000;
+      await rejectsUnauthenticated(auth.authenticate(`Bearer ${await sign(k1.privateKey, 'k1')}`));
+    } finally {
+      rmSync(rotating, { recursive: true, force: true });
+    }
   });
 
   it('sends tokens of other issuers (e.g. ServiceAccount JWTs) to the TokenReview', async () => {
