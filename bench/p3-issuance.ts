@@ -17,7 +17,11 @@ import { join } from 'node:path';
 import { Pool } from 'undici';
 import { randomString, TOKEN_ALPHABET } from '../src/flavor/bootstrap-token.ts';
 import { kubeJson } from '../src/kube/fetch.ts';
-import { DEFAULT_AUTH_EXTRA_GROUP, DEFAULT_SECRET_DESCRIPTION } from '../src/tokenissuer/config.ts';
+import {
+  DEFAULT_AUTH_EXTRA_GROUP,
+  DEFAULT_ISSUER_AUDIENCE,
+  DEFAULT_SECRET_DESCRIPTION,
+} from '../src/tokenissuer/config.ts';
 import { applyObjects } from '../test/e2e/cluster/apply.ts';
 import { ManagedProcess } from '../test/e2e/cluster/process.ts';
 import { deleteObjects } from '../test/e2e/support/admission.ts';
@@ -247,7 +251,8 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
       await env.core.createNamespacedServiceAccountToken({
         name: PORTAL,
         namespace: PORTAL_NAMESPACE,
-        body: { spec: { expirationSeconds: 3600 } },
+        // For the issuer's audience (as `kubectl create token --audience`): it refuses API-server tokens.
+        body: { spec: { expirationSeconds: 3600, audiences: [DEFAULT_ISSUER_AUDIENCE] } },
       })
     ).status?.token ?? '';
 

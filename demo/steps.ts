@@ -1,8 +1,10 @@
 // Steps of the demo that talk to the cluster or the issuer API like a real portal would.
 import { request } from 'node:https';
 import { kubeJson } from '../src/kube/fetch.ts';
+import { DEFAULT_ISSUER_AUDIENCE } from '../src/tokenissuer/config.ts';
 import { applyObjects } from '../test/e2e/cluster/apply.ts';
 import type { E2EEnvironment } from '../test/e2e/support/environment.ts';
+import { waitFor } from '../test/e2e/support/wait.ts';
 
 export { freePort } from '../test/e2e/cluster/ports.ts';
 
@@ -43,17 +45,32 @@ export async function portalToken(
       body: {
         apiVersion: 'authentication.k8s.io/v1',
         kind: 'TokenRequest',
-        spec: { expirationSeconds: 3600 },
+        // The issuer's audience (`kubectl create token --audience nodeflavor-issuer`): a token
+        // the issuer accepts is useless against the API server, and the other way round.
+        spec: { expirationSeconds: 3600, audiences: [DEFAULT_ISSUER_AUDIENCE] },
       },
     },
   );
   return response.status.token;
 }
 
-/** The CA the issuer's self-managed serving certificate chains to. */
+/**
+ * The CA the issuer's serving certificate chains to, as a portal learns it: from the ConfigMap
+ * the operator publishes (certificate only), never from the TLS Secret, which holds the CA key.
+ */
 export async function readIssuerCa(env: E2EEnvironment, namespace: string): Promise<string> {
-  const secret = await env.core.readNamespacedSecret({ namespace, name: 'nodeflavor-issuer-tls' });
-  return Buffer.from(secret.data?.['ca.crt'] ?? '', 'base64').toString('utf8');
+  let ca = '';
+  await waitFor(
+    async () => {
+      const configMap = await env.core
+        .readNamespacedConfigMap({ namespace, name: 'nodeflavor-issuer-ca' })
+        .catch(() => undefined);
+      ca = configMap?.data?.['ca.crt'] ?? '';
+      return ca !== '';
+    },
+    { what: `ConfigMap ${namespace}/nodeflavor-issuer-ca to hold the issuer CA`, timeoutMs: 30_000 },
+  );
+  return ca;
 }
 
 export interface Issued {

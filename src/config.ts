@@ -2,7 +2,7 @@
 // NODEFLAVOR_* environment variables, then defaults) and passed down; nothing deeper reads
 // process.env.
 import { z } from 'zod';
-import { DEFAULT_AUTH_EXTRA_GROUP } from './tokenissuer/config.ts';
+import { DEFAULT_AUTH_EXTRA_GROUP, DEFAULT_ISSUER_AUDIENCE } from './tokenissuer/config.ts';
 
 const FORBIDDEN_ADMIN_GROUPS = new Set([
   'system:authenticated',
@@ -85,12 +85,16 @@ export const ConfigSchema = z.object({
   tlsSecret: z.string().default('nodeflavor-webhook-tls'),
   issuerAddress: address.default(':8443'),
   issuerAuth: z.enum(['tokenreview', 'jwt']).default('tokenreview'),
+  /** The audience callers' Kubernetes tokens must be issued for (`kubectl create token --audience`). */
+  issuerAudience: z.string().min(1).default(DEFAULT_ISSUER_AUDIENCE),
   jwtJwksFile: z.string().optional(),
   jwtSecretFile: z.string().optional(),
   jwtIssuer: z.string().optional(),
   jwtAudience: z.string().optional(),
   jwtFlavorsClaim: z.string().default('nodeflavor.io/flavors'),
   issuerTlsSecret: z.string().default('nodeflavor-issuer-tls'),
+  /** The ConfigMap (operator namespace) where portals read the issuer's CA certificate (ca.crt only). */
+  issuerCaConfigMap: z.string().min(1).default('nodeflavor-issuer-ca'),
   /** The issuer API's Service (its DNS names go in the self-managed serving certificate). */
   issuerService: z.string().default('nodeflavor-issuer'),
   /** host:port nodes join through, when it differs from the server in kube-public/cluster-info. */

@@ -5,9 +5,11 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { Config } from '../config.ts';
+import { CaConfigMapStore } from '../kube/ca-configmap.ts';
 import { watchProtectedKeys } from '../kube/protected-keys-source.ts';
 import { WebhookTlsStore } from '../kube/webhook-tls-store.ts';
 import type { ReadinessCheck } from '../ops/server.ts';
+import { publishServingCa } from '../tokenissuer/ca-publisher.ts';
 import { parseIssuerConfig } from '../tokenissuer/config.ts';
 import { startTokenIssuer } from '../tokenissuer/server.ts';
 import { CertManagerTls } from '../webhook/cert-manager-tls.ts';
@@ -90,7 +92,10 @@ async function startIssuerPart({ kubeConfig, config, registry, log }: PartOption
       ...(config.joinApiServerEndpoint ? { apiServerEndpoint: config.joinApiServerEndpoint } : {}),
     },
     keyRing: { namespace: config.namespace, secretName: config.keySecret, createIfMissing: true },
-    auth: { tokenReview: { enabled: config.issuerAuth === 'tokenreview' }, ...(jwt ? { jwt } : {}) },
+    auth: {
+      tokenReview: { enabled: config.issuerAuth === 'tokenreview', audiences: [config.issuerAudience] },
+      ...(jwt ? { jwt } : {}),
+    },
     logLevel: config.logLevel,
   });
   const issuer = await startTokenIssuer(issuerConfig, kubeConfig, { logger: log, registry });
@@ -98,10 +103,17 @@ async function startIssuerPart({ kubeConfig, config, registry, log }: PartOption
   certificates.onChange((next) =>
     (issuer.app.server as unknown as HttpsServer).setSecureContext({ cert: next.certPem, key: next.keyPem }),
   );
+  // Portals learn the CA from this ConfigMap, never from the Secret (which holds the CA key).
+  const caPublisher = publishServingCa(
+    certificates,
+    new CaConfigMapStore(kubeConfig, config.namespace, config.issuerCaConfigMap),
+    log.child({ component: 'issuer-tls' }),
+  );
   log.info({ url: issuer.url }, 'token issuer serving');
   return {
     check: { name: 'issuer', ready: () => issuer.ready() },
     stop: async () => {
+      caPublisher.stop();
       certificates.stop();
       await issuer.close();
     },

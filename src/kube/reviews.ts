@@ -12,6 +12,13 @@ export interface KubeUser {
   extra: Record<string, string[]>;
 }
 
+/** What a TokenReview established: the user, and which of the requested audiences the token is for. */
+export interface ReviewedToken {
+  user: KubeUser;
+  /** The API server's status.audiences: the requested audiences the token is valid for. */
+  audiences: string[];
+}
+
 export interface ResourceCheck {
   group: string;
   resource: string;
@@ -28,23 +35,28 @@ export class KubeReviews {
     this.#authz = kubeConfig.makeApiClient(AuthorizationV1Api);
   }
 
-  /** The user behind a bearer token, or undefined when the API server does not accept it. */
-  async reviewToken(token: string, audiences: string[] = []): Promise<KubeUser | undefined> {
+  /**
+   * The user behind a bearer token that is valid for one of `audiences`, or undefined when the
+   * API server does not accept it. The caller must check `audiences` of the answer: an
+   * authenticator that ignores audiences answers without them.
+   */
+  async reviewToken(token: string, audiences: string[]): Promise<ReviewedToken | undefined> {
     let review: Awaited<ReturnType<AuthenticationV1Api['createTokenReview']>>;
     try {
-      review = await this.#authn.createTokenReview({
-        body: { spec: audiences.length > 0 ? { token, audiences } : { token } },
-      });
+      review = await this.#authn.createTokenReview({ body: { spec: { token, audiences } } });
     } catch (error) {
       throw toKubeError(error, 'review a bearer token (TokenReview)');
     }
     const user = review.status?.user;
     if (!review.status?.authenticated || !user?.username) return undefined;
     return {
-      username: user.username,
-      ...(user.uid ? { uid: user.uid } : {}),
-      groups: user.groups ?? [],
-      extra: user.extra ?? {},
+      user: {
+        username: user.username,
+        ...(user.uid ? { uid: user.uid } : {}),
+        groups: user.groups ?? [],
+        extra: user.extra ?? {},
+      },
+      audiences: review.status.audiences ?? [],
     };
   }
 

@@ -1,19 +1,22 @@
 // Who is calling, and may they use a flavor?
 //   AuthN: the bearer token is a JWT from the configured issuer (checked with jose against a JWKS
 //          file or an HS256 shared secret, with issuer, audience and expiry), or else a Kubernetes
-//          token checked with a TokenReview. A JWT naming another issuer (e.g. a ServiceAccount
-//          token) goes to the TokenReview.
+//          token checked with a TokenReview for the issuer's own audience (never the API
+//          server's: a token valid here must be useless against the API server). A JWT naming
+//          another issuer (e.g. a ServiceAccount token) goes to the TokenReview.
 //   AuthZ: Kubernetes callers need RBAC verb `use` on flavorclasses.nodeflavor.io/<flavor>
 //          (SubjectAccessReview); JWT callers need the flavor in the configured claim.
-// Answers are cached for a few seconds, keyed by a hash of the token (never the token itself).
+// Answers are cached for a few seconds: identities keyed by a hash of the token (never the token
+// itself), SubjectAccessReviews by everything the review depends on.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createLocalJWKSet, decodeJwt, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from 'jose';
-import { FLAVOR_CLASS_PLURAL, GROUP } from '../flavor/resources.ts';
-import type { KubeUser, ResourceCheck } from '../kube/reviews.ts';
+import { decodeJwt, type JWTPayload, jwtVerify } from 'jose';
+import { FLAVOR_CLASS_PLURAL, FLAVORED_TOKEN_PLURAL, GROUP } from '../flavor/resources.ts';
+import type { KubeUser, ResourceCheck, ReviewedToken } from '../kube/reviews.ts';
 import { BoundedCache } from './bounded-cache.ts';
 import type { IssuerConfig } from './config.ts';
 import { IssuerError } from './errors.ts';
+import { JwksFile } from './jwks-file.ts';
 
 export interface Caller {
   /** A name for logs, rate limits and the audit annotation; never a credential. */
@@ -22,11 +25,16 @@ export interface Caller {
   kubeUser?: KubeUser;
   /** JWT callers: the flavors the claim grants. */
   flavors?: ReadonlySet<string>;
+  /**
+   * Who owns the tokens this caller issues (recorded on each FlavoredToken): a digest of the
+   * Kubernetes username and uid, or of the JWT's iss and sub. Not a credential.
+   */
+  owner: string;
 }
 
 /** The Kubernetes reviews auth needs (KubeReviews implements it). */
 export interface Reviews {
-  reviewToken(token: string, audiences?: string[]): Promise<KubeUser | undefined>;
+  reviewToken(token: string, audiences: string[]): Promise<ReviewedToken | undefined>;
   userCan(user: KubeUser, check: ResourceCheck): Promise<boolean>;
 }
 
@@ -34,6 +42,12 @@ export interface CallerAuth {
   /** The caller behind an Authorization header; IssuerError Unauthenticated otherwise. */
   authenticate(authorization: string | undefined): Promise<Caller>;
   mayUse(caller: Caller, flavor: string): Promise<boolean>;
+  /**
+   * Whether the caller may `verb` FlavoredToken `name` whoever issued it: RBAC on
+   * flavoredtokens.nodeflavor.io (SubjectAccessReview). JWT callers never may: they manage the
+   * tokens they issued, and administrators use kubectl with their RBAC.
+   */
+  mayManageAny(caller: Caller, verb: 'get' | 'delete', name: string): Promise<boolean>;
 }
 
 const BEARER_PATTERN = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
@@ -71,11 +85,11 @@ interface JwtVerifier {
   verify(token: string): Promise<Caller | undefined>;
 }
 
-function jwtVerifier(config: JwtConfig): JwtVerifier {
-  let key: JWTVerifyGetKey | Uint8Array;
+function jwtVerifier(config: JwtConfig, now: () => number): JwtVerifier {
+  let key: JwksFile | Uint8Array;
   let algorithms: string[];
   if (config.jwksFile) {
-    key = createLocalJWKSet(JSON.parse(readFileSync(config.jwksFile, 'utf8')));
+    key = new JwksFile(config.jwksFile, { refreshMs: config.jwksRefreshSeconds * 1000, now });
     algorithms = ASYMMETRIC_ALGORITHMS;
   } else {
     // A trailing newline is an artefact of how the file was written, not part of the secret.
@@ -103,7 +117,7 @@ function jwtVerifier(config: JwtConfig): JwtVerifier {
         ({ payload } =
           key instanceof Uint8Array
             ? await jwtVerify(token, key, options)
-            : await jwtVerify(token, key, options));
+            : await jwtVerify(token, key.getKey, options));
       } catch {
         return undefined;
       }
@@ -111,7 +125,13 @@ function jwtVerifier(config: JwtConfig): JwtVerifier {
       if (typeof username !== 'string' || username === '') return undefined;
       const claim = payload[config.flavorsClaim];
       const flavors = Array.isArray(claim) ? claim.filter((f): f is string => typeof f === 'string') : [];
-      return { username: `jwt:${username}`, via: 'jwt', flavors: new Set(flavors) };
+      const subject = typeof payload.sub === 'string' && payload.sub !== '' ? payload.sub : username;
+      return {
+        username: `jwt:${username}`,
+        via: 'jwt',
+        flavors: new Set(flavors),
+        owner: ownerOf(['jwt', config.issuer, subject]),
+      };
     },
   };
 }
@@ -128,13 +148,43 @@ function tokenHash(token: string): string {
   return createHash('sha256').update(token).digest('base64url');
 }
 
+function ownerOf(parts: string[]): string {
+  return `sha256:${createHash('sha256').update(JSON.stringify(parts)).digest('base64url')}`;
+}
+
+/** The owner digest of a Kubernetes user (exported for tests and tools that record tokens). */
+export function kubernetesOwner(user: Pick<KubeUser, 'username' | 'uid'>): string {
+  return ownerOf(['kubernetes', user.username, user.uid ?? '']);
+}
+
+/**
+ * Everything a SubjectAccessReview depends on: user, uid, groups and extra (order-free), and the
+ * attributes checked. Two callers differing in any of them never share an answer.
+ */
+export function reviewCacheKey(user: KubeUser, check: ResourceCheck): string {
+  const extra = Object.keys(user.extra)
+    .sort()
+    .map((key) => [key, [...(user.extra[key] ?? [])].sort()]);
+  return JSON.stringify([
+    user.username,
+    user.uid ?? '',
+    [...user.groups].sort(),
+    extra,
+    check.group,
+    check.resource,
+    check.verb,
+    check.name ?? '',
+  ]);
+}
+
 export function createCallerAuth(
   config: IssuerConfig['auth'],
   reviews: Reviews | undefined,
   now: () => number = Date.now,
 ): CallerAuth {
-  const jwt = config.jwt ? jwtVerifier(config.jwt) : undefined;
+  const jwt = config.jwt ? jwtVerifier(config.jwt, now) : undefined;
   const tokenReview = config.tokenReview.enabled ? reviews : undefined;
+  const audiences = config.tokenReview.audiences;
   const cacheMs = config.cacheSeconds * 1000;
   const callers = new BoundedCache<string, Caller>(CACHE_ENTRIES);
   const decisions = new BoundedCache<string, boolean>(CACHE_ENTRIES);
@@ -142,8 +192,22 @@ export function createCallerAuth(
   async function identify(token: string): Promise<Caller | undefined> {
     if (jwt && unverifiedIssuer(token) === jwt.issuer) return jwt.verify(token);
     if (!tokenReview) return undefined;
-    const user = await tokenReview.reviewToken(token, config.tokenReview.audiences);
-    return user ? { username: user.username, via: 'kubernetes', kubeUser: user } : undefined;
+    const reviewed = await tokenReview.reviewToken(token, audiences);
+    // An authenticator that ignores the requested audiences answers without them: refuse, or a
+    // token meant for the API server would be accepted here.
+    if (!reviewed?.audiences.some((a) => audiences.includes(a))) return undefined;
+    const user = reviewed.user;
+    return { username: user.username, via: 'kubernetes', kubeUser: user, owner: kubernetesOwner(user) };
+  }
+
+  async function userCan(user: KubeUser, check: ResourceCheck): Promise<boolean> {
+    if (!reviews) return false;
+    const key = reviewCacheKey(user, check);
+    const cached = cacheMs > 0 ? decisions.get(key, now()) : undefined;
+    if (cached !== undefined) return cached;
+    const allowed = await reviews.userCan(user, check);
+    if (cacheMs > 0) decisions.set(key, allowed, cacheMs, now());
+    return allowed;
   }
 
   return {
@@ -162,19 +226,18 @@ export function createCallerAuth(
 
     async mayUse(caller, flavor) {
       if (caller.via === 'jwt') return caller.flavors?.has(flavor) ?? false;
-      const user = caller.kubeUser;
-      if (!user || !reviews) return false;
-      const key = JSON.stringify([user.username, user.uid ?? '', user.groups, flavor]);
-      const cached = cacheMs > 0 ? decisions.get(key, now()) : undefined;
-      if (cached !== undefined) return cached;
-      const allowed = await reviews.userCan(user, {
+      if (!caller.kubeUser) return false;
+      return userCan(caller.kubeUser, {
         group: GROUP,
         resource: FLAVOR_CLASS_PLURAL,
         verb: 'use',
         name: flavor,
       });
-      if (cacheMs > 0) decisions.set(key, allowed, cacheMs, now());
-      return allowed;
+    },
+
+    async mayManageAny(caller, verb, name) {
+      if (caller.via === 'jwt' || !caller.kubeUser) return false;
+      return userCan(caller.kubeUser, { group: GROUP, resource: FLAVORED_TOKEN_PLURAL, verb, name });
     },
   };
 }

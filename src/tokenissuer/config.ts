@@ -17,6 +17,11 @@ export const KUBEADM_BOOTSTRAP_GROUP = 'system:bootstrappers:kubeadm:default-nod
 /** The bootstrap Secret's description: the same text for every flavor. */
 export const DEFAULT_SECRET_DESCRIPTION = 'nodeflavor join token';
 export const DEFAULT_FLAVORS_CLAIM = 'nodeflavor.io/flavors';
+/**
+ * The audience a Kubernetes token must be issued for (`kubectl create token --audience`), so a
+ * portal never hands the issuer a token that is also valid against the API server.
+ */
+export const DEFAULT_ISSUER_AUDIENCE = 'nodeflavor-issuer';
 
 /** The API server's rule for auth-extra-groups entries. */
 const BOOTSTRAP_GROUP_RE = /^system:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]$/;
@@ -44,6 +49,8 @@ const JwtSchema = z
     flavorsClaim: z.string().min(1).default(DEFAULT_FLAVORS_CLAIM),
     /** Claim naming the caller, for logs, rate limits and the FlavoredToken's requested-by. */
     usernameClaim: z.string().min(1).default('sub'),
+    /** How often the JWKS file is re-read (a key missing from it triggers a re-read sooner). */
+    jwksRefreshSeconds: z.number().int().min(1).max(86_400).default(60),
   })
   .refine((jwt) => (jwt.jwksFile === undefined) !== (jwt.hs256SecretFile === undefined), {
     message: 'set exactly one of jwksFile and hs256SecretFile',
@@ -101,8 +108,11 @@ export const IssuerConfigSchema = z
         tokenReview: z
           .strictObject({
             enabled: z.boolean().default(true),
-            /** Audiences the bearer token must be valid for (empty: the API server's own). */
-            audiences: z.array(z.string().min(1)).default([]),
+            /**
+             * Audiences the bearer token must be valid for (one of them). Never the API server's
+             * own: a token a portal sends here must be useless against the API server.
+             */
+            audiences: z.array(z.string().min(1)).min(1).default([DEFAULT_ISSUER_AUDIENCE]),
           })
           .prefault({}),
         jwt: JwtSchema.optional(),

@@ -38,6 +38,11 @@ import { type IssueRequest, validateIssueRequest } from './request.ts';
 export const FLAVORED_TOKEN_NAME_PREFIX = 'ft-';
 /** Who asked for the token (a username), for audit; on the FlavoredToken, which token holders cannot read. */
 export const REQUESTED_BY_ANNOTATION = 'nodeflavor.io/requested-by';
+/**
+ * Which API caller issued the token (a digest of its identity, see Caller.owner): the issuer API
+ * shows and revokes a token only for its owner, or for a caller whose RBAC covers FlavoredTokens.
+ */
+export const OWNER_ANNOTATION = 'nodeflavor.io/owner';
 
 /** Token IDs are 6 random characters: a clash with an existing token is rare, a second one rarer. */
 const MAX_ATTEMPTS = 3;
@@ -54,6 +59,8 @@ export interface IssuanceDeps {
 export interface IssueInput extends IssueRequest {
   /** The authenticated caller, recorded on the FlavoredToken. */
   requestedBy?: string;
+  /** The caller's owner digest (OWNER_ANNOTATION). */
+  owner?: string;
 }
 
 export interface IssuedToken {
@@ -91,7 +98,7 @@ export function flavoredTokenName(tokenId: string): string {
 
 export async function issueToken(deps: IssuanceDeps, input: IssueInput): Promise<IssuedToken> {
   const now = deps.now ?? (() => new Date());
-  const { requestedBy, ...body } = input;
+  const { requestedBy, owner, ...body } = input;
   const request = validateIssueRequest(body, deps.settings, now());
 
   const flavor = await deps.kube.getFlavorClass(request.flavorClassName);
@@ -120,7 +127,11 @@ export async function issueToken(deps: IssuanceDeps, input: IssueInput): Promise
     const token = generateBootstrapToken(deps.randomBytes ?? cryptoRandomBytes);
     const flavorToken = deriveFlavorToken(ring.active, token.id, request.flavorClassName);
     try {
-      const { name, material } = await writeTokenObjects(deps, token, spec, requestedBy, now, (expiresAt) =>
+      const annotations = {
+        ...(requestedBy ? { [REQUESTED_BY_ANNOTATION]: requestedBy.slice(0, 1024) } : {}),
+        ...(owner ? { [OWNER_ANNOTATION]: owner } : {}),
+      };
+      const { name, material } = await writeTokenObjects(deps, token, spec, annotations, now, (expiresAt) =>
         renderJoinMaterial({
           apiServerEndpoint: facts.apiServerEndpoint,
           caCertHash: facts.caCertHash,
@@ -173,7 +184,7 @@ async function writeTokenObjects(
   deps: IssuanceDeps,
   token: BootstrapToken,
   spec: FlavoredTokenInput['spec'],
-  requestedBy: string | undefined,
+  annotations: Record<string, string>,
   now: () => Date,
   render: (expiresAt: Date) => JoinMaterial,
 ): Promise<{ name: string; material: JoinMaterial }> {
@@ -187,7 +198,7 @@ async function writeTokenObjects(
         name,
         labels: { [TOKEN_ID_LABEL]: token.id },
         finalizers: [TOKEN_FINALIZER],
-        ...(requestedBy ? { annotations: { [REQUESTED_BY_ANNOTATION]: requestedBy.slice(0, 1024) } } : {}),
+        ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
       },
       spec,
     });

@@ -16,6 +16,12 @@ const errors = {
   '503': errorResponse('The Kubernetes API is unavailable; retry later.'),
 };
 
+const notYours = errorResponse(
+  'No such token, or not one the caller issued: a token is visible only to the caller that issued it ' +
+    '(who must still be allowed its flavor, else 403) and to callers whose RBAC allows this verb on ' +
+    'flavoredtokens.nodeflavor.io. The answer does not tell the two cases apart.',
+);
+
 const tokenRef = {
   name: 'id',
   in: 'path',
@@ -73,17 +79,17 @@ export const OPENAPI_DOCUMENT = {
     '/v1/tokens/{id}': {
       get: {
         operationId: 'getToken',
-        summary: 'Status of an issued token (no secrets)',
+        summary: 'Status of a token the caller issued (no secrets)',
         parameters: [tokenRef],
         responses: {
           '200': { description: 'The token’s status.', content: json(ref('TokenStatus')) },
           ...errors,
-          '404': errorResponse('No such token.'),
+          '404': notYours,
         },
       },
       delete: {
         operationId: 'revokeToken',
-        summary: 'Revoke a token',
+        summary: 'Revoke a token the caller issued',
         description:
           'Deletes the bootstrap token Secret at once (no node can join with it from now on) and marks the ' +
           'FlavoredToken revoked; the controller applies its revocationPolicy to nodes that joined with it.',
@@ -91,7 +97,7 @@ export const OPENAPI_DOCUMENT = {
         responses: {
           '200': { description: 'Revoked; the token’s status.', content: json(ref('TokenStatus')) },
           ...errors,
-          '404': errorResponse('No such token.'),
+          '404': notYours,
         },
       },
     },
@@ -146,9 +152,10 @@ export const OPENAPI_DOCUMENT = {
         type: 'http',
         scheme: 'bearer',
         description:
-          'A Kubernetes token (checked with a TokenReview; authorised by RBAC verb `use` on ' +
-          'flavorclasses.nodeflavor.io/<flavor>) or, if configured, a JWT from the configured issuer ' +
-          'whose flavors claim lists the flavor.',
+          'A Kubernetes token issued for the issuer’s audience (`kubectl create token <sa> --audience ' +
+          'nodeflavor-issuer` by default; a token for the API server’s own audience gets 401), checked ' +
+          'with a TokenReview and authorised by RBAC verb `use` on flavorclasses.nodeflavor.io/<flavor>; ' +
+          'or, if configured, a JWT from the configured issuer whose flavors claim lists the flavor.',
       },
     },
     schemas: {

@@ -2,13 +2,22 @@
 // onRequest hook, before its body is even read; each handler then validates, authorises against
 // the flavor, and calls the issuance library. Answers that carry secrets are marked no-store.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { TOKEN_ID_PATTERN } from '../flavor/bootstrap-token.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import type { FlavoredToken } from '../flavor/resources.ts';
 import type { Caller, CallerAuth } from './auth.ts';
 import type { IssuerConfig } from './config.ts';
 import { IssuerError } from './errors.ts';
 import type { IdempotencyCache } from './idempotency.ts';
-import { getToken, type IssuanceDeps, issueToken, revokeToken, tokenStatusView } from './issue.ts';
+import {
+  findToken,
+  flavoredTokenName,
+  type IssuanceDeps,
+  issueToken,
+  OWNER_ANNOTATION,
+  revokeToken,
+  tokenStatusView,
+} from './issue.ts';
 import type { IssueResult, IssuerMetrics } from './metrics.ts';
 import { OPENAPI_DOCUMENT } from './openapi.ts';
 import type { RateLimiter } from './rate-limit.ts';
@@ -53,11 +62,11 @@ export function registerRoutes(app: FastifyInstance, ctx: IssuerContext): void {
       v1.addHook('onRequest', async (request, reply) => authenticate(ctx, request, reply));
       v1.post('/tokens', async (request, reply) => postToken(ctx, request, reply));
       v1.get<{ Params: { id: string } }>('/tokens/:id', async (request) => {
-        const token = await authorisedToken(ctx, request, request.params.id);
+        const token = await authorisedToken(ctx, request, request.params.id, 'get');
         return tokenStatusView(token, ctx.now());
       });
       v1.delete<{ Params: { id: string } }>('/tokens/:id', async (request) => {
-        const token = await authorisedToken(ctx, request, request.params.id);
+        const token = await authorisedToken(ctx, request, request.params.id, 'delete');
         const view = await revokeToken(ctx.issuance, token);
         ctx.metrics.tokensRevoked.inc();
         request.log.info({ tokenID: view.tokenID, caller: callerOf(request)?.username }, 'token revoked');
@@ -130,21 +139,33 @@ function useHint(caller: Caller, flavor: string): string {
     : `it needs RBAC verb 'use' on flavorclasses.nodeflavor.io '${flavor}'`;
 }
 
-/** The token behind `ref`, if the caller may use its flavor (403 otherwise, without naming the flavor). */
+/**
+ * The token behind `ref`, if the caller may see it: it issued the token (and may still use its
+ * flavor, else 403), or its RBAC lets it `verb` FlavoredTokens. Anyone else gets the same 404 as
+ * for a token that does not exist, after the same SubjectAccessReview: neither the answer nor
+ * its timing tells whether another caller's token exists.
+ */
 async function authorisedToken(
   ctx: IssuerContext,
   request: FastifyRequest,
   ref: string,
+  verb: 'get' | 'delete',
 ): Promise<FlavoredToken> {
   const caller = requireCaller(request);
-  const token = await getToken(ctx.issuance, ref);
-  await requireUse(
-    ctx,
-    caller,
-    token.spec.flavorClassName,
-    `${caller.username} may not manage token '${ref}': it needs the right to use that token's flavor`,
-  );
-  return token;
+  const token = await findToken(ctx.issuance, ref);
+  if (token && token.metadata.annotations?.[OWNER_ANNOTATION] === caller.owner) {
+    await requireUse(
+      ctx,
+      caller,
+      token.spec.flavorClassName,
+      `${caller.username} may not manage token '${ref}': it needs the right to use that token's flavor`,
+    );
+    return token;
+  }
+  const name = token?.metadata.name ?? (TOKEN_ID_PATTERN.test(ref) ? flavoredTokenName(ref) : ref);
+  const mayManage = await ctx.auth.mayManageAny(caller, verb, name);
+  if (token && mayManage) return token;
+  throw new IssuerError('NotFound', `token '${ref}' not found: check the ID (kubectl flavor list)`);
 }
 
 async function postToken(
@@ -167,7 +188,9 @@ async function postToken(
       `${caller.username} may not use FlavorClass '${valid.flavorClassName}': ${useHint(caller, valid.flavorClassName)}`,
     );
     const produce = async () =>
-      issueResponse(await issueToken(ctx.issuance, { ...valid, requestedBy: caller.username }));
+      issueResponse(
+        await issueToken(ctx.issuance, { ...valid, requestedBy: caller.username, owner: caller.owner }),
+      );
     const key = request.headers['idempotency-key'];
     const { value, replayed } =
       typeof key === 'string'

@@ -452,6 +452,93 @@ describe('token issuer on the real control plane', () => {
     });
   });
 
+  it("refuses a token for the API server's audience (401); a token for the issuer is useless against the API server", async () => {
+    const plain = await serviceAccountTokenOf(env, PORTAL_NAMESPACE, 'portal', []);
+    const answer = await mintsNothing(() =>
+      call(issuer, 'POST', '/v1/tokens', { token: plain, body: { flavorClassName: 'sweet' } }),
+    );
+    assert.equal(answer.status, 401, answer.text);
+    assert.equal(errorOf(answer).code, 'Unauthenticated');
+    assert.equal((await call(issuer, 'GET', '/v1/flavors', { token: plain })).status, 401);
+    // The same ServiceAccount's token for the issuer's audience: accepted here, refused there.
+    assert.equal((await call(issuer, 'GET', '/v1/flavors', { token: portalToken })).status, 200);
+    await assert.rejects(
+      tokenKubeConfig(env, portalToken)
+        .makeApiClient(AuthenticationV1Api)
+        .createSelfSubjectReview({ body: {} }),
+      (error: { code?: number }) => error.code === 401,
+    );
+  });
+
+  it('a caller sees and revokes only the tokens it issued (404 for others) unless RBAC grants more', async () => {
+    await applyObjects(
+      env.kubeconfigPath,
+      [
+        {
+          apiVersion: 'v1',
+          kind: 'ServiceAccount',
+          metadata: { name: 'portal-b', namespace: PORTAL_NAMESPACE },
+        },
+        {
+          apiVersion: 'v1',
+          kind: 'ServiceAccount',
+          metadata: { name: 'token-admin', namespace: PORTAL_NAMESPACE },
+        },
+        {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'ClusterRoleBinding',
+          metadata: { name: 'nodeflavor-e2e-portal-b' },
+          roleRef: {
+            apiGroup: 'rbac.authorization.k8s.io',
+            kind: 'ClusterRole',
+            name: 'nodeflavor-e2e-use-sweet',
+          },
+          subjects: [{ kind: 'ServiceAccount', name: 'portal-b', namespace: PORTAL_NAMESPACE }],
+        },
+        {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'ClusterRole',
+          metadata: { name: 'nodeflavor-e2e-token-admin' },
+          rules: [{ apiGroups: ['nodeflavor.io'], resources: ['flavoredtokens'], verbs: ['get', 'delete'] }],
+        },
+        {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'ClusterRoleBinding',
+          metadata: { name: 'nodeflavor-e2e-token-admin' },
+          roleRef: {
+            apiGroup: 'rbac.authorization.k8s.io',
+            kind: 'ClusterRole',
+            name: 'nodeflavor-e2e-token-admin',
+          },
+          subjects: [{ kind: 'ServiceAccount', name: 'token-admin', namespace: PORTAL_NAMESPACE }],
+        },
+      ],
+      FIELD_MANAGER,
+    );
+    const portalB = await serviceAccountToken('portal-b');
+    const tokenAdmin = await serviceAccountToken('token-admin');
+    const { issued } = await issue(portalToken, { flavorClassName: 'sweet' });
+    // B may use sweet too, yet A's token does not exist for B: the same answer as a missing one.
+    const missing = await call(issuer, 'GET', '/v1/tokens/zzzzzz', { token: portalB });
+    assert.equal(missing.status, 404);
+    for (const ref of [issued.id, issued.tokenID]) {
+      for (const method of ['GET', 'DELETE']) {
+        const answer = await call(issuer, method, `/v1/tokens/${ref}`, { token: portalB });
+        assert.equal(answer.status, 404, `${method} ${ref}: ${answer.text}`);
+        assert.equal(answer.text.replace(ref, 'zzzzzz'), missing.text);
+      }
+    }
+    assert.ok((await bootstrapSecretNames()).has(`bootstrap-token-${issued.tokenID}`), 'B revoked nothing');
+    // The owner still sees it; a caller with RBAC on flavoredtokens (and no `use`) sees and revokes it.
+    assert.equal((await call(issuer, 'GET', `/v1/tokens/${issued.id}`, { token: portalToken })).status, 200);
+    const seen = await call(issuer, 'GET', `/v1/tokens/${issued.tokenID}`, { token: tokenAdmin });
+    assert.equal(seen.status, 200, seen.text);
+    const revoked = await call(issuer, 'DELETE', `/v1/tokens/${issued.id}`, { token: tokenAdmin });
+    assert.equal(revoked.status, 200, revoked.text);
+    assert.equal((JSON.parse(revoked.text) as { state: string }).state, 'Revoked');
+    assert.ok(!(await bootstrapSecretNames()).has(`bootstrap-token-${issued.tokenID}`));
+  });
+
   it('lists only the flavors the caller may use', async () => {
     const portal = await call(issuer, 'GET', '/v1/flavors', { token: portalToken });
     const names = (JSON.parse(portal.text) as { items: { name: string }[] }).items.map((f) => f.name);

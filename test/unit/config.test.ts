@@ -34,8 +34,10 @@ describe('config defaults', () => {
       tlsSecret: 'nodeflavor-webhook-tls',
       issuerAddress: ':8443',
       issuerAuth: 'tokenreview',
+      issuerAudience: 'nodeflavor-issuer',
       jwtFlavorsClaim: 'nodeflavor.io/flavors',
       issuerTlsSecret: 'nodeflavor-issuer-tls',
+      issuerCaConfigMap: 'nodeflavor-issuer-ca',
       issuerService: 'nodeflavor-issuer',
       logLevel: 'info',
     });

@@ -336,6 +336,9 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     assert.equal(issuerCert.spec.secretName, flag(objects, 'issuer-tls-secret'));
     const lease = only(objects, 'Role', `${RELEASE}-leader-election`);
     assert.deepEqual(lease.rules[1].resourceNames, [flag(objects, 'leader-election-id')]);
+    const issuerCa = only(objects, 'Role', `${RELEASE}-issuer-ca`);
+    assert.deepEqual(issuerCa.rules[1].resourceNames, [flag(objects, 'issuer-ca-config-map')]);
+    assert.equal(flag(objects, 'issuer-audience'), 'nodeflavor-issuer');
   });
 
   test('PodDisruptionBudget keeps one replica; none for a single replica', async () => {
@@ -395,7 +398,13 @@ describe('helm chart deploy/helm/nodeflavor', () => {
       'core configmaps cluster-info: get',
     ]);
     assert.equal(only(objects, 'Role', `${RELEASE}-cluster-info`).metadata.namespace, 'kube-public');
-    assert.equal(objects.filter((o) => o.kind === 'Role').length, 5);
+    // The issuer CA for portals: one ConfigMap by name (create cannot be scoped), certificate only.
+    assert.deepEqual(roleGrants(objects, 'Role', `${RELEASE}-issuer-ca`), [
+      'core configmaps *any*: create',
+      `core configmaps ${RELEASE}-issuer-ca: get,update`,
+    ]);
+    assert.equal(only(objects, 'Role', `${RELEASE}-issuer-ca`).metadata.namespace, NAMESPACE);
+    assert.equal(objects.filter((o) => o.kind === 'Role').length, 6);
     assert.equal(objects.filter((o) => o.kind === 'ClusterRole').length, 2);
   });
 
@@ -610,7 +619,13 @@ describe('helm chart deploy/helm/nodeflavor', () => {
       }
       const withClasses = rendered.find((r) => r.mode === 'flavor classes')!.text;
       assert.match(withClasses, /kubectl flavor issue --flavor sweet/);
-      assert.match(withClasses, /create token portal/);
+      assert.match(withClasses, /create token portal --audience nodeflavor-issuer/);
+      // Portals read the CA from the ConfigMap, never from the Secret that holds the CA key.
+      for (const { mode, text } of rendered) {
+        if (!text.includes('/v1/tokens')) continue;
+        assert.match(text, new RegExp(`get configmap ${RELEASE}-issuer-ca`), mode);
+        assert.doesNotMatch(text, /get secret \S+-issuer-tls/, mode);
+      }
       assert.match(rendered.find((r) => r.mode === 'issuer jwt')!.text, /Bearer \$JWT/);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -182,16 +182,26 @@ describe('token issuer HTTP API', () => {
     assert.deepEqual(response.json(), { items: [{ name: 'sweet', description: null }] });
   });
 
-  it('gets and revokes a token only for callers allowed its flavor', async () => {
-    const { app, post, kube } = await setup();
+  it('gets and revokes a token only for the caller that issued it (404 for anyone else)', async () => {
+    const { app, post, kube, reviews } = await setup();
+    reviews.addUser('other-token', 'other-portal', ['sweet', 'sour']);
     const issued = (await post({ flavorClassName: 'sour' }, {}, 'admin-token')).json() as {
       id: string;
       tokenID: string;
     };
     const as = (token: string, method: 'GET' | 'DELETE', id = issued.id) =>
       app.inject({ method, url: `/v1/tokens/${id}`, headers: { authorization: `Bearer ${token}` } });
-    assertError(await as('portal-token', 'GET'), 403, 'Forbidden');
-    assertError(await as('portal-token', 'DELETE'), 403, 'Forbidden');
+    // Not theirs: the same answer as for a token that does not exist, even with `use` on sour.
+    const missing = await as('other-token', 'GET', 'zzzzzz');
+    for (const token of ['portal-token', 'other-token']) {
+      for (const id of [issued.id, issued.tokenID]) {
+        for (const method of ['GET', 'DELETE'] as const) {
+          const answer = await as(token, method, id);
+          assertError(answer, 404, 'NotFound');
+          assert.equal(answer.body.replace(id, 'zzzzzz'), missing.body);
+        }
+      }
+    }
     assert.equal(kube.secrets.size, 1);
     const status = await as('admin-token', 'GET', issued.tokenID);
     assert.equal(status.statusCode, 200);
@@ -200,6 +210,40 @@ describe('token issuer HTTP API', () => {
     assert.equal((revoked.json() as { state: string }).state, 'Revoked');
     assert.equal(kube.secrets.size, 0);
     assertError(await as('admin-token', 'GET', 'zzzzzz'), 404, 'NotFound');
+  });
+
+  it('a caller whose RBAC covers FlavoredTokens sees and revokes any token, verb by verb', async () => {
+    // No caching of answers: the test changes the grants between requests.
+    const { app, post, kube, reviews } = await setup({ auth: { cacheSeconds: 0 } });
+    reviews.addUser('auditor-token', 'auditor', []);
+    const issued = (await post({ flavorClassName: 'sweet' })).json() as { id: string; tokenID: string };
+    const as = (method: 'GET' | 'DELETE', id = issued.tokenID) =>
+      app.inject({ method, url: `/v1/tokens/${id}`, headers: { authorization: 'Bearer auditor-token' } });
+    reviews.rbac.set('auditor', new Set([`get flavoredtokens/${issued.id}`]));
+    assert.equal((await as('GET')).statusCode, 200);
+    assertError(await as('DELETE'), 404, 'NotFound');
+    assert.equal(kube.secrets.size, 1);
+    reviews.rbac.set('auditor', new Set([`delete flavoredtokens/${issued.id}`]));
+    assert.equal(((await as('DELETE')).json() as { state: string }).state, 'Revoked');
+    assert.equal(kube.secrets.size, 0);
+    // A token that does not exist costs the same SubjectAccessReview as another caller's token.
+    const before = reviews.accessReviews.length;
+    assertError(await as('GET', 'zzzzzz'), 404, 'NotFound');
+    assert.deepEqual(reviews.accessReviews.at(-1)?.check, {
+      group: 'nodeflavor.io',
+      resource: 'flavoredtokens',
+      verb: 'get',
+      name: 'ft-zzzzzz',
+    });
+    assert.equal(reviews.accessReviews.length, before + 1);
+  });
+
+  it('records the owner on the FlavoredToken; JWT and Kubernetes callers never share one', async () => {
+    const { post, kube } = await setup();
+    const issued = (await post({ flavorClassName: 'sweet' })).json() as { id: string };
+    const annotations = kube.tokens.get(issued.id)?.metadata.annotations ?? {};
+    assert.match(annotations['nodeflavor.io/owner'] ?? '', /^sha256:[A-Za-z0-9_-]{43}$/);
+    assert.equal(annotations['nodeflavor.io/requested-by'], 'portal');
   });
 
   it('logs no token, flavor token or bearer credential', async () => {

@@ -7,7 +7,7 @@ import {
   createCertificateAuthority,
   issueCertificate,
 } from '../../../src/pki/certs.ts';
-import { parseIssuerConfig } from '../../../src/tokenissuer/config.ts';
+import { DEFAULT_ISSUER_AUDIENCE, parseIssuerConfig } from '../../../src/tokenissuer/config.ts';
 import { type RunningIssuer, type StartOptions, startTokenIssuer } from '../../../src/tokenissuer/server.ts';
 import { prepareOperatorIdentity } from './chart.ts';
 import type { E2EEnvironment } from './environment.ts';
@@ -52,16 +52,21 @@ export async function startTestIssuer(
   return { issuer, ca };
 }
 
-/** A short-lived token for ServiceAccount `namespace/name` (a portal's or a user's credential). */
+/**
+ * A short-lived token for ServiceAccount `namespace/name` (a portal's or a user's credential),
+ * issued for the issuer's audience as `kubectl create token --audience` does. `audiences: []`
+ * gives a plain token for the API server's own audience.
+ */
 export async function serviceAccountToken(
   env: E2EEnvironment,
   namespace: string,
   name: string,
+  audiences: string[] = [DEFAULT_ISSUER_AUDIENCE],
 ): Promise<string> {
   const request = await env.core.createNamespacedServiceAccountToken({
     name,
     namespace,
-    body: { spec: { expirationSeconds: 3600 } },
+    body: { spec: { expirationSeconds: 3600, audiences } },
   });
   return request.status?.token ?? '';
 }

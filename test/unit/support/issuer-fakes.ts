@@ -14,6 +14,7 @@ import type { KubeUser, ResourceCheck } from '../../../src/kube/reviews.ts';
 import type { BootstrapSecretRequest, TokenKube } from '../../../src/kube/tokens.ts';
 import { createCertificateAuthority } from '../../../src/pki/certs.ts';
 import type { Reviews } from '../../../src/tokenissuer/auth.ts';
+import { DEFAULT_ISSUER_AUDIENCE } from '../../../src/tokenissuer/config.ts';
 import { seededRandomBytes } from './random.ts';
 
 export interface StoredSecret {
@@ -126,22 +127,45 @@ export async function clusterInfoKubeconfig(server = 'https://10.0.0.1:6443'): P
   return `apiVersion: v1\nkind: Config\nclusters:\n- name: ""\n  cluster:\n    server: ${server}\n    certificate-authority-data: ${data}\n`;
 }
 
-/** Bearer token → user; user → flavors it may use. */
+/**
+ * Bearer token → user (and the audiences the token is valid for, default the issuer's); user →
+ * flavors it may use and other RBAC grants (`verb resource/name`). Like the API server, a review
+ * authenticates a token only for the requested audiences it holds, and answers their intersection.
+ */
 export class FakeReviews implements Reviews {
-  readonly users = new Map<string, KubeUser>();
+  readonly users = new Map<string, { user: KubeUser; audiences: string[] | 'ignored' }>();
   readonly grants = new Map<string, Set<string>>();
+  /** Extra RBAC per username: `verb resource/name` strings. */
+  readonly rbac = new Map<string, Set<string>>();
   reviewCalls = 0;
+  /** Every SubjectAccessReview asked, in order. */
+  readonly accessReviews: { user: KubeUser; check: ResourceCheck }[] = [];
 
-  addUser(token: string, username: string, flavors: string[]): void {
-    this.users.set(token, { username, groups: ['system:authenticated'], extra: {} });
+  addUser(
+    token: string,
+    username: string,
+    flavors: string[],
+    options: { audiences?: string[] | 'ignored'; user?: Partial<KubeUser> } = {},
+  ): void {
+    this.users.set(token, {
+      user: { username, groups: ['system:authenticated'], extra: {}, ...options.user },
+      audiences: options.audiences ?? [DEFAULT_ISSUER_AUDIENCE],
+    });
     this.grants.set(username, new Set(flavors));
   }
-  async reviewToken(token: string) {
+  async reviewToken(token: string, audiences: string[]) {
     this.reviewCalls++;
-    return this.users.get(token);
+    const entry = this.users.get(token);
+    if (!entry) return undefined;
+    // 'ignored': an authenticator that does not do audiences answers without them.
+    if (entry.audiences === 'ignored') return { user: entry.user, audiences: [] };
+    const valid = entry.audiences.filter((a) => audiences.includes(a));
+    return valid.length > 0 ? { user: entry.user, audiences: valid } : undefined;
   }
   async userCan(user: KubeUser, check: ResourceCheck) {
-    return check.verb === 'use' && (this.grants.get(user.username)?.has(check.name ?? '') ?? false);
+    this.accessReviews.push({ user, check });
+    if (check.verb === 'use') return this.grants.get(user.username)?.has(check.name ?? '') ?? false;
+    return this.rbac.get(user.username)?.has(`${check.verb} ${check.resource}/${check.name ?? ''}`) ?? false;
   }
 }
 

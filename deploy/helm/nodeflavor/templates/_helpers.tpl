@@ -74,6 +74,10 @@ app.kubernetes.io/part-of: nodeflavor
 {{- default (printf "%s-issuer-tls" (include "nodeflavor.fullname" .)) .Values.tls.issuerSecretName }}
 {{- end }}
 
+{{- define "nodeflavor.issuerCaConfigMap" -}}
+{{- printf "%s-issuer-ca" (include "nodeflavor.fullname" .) }}
+{{- end }}
+
 {{- define "nodeflavor.hmacKeySecret" -}}
 {{- default (printf "%s-hmac-keys" (include "nodeflavor.fullname" .)) .Values.hmacKeys.secretName }}
 {{- end }}
