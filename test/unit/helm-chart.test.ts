@@ -321,9 +321,13 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     const objects = await render('--set=tls.mode=cert-manager');
     const sa = only(objects, 'ServiceAccount');
     assert.equal(flag(objects, 'service-account'), sa.metadata.name);
-    for (const binding of objects.filter(
-      (o) => o.kind === 'RoleBinding' || o.kind === 'ClusterRoleBinding',
-    )) {
+    const operatorBindings = objects.filter(
+      (o) =>
+        (o.kind === 'RoleBinding' || o.kind === 'ClusterRoleBinding') &&
+        !o.subjects.some((s: K8sObject) => s.kind === 'Group'), // the join group's (tested below)
+    );
+    assert.ok(operatorBindings.length >= 4);
+    for (const binding of operatorBindings) {
       assert.deepEqual(binding.subjects, [
         { kind: 'ServiceAccount', name: sa.metadata.name, namespace: NAMESPACE },
       ]);
@@ -375,7 +379,7 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     const objects = await render();
     assert.deepEqual(
       roleGrants(objects, 'ClusterRole', RELEASE),
-      [...BASE_CLUSTER_GRANTS, ...ADMISSION_GRANTS].sort(),
+      [...BASE_CLUSTER_GRANTS, ...CSR_APPROVER_GRANTS, ...ADMISSION_GRANTS].sort(),
     );
     // Its own Secrets only, by name (create cannot be scoped).
     assert.deepEqual(roleGrants(objects, 'Role', `${RELEASE}-secrets`), [
@@ -471,7 +475,7 @@ describe('helm chart deploy/helm/nodeflavor', () => {
       assert.deepEqual(
         roleGrants(objects, 'ClusterRole', RELEASE),
         // Every mode: the process also deletes the other mode's objects.
-        [...BASE_CLUSTER_GRANTS, ...ADMISSION_GRANTS].sort(),
+        [...BASE_CLUSTER_GRANTS, ...CSR_APPROVER_GRANTS, ...ADMISSION_GRANTS].sort(),
         mode,
       );
       const services = objects.filter(
@@ -482,7 +486,10 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     const off = await render(...MODES['admission off']!);
     assert.ok(args(off).includes('--no-webhook'));
     assert.equal(flag(off, 'admission-mode'), undefined);
-    assert.deepEqual(roleGrants(off, 'ClusterRole', RELEASE), [...BASE_CLUSTER_GRANTS].sort());
+    assert.deepEqual(
+      roleGrants(off, 'ClusterRole', RELEASE),
+      [...BASE_CLUSTER_GRANTS, ...CSR_APPROVER_GRANTS].sort(),
+    );
   });
 
   test('admission.adminGroups become repeated --admin-group flags', async () => {
