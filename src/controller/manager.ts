@@ -14,7 +14,9 @@ import { CachedKeyRing, loadKeyRing } from '../kube/keyring-store.ts';
 import { LeaderElector } from '../kube/leader.ts';
 import { ListWatch, type RestartReason, withoutManagedFields } from '../kube/listwatch.ts';
 import { type TrimmedNode, trimNode } from '../kube/node-writes.ts';
+import { KubeReviews } from '../kube/reviews.ts';
 import { type CsrObject, decideCsr, type StoredToken } from '../kube/token-writes.ts';
+import { checkAutoApproval } from './auto-approval.ts';
 import type { Caches, ControllerContext } from './context.ts';
 import { controllerMetrics } from './metrics.ts';
 import { reconcileNode } from './nodes.ts';
@@ -237,6 +239,12 @@ export function startController(options: {
       'caches synced',
     );
   });
+  void checkAutoApproval(
+    new KubeReviews(kubeConfig),
+    config.bootstrapGroup,
+    metrics.bootstrapGroupAutoApproved,
+    log,
+  );
   let elector: LeaderElector | undefined;
   let leading = false;
   void synced.then(() => {

@@ -10,6 +10,7 @@ export interface ControllerMetrics {
   watchRestarts: Counter<'resource' | 'reason'>;
   bindings: Counter<'result' | 'reason'>;
   isLeader: Gauge;
+  bootstrapGroupAutoApproved: Gauge;
   reconciles: Counter<'queue' | 'result'>;
 }
 
@@ -60,6 +61,11 @@ export function controllerMetrics(registry: Registry): ControllerMetrics {
     isLeader: new Gauge({
       name: 'nodeflavor_leader',
       help: '1 while this replica is the leader.',
+      registers: [registry],
+    }),
+    bootstrapGroupAutoApproved: new Gauge({
+      name: 'nodeflavor_bootstrap_group_auto_approved',
+      help: "1 if kube-controller-manager auto-approves the kubelet CSRs of the tokens' bootstrap group (any node name: name squatting possible).",
       registers: [registry],
     }),
   };

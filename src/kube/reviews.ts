@@ -22,6 +22,7 @@ export interface ReviewedToken {
 export interface ResourceCheck {
   group: string;
   resource: string;
+  subresource?: string;
   verb: string;
   name?: string;
 }

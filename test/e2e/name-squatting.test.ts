@@ -8,7 +8,12 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { KUBEADM_BOOTSTRAP_GROUP } from '../../src/tokenissuer/config.ts';
 import { createBootstrapToken } from './support/bootstrap.ts';
-import { controllerHarness, FLAVOR_LABEL, rejectedMetric } from './support/controller-harness.ts';
+import {
+  controllerHarness,
+  FLAVOR_LABEL,
+  metricOnceSet,
+  rejectedMetric,
+} from './support/controller-harness.ts';
 import { bootstrapTokenOf, createCsrAs, csrDecision } from './support/csr.ts';
 import { issue } from './support/nodeflavor.ts';
 import { uniqueName } from './support/wait.ts';
@@ -57,7 +62,10 @@ describe('name squatting, default setup: nodeflavor is the only approver of its 
       assert.equal(decision.reason, 'NameTaken');
       assert.match(decision.message ?? '', /existed before this request/);
       const node = await h.env.core.readNode({ name: plain });
-      assert.deepEqual(node.spec?.taints ?? [], [], 'the plain node is left alone (no quarantine)');
+      assert.ok(
+        !(node.spec?.taints ?? []).some((t) => t.key.startsWith('nodeflavor.io/')),
+        'the plain node is left alone (no quarantine)',
+      );
     } finally {
       await h.env.core.deleteNode({ name: plain });
     }
@@ -116,6 +124,10 @@ describe('name squatting, default setup: nodeflavor is the only approver of its 
     assert.equal(decision.reason, 'UnknownToken');
   });
 
+  it('knows its group is not auto-approved by kube-controller-manager (metric 0)', async () => {
+    assert.equal(await metricOnceSet(h.registry, 'nodeflavor_bootstrap_group_auto_approved'), 0);
+  });
+
   it('a plain kubeadm token’s CSR is left to kube-controller-manager, untouched', async () => {
     const plain = await createBootstrapToken(h.env, { groups: KUBEADM_BOOTSTRAP_GROUP });
     const decision = await csrDecision(
@@ -133,6 +145,10 @@ describe('name squatting, default setup: nodeflavor is the only approver of its 
 
 describe('name squatting where kubeadm’s auto-approval is kept: the controller fails closed', () => {
   const h = controllerHarness({ bootstrapGroup: KUBEADM_BOOTSTRAP_GROUP, csrApprover: false });
+
+  it('says loudly that its group is auto-approved for any node name (metric 1)', async () => {
+    assert.equal(await metricOnceSet(h.registry, 'nodeflavor_bootstrap_group_auto_approved'), 1);
+  });
 
   it('the squatter gets a certificate from kube-controller-manager, but no binding: the victim keeps its flavor', async () => {
     const victimToken = await issue(h.env, h.sweet, { authExtraGroups: KUBEADM_BOOTSTRAP_GROUP });

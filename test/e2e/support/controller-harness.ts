@@ -125,6 +125,17 @@ export function controllerHarness(settings: Record<string, unknown>): Harness {
   return h;
 }
 
+/** A gauge or counter without labels, once the controller has set it. */
+export async function metricOnceSet(registry: Registry, name: string): Promise<number> {
+  return waitFor(
+    async () => {
+      const line = (await registry.metrics()).split('\n').find((l) => l.startsWith(`${name} `));
+      return line === undefined ? undefined : Number(line.split(' ').pop());
+    },
+    { what: `metric ${name}` },
+  );
+}
+
 export async function rejectedMetric(registry: Registry, reason: string): Promise<number> {
   const text = await registry.metrics();
   const line = text
