@@ -12,7 +12,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { RandomBytes } from '../flavor/bootstrap-token.ts';
-import { type KeyRing, newKeyRing } from '../flavor/keyring.ts';
+import { type KeyRing, keyRingKeys, newKeyRing } from '../flavor/keyring.ts';
 import type { EventRecorder } from './events.ts';
 import {
   createKeyRingSecret,
@@ -178,12 +178,14 @@ export class KeyRingWatch {
       return;
     }
     const previous = this.#state;
+    // A metadata-only change (labels, a relist) is no rotation: nothing to tell anyone.
+    if (previous.status === 'available' && sameRing(previous.ring, ring)) return;
     this.#state = { status: 'available', ring };
     this.#metrics?.available.set(1);
     const keys = ring.verifyOnly.length + 1;
     if (previous.status === 'missing' || previous.status === 'invalid') {
       this.#options.log.info(
-        { secret: this.#where, activeKey: ring.active.id, keys },
+        { keyRing: this.#where, activeKey: ring.active.id, keys },
         'HMAC key ring restored',
       );
       this.#options.events?.emit(
@@ -194,7 +196,7 @@ export class KeyRingWatch {
       );
     } else {
       this.#options.log.info(
-        { secret: this.#where, activeKey: ring.active.id, keys },
+        { keyRing: this.#where, activeKey: ring.active.id, keys },
         'HMAC key ring loaded',
       );
     }
@@ -211,7 +213,7 @@ export class KeyRingWatch {
         const ring = newKeyRing(this.#options.randomBytes);
         // The watch brings the Secret we (or a faster replica) created: that event makes it available.
         if (await createKeyRingSecret(kubeConfig, this.#options, ring)) {
-          this.#options.log.info({ secret: this.#where }, 'first install: created the HMAC key ring');
+          this.#options.log.info({ keyRing: this.#where }, 'first install: created the HMAC key ring');
           this.#options.events?.emit(
             this.#involved(),
             'Normal',
@@ -249,7 +251,7 @@ export class KeyRingWatch {
     this.#metrics?.available.set(0);
     if (changed) {
       this.#metrics?.unavailable.inc({ reason: state.status });
-      this.#options.log.error({ secret: this.#where, reason }, state.message);
+      this.#options.log.error({ keyRing: this.#where, reason }, state.message);
       this.#options.events?.emit(this.#involved(), 'Warning', reason, state.message);
     }
     if (wasAvailable) this.#notify(undefined);
@@ -265,7 +267,7 @@ export class KeyRingWatch {
       };
     }
     this.#options.log.warn(
-      { secret: this.#where, err: error?.message },
+      { keyRing: this.#where, err: error?.message },
       'HMAC key ring watch failed; retrying (the last ring stays in use)',
     );
   }
@@ -294,4 +296,14 @@ export class KeyRingWatch {
   #wake(): void {
     for (const wake of this.#waiters.splice(0)) wake();
   }
+}
+
+/** Same keys, same roles, same order. Not constant time: both rings are ours, nothing is guessed. */
+function sameRing(a: KeyRing, b: KeyRing): boolean {
+  const [keysA, keysB] = [keyRingKeys(a), keyRingKeys(b)];
+  return (
+    a.active.id === b.active.id &&
+    keysA.length === keysB.length &&
+    keysA.every((key, i) => key.id === keysB[i]?.id && key.key.equals(keysB[i].key))
+  );
 }
