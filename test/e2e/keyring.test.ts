@@ -242,7 +242,11 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
 
   it('first install (no FlavoredToken): the operator creates the ring and is ready', async () => {
     // Leftovers of earlier files: without the controller their finalizers would hold them.
-    for (const name of await flavoredTokenNames(env)) {
+    // Right after the CRDs are installed the API server may still answer 429 (storage initialising).
+    const leftovers = await waitFor(() => flavoredTokenNames(env), {
+      what: 'the FlavoredTokens to be listable',
+    });
+    for (const name of leftovers) {
       const path = `/apis/nodeflavor.io/v1alpha1/flavoredtokens/${name}`;
       await kubeJson(env.kubeConfig, 'PATCH', path, {
         body: { metadata: { finalizers: null } },
