@@ -6,7 +6,9 @@
 //     and a node joining meanwhile is judged only once the Secret is restored, without a restart;
 //   - a rotation with `kubectl flavor keys add/activate` makes the issuer sign with the new key at
 //     once, tokens of the old key still verify, and `retire` refuses the active key and takes a
-//     retired key out of the controller's ring at once.
+//     retired key out of the controller's ring at once;
+//   - an edit from a stale read writes nothing; a Secret edited into an unreadable ring fails
+//     closed like a missing one until it is fixed.
 // This file owns the cluster while it runs (the suite runs files one at a time): the first-install
 // test deletes the FlavoredTokens earlier files left behind, and the Secret is restored at the end.
 import assert from 'node:assert/strict';
@@ -19,8 +21,9 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import type { V1Secret } from '@kubernetes/client-node';
 import { verifyFlavorToken } from '../../src/flavor/flavor-token.ts';
-import { keyRingFromSecretData, keyRingKeys } from '../../src/flavor/keyring.ts';
+import { addKey, keyRingFromSecretData, keyRingKeys } from '../../src/flavor/keyring.ts';
 import { kubeJson } from '../../src/kube/fetch.ts';
+import { readStoredKeyRing, replaceKeyRing } from '../../src/kube/keyring-store.ts';
 import type { IssueResponse } from '../../src/tokenissuer/response.ts';
 import { applyObjects } from './cluster/apply.ts';
 import { freePort } from './cluster/ports.ts';
@@ -437,5 +440,69 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
     assert.equal(init.code, 1);
     assert.match(init.stderr, /already exists: use 'kubectl flavor keys add' to rotate/);
     backup = await readSecret();
+  });
+
+  it('an edit based on a stale read writes nothing (409, resourceVersion)', async () => {
+    await restoreSecret();
+    const location = { namespace: OPERATOR_NAMESPACE, name: KEY_SECRET };
+    const stale = await readStoredKeyRing(env.kubeConfig, location);
+    // Someone else rotates in between.
+    const other = await cli(['keys', 'add']);
+    assert.equal(other.code, 0, other.stderr);
+    const current = keyRingKeys(await ringNow()).map((k) => k.id);
+    await assert.rejects(
+      replaceKeyRing(env.kubeConfig, location, stale, addKey(stale.ring).ring),
+      (error: Error) => {
+        assert.match(
+          error.message,
+          /changed while it was being edited: nothing was written, run the command again/,
+        );
+        return true;
+      },
+    );
+    assert.deepEqual(
+      keyRingKeys(await ringNow()).map((k) => k.id),
+      current,
+      'the other edit stands',
+    );
+  });
+
+  it('a Secret edited into an unreadable ring fails closed (KeyRingInvalid) until it is fixed', async () => {
+    await restoreSecret();
+    if (operators.length === 0) operator();
+    await waitReady();
+    const good = await readSecret();
+    const patch = (data: Record<string, string | null>) =>
+      kubeJson(env.kubeConfig, 'PATCH', `/api/v1/namespaces/${OPERATOR_NAMESPACE}/secrets/${KEY_SECRET}`, {
+        body: { data },
+        contentType: 'application/merge-patch+json',
+      });
+    // A key entry that is neither active nor listed: a half-done hand edit.
+    await patch({ 'key.0badc0de': Buffer.alloc(32, 1).toString('base64') });
+    const [, body] = await waitFor(
+      async () => {
+        const answer = await readyz();
+        return answer[0] === 503 ? answer : undefined;
+      },
+      { what: '/readyz to report the unreadable key ring', timeoutMs: 10_000 },
+    );
+    assert.match(
+      body,
+      /hmac-key-ring \(Secret nodeflavor\/nodeflavor-hmac-keys is not a valid key ring: .*'key\.0badc0de'/,
+    );
+    assert.equal(await metricValue(metricsPort, 'nodeflavor_keyring_available'), 0);
+    const refused = await call('POST', '/v1/tokens', { flavorClassName: flavor, ttl: '1h' });
+    assert.equal(refused.status, 503, refused.text);
+    await waitFor(async () => (await events('KeyRingInvalid')).length > 0, {
+      what: 'a KeyRingInvalid Event',
+    });
+
+    await patch({ 'key.0badc0de': null });
+    await waitFor(async () => (await readyz())[0] === 200, {
+      what: 'ready once the Secret is fixed',
+      timeoutMs: 10_000,
+    });
+    assert.deepEqual((await readSecret())?.data, good?.data);
+    assert.equal((await issue()).flavorToken.length, 52);
   });
 });
