@@ -237,24 +237,37 @@ export class KeyRingWatch {
           message: `the HMAC key ring ${this.#where} is missing and whether FlavoredTokens exist could not be checked (${(error as Error).message}): retrying`,
         },
         'KeyRingMissing',
+        true,
       );
       this.#retryTimer = setTimeout(() => void this.#onMissing(), this.#options.retryMs ?? 5000);
       this.#retryTimer.unref();
     }
   }
 
-  #setUnavailable(state: Extract<State, { status: 'missing' | 'invalid' }>, reason: string): void {
-    const wasAvailable = this.#state.status === 'available';
-    const changed =
-      this.#state.status !== state.status || (this.#state as { message?: string }).message !== state.message;
+  /**
+   * Counted once per loss (not per retry or reworded reason); logged and recorded as an Event when
+   * the reason is new. A `transient` state (a check that failed and is retried) only warns: the
+   * API server it could not reach would not take the Event either.
+   */
+  #setUnavailable(
+    state: Extract<State, { status: 'missing' | 'invalid' }>,
+    reason: string,
+    transient = false,
+  ): void {
+    const previous = this.#state;
     this.#state = state;
     this.#metrics?.available.set(0);
-    if (changed) {
-      this.#metrics?.unavailable.inc({ reason: state.status });
+    if (previous.status !== state.status) this.#metrics?.unavailable.inc({ reason: state.status });
+    if (transient) {
+      this.#options.log.warn({ keyRing: this.#where, reason }, state.message);
+    } else if (
+      previous.status !== state.status ||
+      (previous as { message?: string }).message !== state.message
+    ) {
       this.#options.log.error({ keyRing: this.#where, reason }, state.message);
       this.#options.events?.emit(this.#involved(), 'Warning', reason, state.message);
     }
-    if (wasAvailable) this.#notify(undefined);
+    if (previous.status === 'available') this.#notify(undefined);
     this.#wake();
   }
 
