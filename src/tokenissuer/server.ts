@@ -4,6 +4,7 @@
 // `startTokenIssuer` builds the real dependencies from a KubeConfig and listens with TLS.
 
 import { readFileSync } from 'node:fs';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { KubeConfig } from '@kubernetes/client-node';
 import Fastify, {
   type FastifyError,
@@ -231,8 +232,9 @@ export async function startTokenIssuer(
       log: logger,
       ...(options.registry ? { registry: options.registry } : {}),
     });
-  // Load now so that the first request does not wait; while it is unusable, /readyz says why.
-  await keyRing.start();
+  // Load now so that the first request does not wait, but do not hold the server back for a watch
+  // that cannot list (RBAC, API server down): it serves, not ready, and /readyz says why.
+  await Promise.race([keyRing.start(), delay(10_000, undefined, { ref: false })]);
   const tls =
     'certFile' in config.tls
       ? { cert: readFileSync(config.tls.certFile, 'utf8'), key: readFileSync(config.tls.keyFile, 'utf8') }
