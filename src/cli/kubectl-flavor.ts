@@ -16,6 +16,7 @@ import { IssuerError } from '../tokenissuer/errors.ts';
 import { type IssuanceDeps, issueToken, listTokens, revokeToken } from '../tokenissuer/issue.ts';
 import { type IssueRequest, validateIssueRequest } from '../tokenissuer/request.ts';
 import { issueResponse } from '../tokenissuer/response.ts';
+import { keysUsageError, runKeys } from './flavor-keys.ts';
 import { asJson, asYaml, nodesTable, table, tokensTable } from './flavor-output.ts';
 
 const PROGRAM = 'kubectl-flavor';
@@ -33,16 +34,23 @@ Commands:
   revoke ID                               revoke a token (its name ft-<id> or its token ID)
   flavors                                 list FlavorClasses and whether you may use them
   nodes                                   list nodes with their flavor and verification state
+  keys list [-o table|json|yaml]          list the HMAC keys: ids and states, never key material
+  keys add                                add a verify-only key (verifies at once, signs nothing yet)
+  keys activate ID                        make key ID active; the old active key turns verify-only
+  keys retire ID                          drop verify-only key ID: tokens it derived stop verifying
+  keys init                               start a new ring when the key Secret is lost for good
 
 Flags:
   --kubeconfig PATH      kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, in-cluster)
-  --key-secret NS/NAME   the HMAC key Secret (issue; default ${DEFAULT_KEY_SECRET})
+  --key-secret NS/NAME   the HMAC key Secret (issue, keys; default ${DEFAULT_KEY_SECRET})
   --bootstrap-group G    the token's bootstrap group (issue; default ${SETTINGS.authExtraGroups}:
                          keep it equal to the operator's --bootstrap-group)
   -h, --help             show this help
 
 -o join prints the kubeadm JoinConfiguration (run: kubeadm join --config <file>);
 -o cloud-init prints a #cloud-config that writes it and joins; -o yaml/json print everything.
+Rotate keys with add, then activate; retire the old key once no token it derived is needed
+(docs/operations.md#hmac-key-rotation). The keys commands need get and update on the key Secret.
 `;
 
 class UsageError extends Error {}
@@ -81,6 +89,7 @@ const COMMAND_FLAGS: Readonly<Record<string, readonly string[]>> = {
   revoke: [],
   flavors: [],
   nodes: [],
+  keys: ['output', 'key-secret'],
 };
 const COMMON_FLAGS = ['kubeconfig', 'help'];
 
@@ -122,6 +131,7 @@ export async function main(argv: string[], io: Io): Promise<number> {
     // Every usage check comes before the cluster is contacted, so that bad usage is always exit 2.
     checkUsage(command, values, rest);
     const issueFlags = command === 'issue' ? parseIssueFlags(values) : undefined;
+    const keySecret = command === 'keys' ? parseKeySecret(values) : undefined;
     const kubeConfig = loadKubeConfig(values.kubeconfig);
     switch (command) {
       case 'issue':
@@ -132,6 +142,8 @@ export async function main(argv: string[], io: Io): Promise<number> {
         return await revoke(kubeConfig, rest[0] ?? '', io);
       case 'flavors':
         return await flavors(kubeConfig, io);
+      case 'keys':
+        return await runKeys(kubeConfig, keySecret!, rest, values.output ?? 'table', io);
       default:
         io.stdout(nodesTable(await listNodeFacts(kubeConfig)));
         return 0;
@@ -143,7 +155,7 @@ export async function main(argv: string[], io: Io): Promise<number> {
 
 function checkUsage(command: string | undefined, values: Values, rest: string[]): asserts command is string {
   if (command === undefined)
-    throw new UsageError('a command is required (issue, list, revoke, flavors, nodes)');
+    throw new UsageError('a command is required (issue, list, revoke, flavors, nodes, keys)');
   const allowed = COMMAND_FLAGS[command];
   if (!allowed) throw new UsageError(`unknown command '${command}'`);
   for (const flag of Object.keys(values)) {
@@ -154,10 +166,18 @@ function checkUsage(command: string | undefined, values: Values, rest: string[])
   if (command === 'revoke') {
     if (rest.length !== 1 || !rest[0])
       throw new UsageError('revoke takes exactly one token (its name or token ID)');
+  } else if (command === 'keys') {
+    const problem = keysUsageError(rest);
+    if (problem) throw new UsageError(problem);
+    if (values.output !== undefined && rest[0] !== 'list')
+      throw new UsageError(`flag --output does not apply to 'keys ${rest[0]}'`);
   } else if (rest.length > 0) {
     throw new UsageError(`unexpected argument '${rest[0]}'`);
   }
-  if (command === 'list' && !['table', 'json', 'yaml'].includes(values.output ?? 'table')) {
+  if (
+    (command === 'list' || command === 'keys') &&
+    !['table', 'json', 'yaml'].includes(values.output ?? 'table')
+  ) {
     throw new UsageError(`-o ${values.output} is not one of table, json, yaml`);
   }
 }
@@ -180,8 +200,7 @@ function parseIssueFlags(values: Values): IssueFlags {
   if (maxUses !== undefined && !/^[0-9]+$/.test(maxUses)) {
     throw new UsageError('--max-uses must be a whole number (0: no limit)');
   }
-  const [namespace, name, ...extra] = (values['key-secret'] ?? DEFAULT_KEY_SECRET).split('/');
-  if (!namespace || !name || extra.length > 0) throw new UsageError('--key-secret must be NAMESPACE/NAME');
+  const keySecret = parseKeySecret(values);
   const request: IssueRequest = {
     flavorClassName: values.flavor,
     ...(values.ttl !== undefined ? { ttl: values.ttl } : {}),
@@ -195,7 +214,13 @@ function parseIssueFlags(values: Values): IssueFlags {
   if (!settings.success)
     throw new UsageError(`--bootstrap-group ${settings.error.issues[0]?.message ?? 'is invalid'}`);
   validateIssueRequest(request, settings.data, new Date());
-  return { request, output, keySecret: { namespace, name }, settings: settings.data };
+  return { request, output, keySecret, settings: settings.data };
+}
+
+function parseKeySecret(values: Values): { namespace: string; name: string } {
+  const [namespace, name, ...extra] = (values['key-secret'] ?? DEFAULT_KEY_SECRET).split('/');
+  if (!namespace || !name || extra.length > 0) throw new UsageError('--key-secret must be NAMESPACE/NAME');
+  return { namespace, name };
 }
 
 async function issue(kubeConfig: KubeConfig, flags: IssueFlags, io: Io): Promise<number> {

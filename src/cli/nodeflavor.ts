@@ -7,7 +7,9 @@ import { collectDefaultMetrics, Registry } from 'prom-client';
 import { parseConfig } from '../config.ts';
 import { startController } from '../controller/manager.ts';
 import { loadKubeConfig } from '../kube/config.ts';
+import { EventRecorder } from '../kube/events.ts';
 import { observeKubeRequests } from '../kube/fetch.ts';
+import { KeyRingWatch } from '../kube/keyring-watch.ts';
 import { kubeRequestCounter } from '../ops/kube-request-metrics.ts';
 import { type ReadinessCheck, splitAddress, startOpsServer } from '../ops/server.ts';
 import { parseRunFlags, UsageError } from './run-flags.ts';
@@ -40,12 +42,32 @@ async function run(args: string[]): Promise<number> {
   const checks: ReadinessCheck[] = [];
   const stops: (() => Promise<void>)[] = [];
 
+  // One key ring per process, shared by the controller and the issuer, kept current by a watch.
+  let keyRing: KeyRingWatch | undefined;
+  if (config.controller || config.issuer) {
+    const events = new EventRecorder(kubeConfig, { component: 'nodeflavor', namespace: config.namespace });
+    events.onError = (error) => log.warn({ err: error.message }, 'could not record an Event');
+    const ring = new KeyRingWatch({
+      kubeConfig,
+      namespace: config.namespace,
+      name: config.keySecret,
+      createIfMissing: true,
+      log: log.child({ part: 'keyring' }),
+      registry,
+      events,
+    });
+    void ring.start();
+    checks.push({ name: 'hmac-key-ring', ready: () => ring.available, reason: () => ring.unavailableReason });
+    keyRing = ring;
+  }
+
   if (config.controller) {
     const controller = startController({
       kubeConfig,
       config,
       registry,
       log: log.child({ part: 'controller' }),
+      ...(keyRing ? { keyRing } : {}),
     });
     let synced = false;
     void controller.synced.then(() => {
@@ -55,10 +77,17 @@ async function run(args: string[]): Promise<number> {
     stops.push(controller.stop);
   }
   const parts = await import('./run-parts.ts');
-  for (const part of await parts.startOptionalParts({ kubeConfig, config, registry, log })) {
+  for (const part of await parts.startOptionalParts({
+    kubeConfig,
+    config,
+    registry,
+    log,
+    ...(keyRing ? { keyRing } : {}),
+  })) {
     checks.push(part.check);
     stops.push(part.stop);
   }
+  if (keyRing) stops.push(async () => keyRing.stop()); // last: the parts above use it until they stop
 
   const { host, port } = splitAddress(config.metricsAddress);
   const ops = await startOpsServer({ host, port, registry, checks });

@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { Config } from '../config.ts';
 import { CaConfigMapStore } from '../kube/ca-configmap.ts';
+import type { KeyRingWatch } from '../kube/keyring-watch.ts';
 import { watchProtectedKeys } from '../kube/protected-keys-source.ts';
 import { WebhookTlsStore } from '../kube/webhook-tls-store.ts';
 import type { ReadinessCheck } from '../ops/server.ts';
@@ -28,6 +29,8 @@ interface PartOptions {
   config: Config;
   registry: Registry;
   log: Logger;
+  /** The process's one key ring (the controller shares it). */
+  keyRing?: KeyRingWatch;
 }
 
 export async function startOptionalParts(options: PartOptions): Promise<RunningPart[]> {
@@ -70,7 +73,13 @@ function issuerCertificates(kubeConfig: KubeConfig, config: Config, log: Logger)
   });
 }
 
-async function startIssuerPart({ kubeConfig, config, registry, log }: PartOptions): Promise<RunningPart> {
+async function startIssuerPart({
+  kubeConfig,
+  config,
+  registry,
+  log,
+  keyRing,
+}: PartOptions): Promise<RunningPart> {
   const certificates = issuerCertificates(kubeConfig, config, log.child({ component: 'issuer-tls' }));
   const first = await certificates.start();
   const { host, port } = listenAddress(config.issuerAddress);
@@ -98,7 +107,11 @@ async function startIssuerPart({ kubeConfig, config, registry, log }: PartOption
     },
     logLevel: config.logLevel,
   });
-  const issuer = await startTokenIssuer(issuerConfig, kubeConfig, { logger: log, registry });
+  const issuer = await startTokenIssuer(issuerConfig, kubeConfig, {
+    logger: log,
+    registry,
+    ...(keyRing ? { keyRing } : {}),
+  });
   // Renewed certificates are served without a restart.
   certificates.onChange((next) =>
     (issuer.app.server as unknown as HttpsServer).setSecureContext({ cert: next.certPem, key: next.keyPem }),
@@ -111,6 +124,7 @@ async function startIssuerPart({ kubeConfig, config, registry, log }: PartOption
   );
   log.info({ url: issuer.url }, 'token issuer serving');
   return {
+    // Its reason is the hmac-key-ring check's, which `nodeflavor run` reports beside it.
     check: { name: 'issuer', ready: () => issuer.ready() },
     stop: async () => {
       caPublisher.stop();

@@ -10,7 +10,7 @@ import { FLAVOR_CLASS_PLURAL, FLAVORED_TOKEN_PLURAL, GROUP, VERSION } from '../f
 import { readVerificationRecord } from '../flavor/verdict.ts';
 import { withConnectionReuse } from '../kube/connection-reuse.ts';
 import { EventRecorder } from '../kube/events.ts';
-import { CachedKeyRing, loadKeyRing } from '../kube/keyring-store.ts';
+import { KeyRingWatch } from '../kube/keyring-watch.ts';
 import { LeaderElector } from '../kube/leader.ts';
 import { ListWatch, type RestartReason, withoutManagedFields } from '../kube/listwatch.ts';
 import { type TrimmedNode, trimNode } from '../kube/node-writes.ts';
@@ -43,6 +43,8 @@ export function startController(options: {
   registry: Registry;
   log: Logger;
   identity?: string;
+  /** The process's key ring (shared with the issuer); the controller watches its own when absent. */
+  keyRing?: KeyRingWatch;
 }): ControllerHandle {
   const { config, log } = options;
   const kubeConfig = withConnectionReuse(options.kubeConfig);
@@ -67,12 +69,28 @@ export function startController(options: {
       }
     };
 
+  const ownKeyRing = options.keyRing === undefined;
+  const keyRing =
+    options.keyRing ??
+    new KeyRingWatch({
+      kubeConfig,
+      namespace: config.namespace,
+      name: config.keySecret,
+      createIfMissing: true,
+      log: log.child({ part: 'keyring' }),
+      registry: options.registry,
+    });
+
   // Queues first: cache handlers only enqueue keys.
   let ctx: ControllerContext;
+  const judgeNode = counted('nodes', (key) => reconcileNode(ctx, key));
   const nodeQueue = new WorkQueue({
     name: 'nodes',
     concurrency: config.workers,
-    reconcile: counted('nodes', (key) => reconcileNode(ctx, key)),
+    // Fail closed without a usable key ring: no node is judged (nothing verified or stripped,
+    // nodes keep what they have); the key is dropped and every node is enqueued again when the
+    // ring is back (below), so nothing waits out a retry backoff.
+    reconcile: (key) => (keyRing.available ? judgeNode(key) : Promise.resolve()),
     onError: (key, error, attempt) =>
       log.warn({ node: key, attempt, err: error.message }, 'node reconcile failed; retrying'),
     onDepthChange: (depth) => metrics.queueDepth.set({ queue: 'nodes' }, depth),
@@ -156,13 +174,6 @@ export function startController(options: {
   });
   const caches: Caches = { nodes, csrs, tokens, classes };
 
-  const keyRing = new CachedKeyRing(
-    () =>
-      loadKeyRing(kubeConfig, { namespace: config.namespace, name: config.keySecret, createIfMissing: true }),
-    30_000,
-    (error) => log.warn({ err: error.message }, 'could not refresh the HMAC key ring; keeping the last one'),
-  );
-
   const approveCsr = async (csrName: string, approve: boolean, reason: string, message: string) => {
     const csr = csrs.get(csrName);
     if (!csr || csr.status?.conditions?.some((c) => c.type === 'Approved' || c.type === 'Denied')) return;
@@ -217,6 +228,10 @@ export function startController(options: {
   };
   const resyncTimer = setInterval(enqueueAll, config.resync);
   resyncTimer.unref();
+  // A restored or rotated ring can change any verdict: judge everything again (only the leader works).
+  keyRing.onChange((ring) => {
+    if (ring && leading) enqueueAll();
+  });
 
   // Both queues start at once: a node whose binding is not recorded yet waits (its grace
   // period) rather than being judged, so nothing needs to hold the node queue back.
@@ -233,6 +248,7 @@ export function startController(options: {
     nodeQueue.stop();
   };
 
+  if (ownKeyRing) void keyRing.start();
   const synced = Promise.all([classes.start(), tokens.start(), csrs.start(), nodes.start()]).then(() => {
     log.info(
       { nodes: nodes.size, tokens: tokens.size, csrs: csrs.size, classes: classes.size },
@@ -286,6 +302,7 @@ export function startController(options: {
       stopWorking();
       await elector?.stop();
       for (const cache of [nodes, csrs, tokens, classes]) cache.stop();
+      if (ownKeyRing) keyRing.stop();
     },
   };
 }

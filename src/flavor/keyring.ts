@@ -155,3 +155,71 @@ export function keyRingFromSecretData(data: Record<string, string>): KeyRing {
   }
   return { active, verifyOnly };
 }
+
+// Ring edits for the documented rotation (`kubectl flavor keys add|activate|retire`). Adding
+// first and activating later lets every replica learn a key before anything is signed with it;
+// retiring drops a key once no token that needs it is left. Each edit returns a new ring.
+
+/** An edit that would break the ring (unknown key, retiring the active key): the message says why. */
+export class KeyRingEditError extends Error {
+  override readonly name = 'KeyRingEditError';
+}
+
+function findKey(ring: KeyRing, id: string): HmacKey {
+  const key = keyRingKeys(ring).find((k) => k.id === id);
+  if (!key) {
+    throw new KeyRingEditError(
+      `no key '${id}' in the ring (keys: ${keyRingKeys(ring)
+        .map((k) => k.id)
+        .join(', ')})`,
+    );
+  }
+  return key;
+}
+
+/** A new verify-only key (newest first): it verifies at once and signs only once activated. */
+export function addKey(
+  ring: KeyRing,
+  randomBytes: RandomBytes = cryptoRandomBytes,
+): { ring: KeyRing; id: string } {
+  const takenIds = new Set(keyRingKeys(ring).map((key) => key.id));
+  let added = generateHmacKey(randomBytes);
+  while (takenIds.has(added.id)) added = generateHmacKey(randomBytes);
+  return { ring: { active: ring.active, verifyOnly: [added, ...ring.verifyOnly] }, id: added.id };
+}
+
+/**
+ * Makes key `id` the active one; the previously active key becomes the newest verify-only key, so
+ * tokens it derived keep verifying. Activating the active key changes nothing.
+ */
+export function activateKey(ring: KeyRing, id: string): KeyRing {
+  const key = findKey(ring, id);
+  if (key === ring.active) return ring;
+  return { active: key, verifyOnly: [ring.active, ...ring.verifyOnly.filter((k) => k !== key)] };
+}
+
+/** Drops verify-only key `id`: tokens it derived stop verifying. The active key cannot be retired. */
+export function retireKey(ring: KeyRing, id: string): KeyRing {
+  const key = findKey(ring, id);
+  if (key === ring.active) {
+    throw new KeyRingEditError(
+      ring.verifyOnly.length === 0
+        ? `key '${id}' is the last key of the ring: add and activate another key first`
+        : `key '${id}' is the active key: activate another key first`,
+    );
+  }
+  return { active: ring.active, verifyOnly: ring.verifyOnly.filter((k) => k !== key) };
+}
+
+export interface KeySummary {
+  id: string;
+  state: 'active' | 'verify-only';
+}
+
+/** What may be shown of a ring: ids and states, never key bytes. Active first, then newest first. */
+export function describeKeyRing(ring: KeyRing): KeySummary[] {
+  return keyRingKeys(ring).map((key) => ({
+    id: key.id,
+    state: key === ring.active ? 'active' : 'verify-only',
+  }));
+}

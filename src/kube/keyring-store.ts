@@ -1,13 +1,21 @@
 // The HMAC key ring lives in one Secret (default nodeflavor-hmac-keys in the operator's
-// namespace; layout in src/flavor/keyring.ts). The first replica to start creates it; replicas
-// racing to do so converge on whichever Secret the API server accepted first (409 → re-read).
+// namespace; layout in src/flavor/keyring.ts). A ring is created only on first install: when the
+// Secret is missing and no FlavoredToken exists. A missing Secret with tokens in the field means
+// the ring was lost, and a fresh one would silently invalidate every outstanding token, so it is
+// an error that names how to restore it. Replicas racing to create converge on whichever Secret
+// the API server accepted first (409 → re-read). Edits (kubectl flavor keys) replace the Secret
+// with the resourceVersion they read, so two concurrent edits cannot both win.
 // Key bytes never appear in an error or a log line: errors name the Secret, never its data.
 import { CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import type { RandomBytes } from '../flavor/bootstrap-token.ts';
 import { type KeyRing, keyRingFromSecretData, keyRingToSecretData, newKeyRing } from '../flavor/keyring.ts';
+import { FLAVORED_TOKEN_PLURAL, GROUP, VERSION } from '../flavor/resources.ts';
+import { kubeJson } from './fetch.ts';
 import { isAlreadyExists, isNotFound, KubeError, toKubeError } from './kube-error.ts';
 
 export const DEFAULT_KEY_SECRET_NAME = 'nodeflavor-hmac-keys';
+/** Where operators find the restore procedure (named in errors and log lines). */
+export const RESTORE_DOC = 'docs/operations.md#restoring-the-key-ring';
 
 export interface KeyRingLocation {
   namespace: string;
@@ -15,14 +23,36 @@ export interface KeyRingLocation {
 }
 
 export interface LoadKeyRingOptions extends KeyRingLocation {
-  /** Create the Secret with a fresh ring when it is absent (the operator); false for the CLI. */
+  /** Create the Secret with a fresh ring when it is absent on first install (the operator); false for the CLI. */
   createIfMissing: boolean;
   randomBytes?: RandomBytes;
 }
 
+export function describeLocation(location: KeyRingLocation): string {
+  return `Secret ${location.namespace}/${location.name}`;
+}
+
+/** The ring cannot be used (lost, corrupt, not loaded yet): nothing may be issued or verified. */
+export class KeyRingUnavailableError extends KubeError {
+  constructor(reason: 'KeyRingMissing' | 'KeyRingInvalid' | 'KeyRingNotLoaded', message: string) {
+    super(503, reason, message);
+    this.name = 'KeyRingUnavailableError';
+  }
+}
+
+/** What a replica says when the Secret is gone but tokens exist. */
+export function missingRingMessage(location: KeyRingLocation): string {
+  return (
+    `the HMAC key ring ${describeLocation(location)} is missing while FlavoredTokens exist, so no new ring ` +
+    `is created (it would make every outstanding token fail): restore the Secret from your backup ` +
+    `(kubectl -n ${location.namespace} create -f <backup>.json; see ${RESTORE_DOC}); only if the keys are ` +
+    `lost for good, start a new ring with 'kubectl flavor keys init'`
+  );
+}
+
 export async function loadKeyRing(kubeConfig: KubeConfig, options: LoadKeyRingOptions): Promise<KeyRing> {
   const core = kubeConfig.makeApiClient(CoreV1Api);
-  const where = `Secret ${options.namespace}/${options.name}`;
+  const where = describeLocation(options);
   const existing = await readSecret(core, options, where);
   if (existing) return parseRing(existing, where);
   if (!options.createIfMissing) {
@@ -32,30 +62,116 @@ export async function loadKeyRing(kubeConfig: KubeConfig, options: LoadKeyRingOp
       `the HMAC key ${where} does not exist: start the nodeflavor operator once (it creates it) or check --key-secret`,
     );
   }
+  if (!(await isFirstInstall(kubeConfig)))
+    throw new KeyRingUnavailableError('KeyRingMissing', missingRingMessage(options));
   const ring = newKeyRing(options.randomBytes);
+  if (await createKeyRingSecret(kubeConfig, options, ring)) return ring;
+  // Another replica created it between our read and our create: theirs wins, ours is dropped.
+  const theirs = await readSecret(core, options, where);
+  if (!theirs)
+    throw new KubeError(409, 'Conflict', `the HMAC key ${where} was created and deleted meanwhile: retry`);
+  return parseRing(theirs, where);
+}
+
+/**
+ * First install: no FlavoredToken exists, so no token in the field depends on a ring (one
+ * object is enough to know; `limit=1` keeps the answer small at any scale).
+ */
+export async function isFirstInstall(kubeConfig: KubeConfig): Promise<boolean> {
+  const list = await kubeJson<{ items?: unknown[] }>(
+    kubeConfig,
+    'GET',
+    `/apis/${GROUP}/${VERSION}/${FLAVORED_TOKEN_PLURAL}`,
+    { query: { limit: 1 }, action: 'list FlavoredTokens (is this a first install?)' },
+  );
+  return (list.items ?? []).length === 0;
+}
+
+/** Creates the Secret; false when it already exists (another replica or an admin was first). */
+export async function createKeyRingSecret(
+  kubeConfig: KubeConfig,
+  location: KeyRingLocation,
+  ring: KeyRing,
+): Promise<boolean> {
   const body: V1Secret = {
     apiVersion: 'v1',
     kind: 'Secret',
     metadata: {
-      name: options.name,
-      namespace: options.namespace,
+      name: location.name,
+      namespace: location.namespace,
       labels: { 'app.kubernetes.io/name': 'nodeflavor', 'app.kubernetes.io/component': 'hmac-keys' },
     },
     type: 'Opaque',
     data: keyRingToSecretData(ring),
   };
   try {
-    await core.createNamespacedSecret({ namespace: options.namespace, body });
-    return ring;
+    await kubeConfig.makeApiClient(CoreV1Api).createNamespacedSecret({ namespace: location.namespace, body });
+    return true;
   } catch (error) {
-    const mapped = toKubeError(error, `create the HMAC key ${where}`);
-    if (!isAlreadyExists(mapped)) throw mapped;
+    const mapped = toKubeError(error, `create the HMAC key ${describeLocation(location)}`);
+    if (isAlreadyExists(mapped)) return false;
+    throw mapped;
   }
-  // Another replica created it between our read and our create: theirs wins, ours is dropped.
-  const theirs = await readSecret(core, options, where);
-  if (!theirs)
-    throw new KubeError(409, 'Conflict', `the HMAC key ${where} was created and deleted meanwhile: retry`);
-  return parseRing(theirs, where);
+}
+
+export interface StoredKeyRing {
+  ring: KeyRing;
+  /** The Secret as read: an edit replaces it with this resourceVersion (optimistic concurrency). */
+  secret: V1Secret;
+}
+
+/** The ring and the Secret it was read from; 404 with a message saying what to do. */
+export async function readStoredKeyRing(
+  kubeConfig: KubeConfig,
+  location: KeyRingLocation,
+): Promise<StoredKeyRing> {
+  const where = describeLocation(location);
+  const secret = await readSecret(kubeConfig.makeApiClient(CoreV1Api), location, where);
+  if (!secret) {
+    throw new KubeError(
+      404,
+      'NotFound',
+      `the HMAC key ${where} does not exist: restore it from your backup (${RESTORE_DOC}) or check --key-secret`,
+    );
+  }
+  return { ring: parseRing(secret, where), secret };
+}
+
+/**
+ * Writes `ring` over the Secret read as `stored`, keeping its metadata. A 409 means someone
+ * changed the Secret since: nothing was written, and the message says to run the command again.
+ */
+export async function replaceKeyRing(
+  kubeConfig: KubeConfig,
+  location: KeyRingLocation,
+  stored: StoredKeyRing,
+  ring: KeyRing,
+): Promise<void> {
+  const where = describeLocation(location);
+  const body: V1Secret = { ...stored.secret, data: keyRingToSecretData(ring) };
+  delete body.stringData;
+  try {
+    await kubeConfig
+      .makeApiClient(CoreV1Api)
+      .replaceNamespacedSecret({ name: location.name, namespace: location.namespace, body });
+  } catch (error) {
+    const mapped = toKubeError(error, `update the HMAC key ${where}`);
+    if (mapped.status === 409) {
+      throw new KubeError(
+        409,
+        'Conflict',
+        `the HMAC key ${where} changed while it was being edited: nothing was written, run the command again`,
+      );
+    }
+    if (mapped.status === 403) {
+      throw new KubeError(
+        403,
+        'Forbidden',
+        `you may not update the HMAC key ${where} (it needs 'get' and 'update' on that Secret)`,
+      );
+    }
+    throw mapped;
+  }
 }
 
 async function readSecret(
@@ -79,60 +195,12 @@ async function readSecret(
   }
 }
 
-function parseRing(secret: V1Secret, where: string): KeyRing {
+/** The ring in a Secret's data; errors name the Secret and the entry, never key bytes. */
+export function parseRing(secret: { data?: Record<string, string> }, where: string): KeyRing {
   try {
     return keyRingFromSecretData(secret.data ?? {});
   } catch (error) {
     // keyRingFromSecretData's messages name entries and lengths, never key bytes.
     throw new KubeError(500, 'Invalid', `${where} is not a valid key ring: ${(error as Error).message}`);
-  }
-}
-
-/**
- * A key ring re-read at most every `maxAgeMs`, so a rotation reaches every replica. When a re-read
- * fails the last good ring is kept (and `onRefreshError` told): issuing with a key one rotation old
- * is still verifiable, while refusing to issue would be an outage.
- */
-export class CachedKeyRing {
-  readonly #load: () => Promise<KeyRing>;
-  readonly #maxAgeMs: number;
-  readonly #onRefreshError: (error: Error) => void;
-  #ring: KeyRing | undefined;
-  #loadedAt = 0;
-  #pending: Promise<KeyRing> | undefined;
-
-  constructor(
-    load: () => Promise<KeyRing>,
-    maxAgeMs: number,
-    onRefreshError: (error: Error) => void = () => {},
-  ) {
-    this.#load = load;
-    this.#maxAgeMs = maxAgeMs;
-    this.#onRefreshError = onRefreshError;
-  }
-
-  get loaded(): boolean {
-    return this.#ring !== undefined;
-  }
-
-  async get(now: number = Date.now()): Promise<KeyRing> {
-    if (this.#ring && now - this.#loadedAt < this.#maxAgeMs) return this.#ring;
-    this.#pending ??= this.#refresh(now).finally(() => {
-      this.#pending = undefined;
-    });
-    return this.#pending;
-  }
-
-  async #refresh(now: number): Promise<KeyRing> {
-    try {
-      this.#ring = await this.#load();
-      this.#loadedAt = now;
-      return this.#ring;
-    } catch (error) {
-      if (!this.#ring) throw error;
-      this.#onRefreshError(error as Error);
-      this.#loadedAt = now; // retry after another maxAgeMs, not on every request
-      return this.#ring;
-    }
   }
 }

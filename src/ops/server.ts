@@ -7,6 +7,8 @@ import type { Registry } from 'prom-client';
 export interface ReadinessCheck {
   name: string;
   ready: () => boolean;
+  /** Why it is not ready, shown after its name (never a secret). */
+  reason?: () => string | undefined;
 }
 
 export function startOpsServer(options: {
@@ -26,7 +28,12 @@ export function startOpsServer(options: {
       return;
     }
     if (path === '/readyz') {
-      const failing = options.checks.filter((check) => !check.ready()).map((check) => check.name);
+      const failing = options.checks
+        .filter((check) => !check.ready())
+        .map((check) => {
+          const reason = check.reason?.();
+          return reason ? `${check.name} (${reason})` : check.name;
+        });
       res
         .writeHead(failing.length === 0 ? 200 : 503, { 'Content-Type': 'text/plain' })
         .end(failing.length === 0 ? 'ok\n' : `not ready: ${failing.join(', ')}\n`);

@@ -98,9 +98,8 @@ export const IssuerConfigSchema = z
       .strictObject({
         namespace: z.string().min(1).default('nodeflavor'),
         secretName: z.string().min(1).default(DEFAULT_KEY_SECRET_NAME),
+        /** Create a ring when the Secret is missing on first install (no FlavoredToken exists). */
         createIfMissing: z.boolean().default(true),
-        /** How often the ring is re-read, so a rotation reaches every replica. */
-        refreshSeconds: z.number().int().min(1).max(86_400).default(60),
       })
       .prefault({}),
     auth: z

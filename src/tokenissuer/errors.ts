@@ -1,5 +1,6 @@
 // The issuer's errors: a code a program can switch on, the HTTP status it maps to, and a message
 // that tells a human what to do next. Messages never hold a token, a flavor token or a key.
+import { KeyRingUnavailableError } from '../kube/keyring-store.ts';
 import { KubeError } from '../kube/kube-error.ts';
 
 export const ERROR_STATUS = {
@@ -71,6 +72,8 @@ export function fromKubeError(error: KubeError): IssuerError {
 /** Any thrown value as an IssuerError; unknown errors get a generic message (details go to the log). */
 export function toIssuerError(error: unknown): IssuerError {
   if (error instanceof IssuerError) return error;
+  // Its message already says what an operator must do (restore the Secret); 503 until then.
+  if (error instanceof KeyRingUnavailableError) return new IssuerError('Unavailable', error.message);
   if (error instanceof KubeError) return fromKubeError(error);
   return new IssuerError('Internal', 'internal error: see the token issuer log');
 }

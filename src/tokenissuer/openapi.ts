@@ -13,7 +13,9 @@ const errors = {
   '403': errorResponse('The caller may not use the flavor (or the token’s flavor).'),
   '429': errorResponse('Too many requests from this caller; see Retry-After.'),
   '500': errorResponse('The issuer failed (e.g. missing RBAC); the message says what to fix.'),
-  '503': errorResponse('The Kubernetes API is unavailable; retry later.'),
+  '503': errorResponse(
+    'The Kubernetes API is unavailable, or the HMAC key ring is missing (an operator must restore it); retry later.',
+  ),
 };
 
 const notYours = errorResponse(
@@ -133,7 +135,9 @@ export const OPENAPI_DOCUMENT = {
         security: [],
         responses: {
           '200': { description: 'Ready to issue.', content: json(ref('Health')) },
-          '503': errorResponse('Not ready (the key ring is not loaded yet).'),
+          '503': errorResponse(
+            'Not ready: the HMAC key ring is not loaded yet, missing or unreadable (the message says which).',
+          ),
         },
       },
     },

@@ -5,6 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { TOKEN_ID_PATTERN } from '../flavor/bootstrap-token.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import type { FlavoredToken } from '../flavor/resources.ts';
+import { KeyRingUnavailableError } from '../kube/keyring-store.ts';
 import type { Caller, CallerAuth } from './auth.ts';
 import type { IssuerConfig } from './config.ts';
 import { IssuerError } from './errors.ts';
@@ -49,8 +50,12 @@ export function registerRoutes(app: FastifyInstance, ctx: IssuerContext): void {
     if (!ctx.keyRing.loaded) {
       try {
         await ctx.keyRing.get();
-      } catch {
-        throw new IssuerError('Unavailable', 'not ready: the HMAC key ring is not loaded yet (see the log)');
+      } catch (error) {
+        const why =
+          error instanceof KeyRingUnavailableError
+            ? error.message
+            : 'the HMAC key ring is not loaded yet (see the log)';
+        throw new IssuerError('Unavailable', `not ready: ${why}`);
       }
     }
     return { status: 'ok' };

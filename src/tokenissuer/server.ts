@@ -4,6 +4,7 @@
 // `startTokenIssuer` builds the real dependencies from a KubeConfig and listens with TLS.
 
 import { readFileSync } from 'node:fs';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { KubeConfig } from '@kubernetes/client-node';
 import Fastify, {
   type FastifyError,
@@ -18,7 +19,7 @@ import type { RandomBytes } from '../flavor/bootstrap-token.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import { withConnectionReuse } from '../kube/connection-reuse.ts';
 import { FlavorClassWatch } from '../kube/flavor-class-watch.ts';
-import { CachedKeyRing, loadKeyRing } from '../kube/keyring-store.ts';
+import { KeyRingWatch } from '../kube/keyring-watch.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import { KubeReviews } from '../kube/reviews.ts';
 import { KubeTokenStore, type TokenKube } from '../kube/tokens.ts';
@@ -194,8 +195,10 @@ function sendError(error: IssuerError, request: FastifyRequest, reply: FastifyRe
 export interface RunningIssuer extends IssuerApp {
   /** https://host:port the server listens on. */
   url: string;
-  /** True once the HMAC key ring is loaded (what /readyz reports). */
+  /** True while the HMAC key ring is usable (what /readyz reports). */
   ready(): boolean;
+  /** Why it is not ready (for /readyz). */
+  notReadyReason(): string | undefined;
   close(): Promise<void>;
 }
 
@@ -204,6 +207,8 @@ export interface StartOptions {
   logger?: Logger;
   logStream?: DestinationStream;
   registry?: Registry;
+  /** The process's shared key ring (`nodeflavor run`); without it the issuer watches its own. */
+  keyRing?: KeyRingWatch;
 }
 
 /** The production wiring: Kubernetes clients from `kubeConfig`, the key ring Secret, TLS, listen. */
@@ -216,21 +221,20 @@ export async function startTokenIssuer(
   const logger =
     options.logger?.child({ component: 'token-issuer' }) ??
     createIssuerLogger(config.logLevel, options.logStream);
-  const keyRing = new CachedKeyRing(
-    () =>
-      loadKeyRing(kubeConfig, {
-        namespace: config.keyRing.namespace,
-        name: config.keyRing.secretName,
-        createIfMissing: config.keyRing.createIfMissing,
-      }),
-    config.keyRing.refreshSeconds * 1000,
-    (error) =>
-      logger.warn({ message: error.message }, 'could not refresh the HMAC key ring; keeping the last one'),
-  );
-  // Load now so that the first request does not wait; a failure is logged and /readyz retries.
-  await keyRing
-    .get()
-    .catch((error: Error) => logger.error({ message: error.message }, 'HMAC key ring not loaded'));
+  const ownKeyRing = options.keyRing === undefined;
+  const keyRing =
+    options.keyRing ??
+    new KeyRingWatch({
+      kubeConfig,
+      namespace: config.keyRing.namespace,
+      name: config.keyRing.secretName,
+      createIfMissing: config.keyRing.createIfMissing,
+      log: logger,
+      ...(options.registry ? { registry: options.registry } : {}),
+    });
+  // Load now so that the first request does not wait, but do not hold the server back for a watch
+  // that cannot list (RBAC, API server down): it serves, not ready, and /readyz says why.
+  await Promise.race([keyRing.start(), delay(10_000, undefined, { ref: false })]);
   const tls =
     'certFile' in config.tls
       ? { cert: readFileSync(config.tls.certFile, 'utf8'), key: readFileSync(config.tls.keyFile, 'utf8') }
@@ -257,9 +261,11 @@ export async function startTokenIssuer(
   return {
     ...built,
     url: `https://${host}:${port}`,
-    ready: () => keyRing.loaded,
+    ready: () => keyRing.available,
+    notReadyReason: () => keyRing.unavailableReason,
     close: async () => {
       classes.stop();
+      if (ownKeyRing) keyRing.stop();
       await built.app.close();
     },
   };

@@ -384,7 +384,8 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     // Its own Secrets only, by name (create cannot be scoped).
     assert.deepEqual(roleGrants(objects, 'Role', `${RELEASE}-secrets`), [
       'core secrets *any*: create',
-      `core secrets ${RELEASE}-hmac-keys: get,list,patch,update,watch`,
+      // The key ring is watched (and created on first install), never edited by the process.
+      `core secrets ${RELEASE}-hmac-keys: list,watch`,
       `core secrets ${RELEASE}-issuer-tls: get,list,patch,update,watch`,
       `core secrets ${RELEASE}-webhook-tls: get,list,patch,update,watch`,
     ]);

@@ -47,6 +47,16 @@ describe('kubectl-flavor usage', () => {
     [['revoke'], /revoke takes exactly one token/],
     [['revoke', 'a', 'b'], /revoke takes exactly one token/],
     [['nodes', 'extra'], /unexpected argument 'extra'/],
+    [['keys'], /keys needs a command \(list, add, activate, retire, init\)/],
+    [['keys', 'rotate'], /unknown keys command 'rotate'/],
+    [['keys', 'activate'], /keys activate takes exactly one key id/],
+    [['keys', 'retire', 'a', 'b'], /keys retire takes exactly one key id/],
+    [['keys', 'retire', 'NOTANID'], /'NOTANID' is not a key id/],
+    [['keys', 'add', 'extra'], /unexpected argument 'extra'/],
+    [['keys', 'add', '-o', 'json'], /flag --output does not apply to 'keys add'/],
+    [['keys', 'list', '-o', 'wide'], /-o wide is not one of table, json, yaml/],
+    [['keys', 'list', '--flavor', 'x'], /flag --flavor does not apply to 'keys'/],
+    [['keys', 'list', '--key-secret', 'x'], /--key-secret must be NAMESPACE\/NAME/],
   ];
   for (const [args, message] of usageErrors) {
     it(`exits 2 with one line for: ${args.join(' ') || '(nothing)'}`, async () => {

@@ -3,12 +3,17 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { KeyRing } from '../../src/flavor/keyring.ts';
 import {
+  activateKey,
+  addKey,
+  describeKeyRing,
   generateHmacKey,
   KEY_ID_PATTERN,
+  KeyRingEditError,
   keyRingFromSecretData,
   keyRingKeys,
   keyRingToSecretData,
   newKeyRing,
+  retireKey,
   rotateKeyRing,
 } from '../../src/flavor/keyring.ts';
 import { seededRandomBytes } from './support/random.ts';
@@ -199,4 +204,88 @@ describe('Secret data', () => {
       );
     });
   }
+});
+
+describe('ring edits: addKey / activateKey / retireKey', () => {
+  it('add → activate → retire is a rotation: the new key signs, the old verifies until retired', () => {
+    const first = newKeyRing();
+    const { ring: added, id } = addKey(first);
+    assert.equal(added.active.id, first.active.id, 'an added key signs nothing yet');
+    assert.deepEqual(ids(added), [first.active.id, id]);
+    const activated = activateKey(added, id);
+    assert.equal(activated.active.id, id);
+    assert.deepEqual(
+      ids(activated),
+      [id, first.active.id],
+      'the old active key is the newest verify-only key',
+    );
+    const retired = retireKey(activated, first.active.id);
+    assert.deepEqual(ids(retired), [id]);
+    assertSameRing(keyRingFromSecretData(keyRingToSecretData(retired)), retired);
+  });
+
+  it('never reuses a key id, even when the random source repeats one', () => {
+    const ring = newKeyRing(seededRandomBytes('a'));
+    const { ring: added, id } = addKey(ring, seededRandomBytes('a'));
+    assert.notEqual(id, ring.active.id);
+    assert.equal(new Set(ids(added)).size, 2);
+  });
+
+  it('activating the active key changes nothing; activating a verify-only key keeps the order', () => {
+    let ring = newKeyRing();
+    for (let i = 0; i < 3; i++) ring = rotateKeyRing(ring);
+    assert.equal(activateKey(ring, ring.active.id), ring);
+    const oldest = ring.verifyOnly[2]!.id;
+    const activated = activateKey(ring, oldest);
+    assert.deepEqual(ids(activated), [
+      oldest,
+      ring.active.id,
+      ring.verifyOnly[0]!.id,
+      ring.verifyOnly[1]!.id,
+    ]);
+  });
+
+  it('refuses to retire the active key or the last key, and unknown ids, naming the ids only', () => {
+    const single = newKeyRing();
+    assert.throws(
+      () => retireKey(single, single.active.id),
+      (error: Error) => {
+        assert.ok(error instanceof KeyRingEditError);
+        assert.match(error.message, /is the last key of the ring/);
+        return true;
+      },
+    );
+    const two = rotateKeyRing(single);
+    assert.throws(() => retireKey(two, two.active.id), /is the active key: activate another key first/);
+    assert.throws(() => retireKey(two, 'deadbeef'), /no key 'deadbeef' in the ring/);
+    assert.throws(() => activateKey(two, 'deadbeef'), KeyRingEditError);
+    for (const key of keyRingKeys(two)) {
+      for (const attempt of [() => retireKey(two, two.active.id), () => activateKey(two, 'deadbeef')]) {
+        assert.throws(attempt, (error: Error) => {
+          assert.ok(!error.message.includes(key.key.toString('base64')), 'no key bytes in the message');
+          assert.ok(!error.message.includes(key.key.toString('hex')), 'no key bytes in the message');
+          return true;
+        });
+      }
+    }
+  });
+
+  it('edits never change the ring they are given', () => {
+    const ring = rotateKeyRing(newKeyRing());
+    const before = JSON.stringify(describeKeyRing(ring));
+    addKey(ring);
+    activateKey(ring, ring.verifyOnly[0]!.id);
+    retireKey(ring, ring.verifyOnly[0]!.id);
+    assert.equal(JSON.stringify(describeKeyRing(ring)), before);
+  });
+
+  it('describeKeyRing shows ids and states only', () => {
+    const ring = rotateKeyRing(newKeyRing());
+    const summary = describeKeyRing(ring);
+    assert.deepEqual(summary, [
+      { id: ring.active.id, state: 'active' },
+      { id: ring.verifyOnly[0]!.id, state: 'verify-only' },
+    ]);
+    assert.deepEqual(Object.keys(summary[0]!).sort(), ['id', 'state']);
+  });
 });
