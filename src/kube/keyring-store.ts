@@ -10,7 +10,8 @@ import { CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-no
 import type { RandomBytes } from '../flavor/bootstrap-token.ts';
 import { type KeyRing, keyRingFromSecretData, keyRingToSecretData, newKeyRing } from '../flavor/keyring.ts';
 import { FLAVORED_TOKEN_PLURAL, GROUP, VERSION } from '../flavor/resources.ts';
-import { kubeJson } from './fetch.ts';
+import { VERIFIED_ANNOTATION } from '../flavor/verification-record.ts';
+import { kubeFetch, kubeJson } from './fetch.ts';
 import { isAlreadyExists, isNotFound, KubeError, toKubeError } from './kube-error.ts';
 
 export const DEFAULT_KEY_SECRET_NAME = 'nodeflavor-hmac-keys';
@@ -43,7 +44,7 @@ export class KeyRingUnavailableError extends KubeError {
 /** What a replica says when the Secret is gone but tokens exist. */
 export function missingRingMessage(location: KeyRingLocation): string {
   return (
-    `the HMAC key ring ${describeLocation(location)} is missing while FlavoredTokens exist, so no new ring ` +
+    `the HMAC key ring ${describeLocation(location)} is missing while FlavoredTokens or verified nodes exist, so no new ring ` +
     `is created (it would make every outstanding token fail): restore the Secret from your backup ` +
     `(kubectl -n ${location.namespace} create -f <backup>.json; see ${RESTORE_DOC}); only if the keys are ` +
     `lost for good, start a new ring with 'kubectl flavor keys init'`
@@ -75,7 +76,9 @@ export async function loadKeyRing(kubeConfig: KubeConfig, options: LoadKeyRingOp
 
 /**
  * First install: no FlavoredToken exists, so no token in the field depends on a ring (one
- * object is enough to know; `limit=1` keeps the answer small at any scale).
+ * object is enough to know; `limit=1` keeps the answer small at any scale), and no Node carries
+ * a verification record (signed under the ring: the proof of nodes whose tokens were deleted
+ * with revocationPolicy Keep, which a new ring would turn into InvalidRecord).
  */
 export async function isFirstInstall(kubeConfig: KubeConfig): Promise<boolean> {
   const list = await kubeJson<{ items?: unknown[] }>(
@@ -84,7 +87,28 @@ export async function isFirstInstall(kubeConfig: KubeConfig): Promise<boolean> {
     `/apis/${GROUP}/${VERSION}/${FLAVORED_TOKEN_PLURAL}`,
     { query: { limit: 1 }, action: 'list FlavoredTokens (is this a first install?)' },
   );
-  return (list.items ?? []).length === 0;
+  return (list.items ?? []).length === 0 && !(await anyNodeCarriesRecord(kubeConfig));
+}
+
+/** Pages through Node metadata only (no field selector reaches annotations); rare: ring creation. */
+async function anyNodeCarriesRecord(kubeConfig: KubeConfig): Promise<boolean> {
+  let continueToken: string | undefined;
+  do {
+    const response = await kubeFetch(kubeConfig, '/api/v1/nodes', {
+      query: { limit: 500, continue: continueToken },
+      headers: { Accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' },
+    });
+    if (response.status !== 200)
+      throw new KubeError(response.status, `HTTP${response.status}`, 'list Nodes (is this a first install?)');
+    const page = (await response.json()) as {
+      metadata?: { continue?: string };
+      items?: { metadata?: { annotations?: Record<string, string> } }[];
+    };
+    if (page.items?.some((node) => node.metadata?.annotations?.[VERIFIED_ANNOTATION] !== undefined))
+      return true;
+    continueToken = page.metadata?.continue || undefined;
+  } while (continueToken);
+  return false;
 }
 
 /** Creates the Secret; false when it already exists (another replica or an admin was first). */

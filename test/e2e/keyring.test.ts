@@ -22,6 +22,7 @@ import { promisify } from 'node:util';
 import type { V1Secret } from '@kubernetes/client-node';
 import { verifyFlavorToken } from '../../src/flavor/flavor-token.ts';
 import { addKey, keyRingFromSecretData, keyRingKeys } from '../../src/flavor/keyring.ts';
+import { VERIFIED_ANNOTATION } from '../../src/flavor/verification-record.ts';
 import { kubeJson } from '../../src/kube/fetch.ts';
 import { readStoredKeyRing, replaceKeyRing } from '../../src/kube/keyring-store.ts';
 import type { IssueResponse } from '../../src/tokenissuer/response.ts';
@@ -258,7 +259,33 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
       await kubeJson(env.kubeConfig, 'DELETE', path).catch(() => undefined);
     }
     await waitFor(async () => (await flavoredTokenNames(env)).size === 0, { what: 'no FlavoredToken left' });
+
+    // No token left, but a Node still carries a verification record (its token was deleted with
+    // revocationPolicy Keep): the record is signed under the ring, so this is no first install.
+    const recordNode = uniqueName('kept-record');
+    await env.core.createNode({
+      body: { metadata: { name: recordNode, annotations: { [VERIFIED_ANNOTATION]: '{}' } } },
+    });
     await deleteSecret();
+    operator();
+    await waitFor(
+      async () => {
+        const [status, body] = await readyz();
+        return status === 503 && body.includes('verified nodes exist');
+      },
+      { what: '/readyz to refuse a new ring while a verified node exists', timeoutMs: 30_000 },
+    );
+    assert.equal(await readSecret(), undefined, 'no new ring while a node depends on the old one');
+    await stopOperators();
+    await env.core.deleteNode({ name: recordNode });
+    // Leftovers of earlier files carry records too: strip them, as on a cluster never flavored.
+    for (const node of (await env.core.listNode()).items) {
+      if (node.metadata?.annotations?.[VERIFIED_ANNOTATION] === undefined) continue;
+      await kubeJson(env.kubeConfig, 'PATCH', `/api/v1/nodes/${node.metadata.name}`, {
+        body: { metadata: { annotations: { [VERIFIED_ANNOTATION]: null } } },
+        contentType: 'application/merge-patch+json',
+      });
+    }
 
     operator();
     await waitReady();
@@ -287,7 +314,7 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
       { what: '/readyz to report the missing key ring', timeoutMs: 10_000 },
     );
     assert.equal(status, 503);
-    assert.match(body, /is missing while FlavoredTokens exist/);
+    assert.match(body, /is missing while FlavoredTokens or verified nodes exist/);
     assert.match(body, /restore the Secret from your backup/);
     assert.equal(await metricValue(metricsPort, 'nodeflavor_keyring_available'), 0);
     assert.equal(await metricValue(metricsPort, 'nodeflavor_keyring_unavailable_total{reason="missing"}'), 1);
