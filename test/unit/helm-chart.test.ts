@@ -148,7 +148,7 @@ const MODES: Record<string, string[]> = {
   'admission webhook': ['--set=admission.mode=webhook'],
   'admission policy': ['--set=admission.mode=policy'],
   'admission both': ['--set=admission.mode=both'],
-  'admission off': ['--set=admission.enabled=false'],
+  'admission off': ['--set=admission.enabled=false', '--set=controller.allowUnguardedNodes=true'],
   'tls self': ['--set=tls.mode=self'],
   'tls cert-manager': ['--set=tls.mode=cert-manager'],
   'tls cert-manager, own issuer': [
@@ -439,8 +439,26 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     }
     const off = await render(...MODES['admission off']!);
     assert.ok(args(off).includes('--no-webhook'));
+    assert.ok(args(off).includes('--allow-unguarded-nodes'));
+    assert.ok(!args(await render()).includes('--allow-unguarded-nodes'));
     assert.equal(flag(off, 'admission-mode'), undefined);
     assert.deepEqual(roleGrants(off, 'ClusterRole', RELEASE), [...BASE_CLUSTER_GRANTS].sort());
+  });
+
+  test('admission off without controller.allowUnguardedNodes fails to render, saying what to set', async () => {
+    const refused = await helmRun([
+      'template',
+      RELEASE,
+      chart,
+      '--namespace',
+      NAMESPACE,
+      '--set=admission.enabled=false',
+    ]);
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /leaves Nodes unguarded.*controller\.allowUnguardedNodes=true/);
+    // Without the controller nothing writes flavors: no guard is needed.
+    const issuerOnly = await render('--set=admission.enabled=false', '--set=controller.enabled=false');
+    assert.ok(!args(issuerOnly).includes('--allow-unguarded-nodes'));
   });
 
   test('admission.adminGroups become repeated --admin-group flags', async () => {
