@@ -51,8 +51,12 @@ export async function portalToken(
 }
 
 /** The CA the issuer's self-managed serving certificate chains to. */
-export async function readIssuerCa(env: E2EEnvironment, namespace: string): Promise<string> {
-  const secret = await env.core.readNamespacedSecret({ namespace, name: 'nodeflavor-issuer-tls' });
+export async function readIssuerCa(
+  env: E2EEnvironment,
+  namespace: string,
+  name = 'nodeflavor-issuer-tls',
+): Promise<string> {
+  const secret = await env.core.readNamespacedSecret({ namespace, name });
   return Buffer.from(secret.data?.['ca.crt'] ?? '', 'base64').toString('utf8');
 }
 

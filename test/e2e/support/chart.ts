@@ -61,10 +61,14 @@ export interface ChartInstall {
 /** Applies the chart's cluster objects and returns a kubeconfig for its ServiceAccount. */
 export async function installChartOutOfCluster(
   env: E2EEnvironment,
-  options: { namespace: string; dir: string; set?: Record<string, string> },
+  options: { namespace: string; dir: string; set?: Record<string, string>; release?: string },
 ): Promise<ChartInstall> {
   await ensureNamespace(env, options.namespace);
-  const objects = await renderChart(options.namespace, { replicaCount: '1', ...options.set });
+  const objects = await renderChart(
+    options.namespace,
+    { replicaCount: '1', ...options.set },
+    options.release,
+  );
   const wanted = objects.filter((o) => !IN_CLUSTER_KINDS.has(o.kind));
   // CRDs first: FlavorClasses from values need them established.
   const crds = wanted.filter((o) => o.kind === 'CustomResourceDefinition');
