@@ -15,8 +15,10 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { RbacAuthorizationV1Api, type V1ClusterRoleBinding } from '@kubernetes/client-node';
 import { issueThroughApi, portalToken, readIssuerCa } from '../../demo/steps.ts';
+import { TOKEN_FINALIZER, TOKEN_ID_LABEL } from '../../src/flavor/resources.ts';
 import { removeAdmissionRegistration } from '../../src/kube/admission-registration.ts';
 import { kubeJson } from '../../src/kube/fetch.ts';
+import { flavoredTokenName } from '../../src/tokenissuer/issue.ts';
 import { freePort } from './cluster/ports.ts';
 import { ManagedProcess } from './cluster/process.ts';
 import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
@@ -44,7 +46,12 @@ const VALUES = { 'controller.csrApprover': 'true', 'admission.mode': 'both' };
  * Grants the scenario does not use, each with why the chart still needs it. Keep it short: a
  * grant that nothing needs belongs out of the chart.
  */
-const NOT_EXERCISED: { grant: Omit<Grant, 'namespace'> & { namespace?: string }; why: string }[] = [];
+const NOT_EXERCISED: { grant: Grant; why: string }[] = [
+  {
+    grant: { apiGroup: 'nodeflavor.io', resource: 'flavorclasses', verb: 'get' },
+    why: "the issuer reads a FlavorClass directly only while its FlavorClass watch has not synced (just after start, or after the watch failed); the scenario's requests come after the sync",
+  },
+];
 
 const repoRoot = join(import.meta.dirname, '..', '..');
 
@@ -113,6 +120,7 @@ describe("the chart's RBAC is exactly what the operator uses (audit log)", () =>
         `--issuer-address=127.0.0.1:${issuerPort}`,
         `--metrics-address=127.0.0.1:${metricsPort}`,
         '--binding-grace=5s',
+        '--orphan-grace=2s',
         ...extra,
       ],
       join(dir, `${uniqueName('operator')}.log`),
@@ -141,10 +149,10 @@ describe("the chart's RBAC is exactly what the operator uses (audit log)", () =>
   }
 
   /** An admin edits what the operator keeps true; resolves once the operator has put it back. */
-  async function editAndWaitRestored(path: string, patch: object, restored: (o: never) => boolean) {
+  async function editAndWaitRestored(path: string, patch: object[], restored: (o: never) => boolean) {
     await kubeJson(env.kubeConfig, 'PATCH', path, {
       body: patch,
-      contentType: 'application/merge-patch+json',
+      contentType: 'application/json-patch+json',
     });
     await waitFor(async () => restored(await kubeJson<never>(env.kubeConfig, 'GET', path)), {
       what: `the operator to restore ${path}:\n${operator?.lastLines() ?? ''}`,
@@ -188,44 +196,68 @@ describe("the chart's RBAC is exactly what the operator uses (audit log)", () =>
         (await env.core.readNode({ name: node })).metadata?.labels?.['nodeflavor.io/flavor'] === flavor,
       { what: `node ${node} to get its flavor:\n${operator.lastLines()}`, timeoutMs: 60_000 },
     );
-    // The other token is revoked through the API; the controller deletes its bootstrap Secret and
-    // lets the record go (finalizer).
+    /** A probe for waitFor: the object at `path` no longer exists. */
+    const gone = (path: string) => async () =>
+      (await kubeJson(env.kubeConfig, 'GET', path).then(
+        () => false,
+        () => true,
+      )) as boolean;
+    // The other token is revoked through the API (its bootstrap Secret goes, the record is marked).
     assert.equal(await revoke(started.issuerUrl, ca, bearer, revoked.id), 200);
-    await waitFor(
-      async () =>
-        (await kubeJson(
-          env.kubeConfig,
-          'GET',
-          `/apis/nodeflavor.io/v1alpha1/flavoredtokens/${revoked.id}`,
-        ).then(
-          () => false,
-          () => true,
-        )) as boolean,
-      { what: `FlavoredToken ${revoked.id} to be gone after revocation`, timeoutMs: 30_000 },
-    );
+    // A half-made issuance (a record never marked issued) is deleted after --orphan-grace, and its
+    // finalizer let go.
+    const tokens = '/apis/nodeflavor.io/v1alpha1/flavoredtokens';
+    const template = await kubeJson<{ spec: object }>(env.kubeConfig, 'GET', `${tokens}/${revoked.id}`);
+    const orphanId = uniqueName('x').slice(-6);
+    await kubeJson(env.kubeConfig, 'POST', tokens, {
+      body: {
+        apiVersion: 'nodeflavor.io/v1alpha1',
+        kind: 'FlavoredToken',
+        metadata: {
+          name: flavoredTokenName(orphanId),
+          labels: { [TOKEN_ID_LABEL]: orphanId },
+          finalizers: [TOKEN_FINALIZER],
+        },
+        spec: { ...template.spec, revoked: false },
+      },
+    });
+    await waitFor(gone(`${tokens}/${flavoredTokenName(orphanId)}`), {
+      what: `the half-made FlavoredToken ${orphanId} to be deleted:\n${operator.lastLines()}`,
+      timeoutMs: 30_000,
+    });
 
-    // An admin edits each admission object; the operator restores them (an update).
+    // An admin adds to each admission object what server-side apply cannot take away (another
+    // manager's list entries); the operator overwrites them (an update).
     const registration = '/apis/admissionregistration.k8s.io/v1';
+    const extra = { name: 'e2e-extra', expression: 'true' };
+    const noExtra = (conditions?: { name: string }[]) => !conditions?.some((c) => c.name === extra.name);
     await editAndWaitRestored(
       `${registration}/validatingwebhookconfigurations/${RELEASE}`,
-      { webhooks: [{ name: 'nodes.nodeflavor.io', timeoutSeconds: 29 }] },
-      (o: { webhooks: { timeoutSeconds: number }[] }) => o.webhooks[0]?.timeoutSeconds !== 29,
+      [{ op: 'add', path: '/webhooks/0/matchConditions/-', value: extra }],
+      (o: { webhooks: { matchConditions?: { name: string }[] }[] }) =>
+        noExtra(o.webhooks[0]?.matchConditions),
     );
     await editAndWaitRestored(
       `${registration}/validatingadmissionpolicies/${RELEASE}`,
-      { spec: { failurePolicy: 'Ignore' } },
-      (o: { spec: { failurePolicy: string } }) => o.spec.failurePolicy === 'Fail',
+      [{ op: 'add', path: '/spec/matchConditions/-', value: extra }],
+      (o: { spec: { matchConditions?: { name: string }[] } }) => noExtra(o.spec.matchConditions),
     );
     await editAndWaitRestored(
       `${registration}/validatingadmissionpolicybindings/${RELEASE}`,
-      { spec: { validationActions: ['Audit'] } },
-      (o: { spec: { validationActions: string[] } }) => o.spec.validationActions.includes('Deny'),
+      [{ op: 'add', path: '/spec/validationActions/-', value: 'Audit' }],
+      (o: { spec: { validationActions: string[] } }) => !o.spec.validationActions.includes('Audit'),
     );
     // Broken serving certificates are replaced (the webhook's and the issuer's).
     for (const secret of [`${RELEASE}-webhook-tls`, `${RELEASE}-issuer-tls`]) {
       await editAndWaitRestored(
         `/api/v1/namespaces/${AUDITED_NAMESPACE}/secrets/${secret}`,
-        { data: { 'tls.crt': Buffer.from('not a certificate').toString('base64') } },
+        [
+          {
+            op: 'replace',
+            path: '/data/tls.crt',
+            value: Buffer.from('not a certificate').toString('base64'),
+          },
+        ],
         (o: { data: Record<string, string> }) =>
           Buffer.from(o.data['tls.crt'] ?? '', 'base64')
             .toString()
@@ -233,18 +265,20 @@ describe("the chart's RBAC is exactly what the operator uses (audit log)", () =>
       );
     }
 
-    // A restart in webhook mode removes the policy and its binding (the other mode's objects).
-    await operator.stop();
-    started = await startAsChart(['--admission-mode=webhook']);
-    operator = started.op;
-    await waitFor(
-      async () =>
-        (await kubeJson(env.kubeConfig, 'GET', `${registration}/validatingadmissionpolicies/${RELEASE}`).then(
-          () => false,
-          () => true,
-        )) as boolean,
-      { what: 'the policy of the other mode to be removed', timeoutMs: 30_000 },
-    );
+    // Restarts in another admission mode remove the other mode's objects: policy mode removes the
+    // webhook configuration, then webhook mode the policy and its binding.
+    for (const [mode, removed] of [
+      ['policy', 'validatingwebhookconfigurations'],
+      ['webhook', 'validatingadmissionpolicies'],
+    ] as const) {
+      await operator.stop();
+      started = await startAsChart([`--admission-mode=${mode}`]);
+      operator = started.op;
+      await waitFor(gone(`${registration}/${removed}/${RELEASE}`), {
+        what: `${removed}/${RELEASE} to be removed in ${mode} mode`,
+        timeoutMs: 30_000,
+      });
+    }
 
     // Now the audit log: until every grant shows up (some requests, like a Lease renewal, come
     // on their own time), then the verdict.
