@@ -11,10 +11,13 @@ import type { KubeObject } from './chart.ts';
 export const AUDITED_NAMESPACE = 'nodeflavor-rbac';
 export const AUDITED_GROUPS = [`system:serviceaccounts:${AUDITED_NAMESPACE}`];
 
-/** The local control plane's audit log, or undefined against another cluster (E2E_KUBECONFIG). */
+/**
+ * The local control plane's audit log (the global setup starts it with auditing on; the API server
+ * creates the file on its first audited request), or undefined against another cluster (E2E_KUBECONFIG).
+ */
 export function auditLogPath(): string | undefined {
   const dir = process.env.E2E_LOCAL_CONTROL_PLANE_DIR;
-  return dir && existsSync(join(dir, AUDIT_LOG)) ? join(dir, AUDIT_LOG) : undefined;
+  return dir ? join(dir, AUDIT_LOG) : undefined;
 }
 
 export interface Grant {
@@ -105,6 +108,7 @@ interface AuditEvent {
 
 /** Reads the audit log from byte `from` on: the requests made since, and where the next read starts. */
 export function readUses(path: string, from: number): { uses: Use[]; next: number } {
+  if (!existsSync(path)) return { uses: [], next: from };
   const size = statSync(path).size;
   const buffer = Buffer.alloc(size - from);
   const fd = openSync(path, 'r');
