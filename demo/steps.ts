@@ -58,17 +58,19 @@ export async function portalToken(
  * The CA the issuer's serving certificate chains to, as a portal learns it: from the ConfigMap
  * the operator publishes (certificate only), never from the TLS Secret, which holds the CA key.
  */
-export async function readIssuerCa(env: E2EEnvironment, namespace: string): Promise<string> {
+export async function readIssuerCa(
+  env: E2EEnvironment,
+  namespace: string,
+  name = 'nodeflavor-issuer-ca',
+): Promise<string> {
   let ca = '';
   await waitFor(
     async () => {
-      const configMap = await env.core
-        .readNamespacedConfigMap({ namespace, name: 'nodeflavor-issuer-ca' })
-        .catch(() => undefined);
+      const configMap = await env.core.readNamespacedConfigMap({ namespace, name }).catch(() => undefined);
       ca = configMap?.data?.['ca.crt'] ?? '';
       return ca !== '';
     },
-    { what: `ConfigMap ${namespace}/nodeflavor-issuer-ca to hold the issuer CA`, timeoutMs: 30_000 },
+    { what: `ConfigMap ${namespace}/${name} to hold the issuer CA`, timeoutMs: 30_000 },
   );
   return ca;
 }

@@ -29,6 +29,11 @@ export const ConfigSchema = z.object({
   /** The operator's ServiceAccount: the identity the admission guard lets write flavors. */
   serviceAccount: z.string().min(1).default('nodeflavor'),
   controller: z.boolean().default(true),
+  /**
+   * Run the controller although no admission guard protects Nodes (this process runs none and none
+   * is registered under webhookConfigName): without a guard any kubelet can label itself. Logged loudly.
+   */
+  allowUnguardedNodes: z.boolean().default(false),
   webhook: z.boolean().default(true),
   issuer: z.boolean().default(true),
   leaderElect: z.boolean().default(true),

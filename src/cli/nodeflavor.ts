@@ -3,7 +3,7 @@
 // token issuer in one process, each switchable (--no-controller, --no-webhook, --no-issuer).
 // Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage or configuration.
 import pino from 'pino';
-import { collectDefaultMetrics, Registry } from 'prom-client';
+import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import { parseConfig } from '../config.ts';
 import { startController } from '../controller/manager.ts';
 import { loadKubeConfig } from '../kube/config.ts';
@@ -13,9 +13,14 @@ import { KeyRingWatch } from '../kube/keyring-watch.ts';
 import { kubeRequestCounter } from '../ops/kube-request-metrics.ts';
 import { type ReadinessCheck, splitAddress, startOpsServer } from '../ops/server.ts';
 import { parseRunFlags, UsageError } from './run-flags.ts';
+import { startupChecks } from './startup.ts';
+
+/** How often an unguarded controller repeats its warning. */
+const UNGUARDED_WARNING_EVERY_MS = 10 * 60_000;
 
 const USAGE = `usage: nodeflavor run [--kubeconfig PATH] [--namespace NS] [--no-controller] [--no-webhook] [--no-issuer]
-                      [--admission-mode webhook|policy|both] [--admin-group G]... [--csr-approver] [flags]
+                      [--admission-mode webhook|policy|both] [--admin-group G]... [--csr-approver]
+                      [--allow-unguarded-nodes] [flags]
 Flags are the settings in src/config.ts in kebab-case; NODEFLAVOR_<SETTING> environment variables work too.`;
 
 async function run(args: string[]): Promise<number> {
@@ -35,12 +40,30 @@ async function run(args: string[]): Promise<number> {
     },
   });
   const kubeConfig = loadKubeConfig(config.kubeconfig);
+  // Before anything writes: who we are, and whether Nodes are guarded (ADR 0003).
+  const startup = await startupChecks(kubeConfig, config, log);
+  if (startup.refusal) {
+    process.stderr.write(`nodeflavor: ${startup.refusal}\n`);
+    return 2;
+  }
   const registry = new Registry();
   // Process metrics (resident memory, heap, event-loop lag, GC) beside ours, as operators export them.
   collectDefaultMetrics({ register: registry });
   observeKubeRequests(kubeRequestCounter(registry));
   const checks: ReadinessCheck[] = [];
   const stops: (() => Promise<void>)[] = [];
+  new Gauge({
+    name: 'nodeflavor_unguarded_nodes',
+    help: '1 while the controller runs with no admission guard protecting Nodes (--allow-unguarded-nodes)',
+    registers: [registry],
+  }).set(startup.guard.guarded ? 0 : 1);
+  const { warning } = startup.guard;
+  if (warning) {
+    log.warn({ username: startup.username }, warning);
+    const repeat = setInterval(() => log.warn(warning), UNGUARDED_WARNING_EVERY_MS);
+    repeat.unref();
+    stops.push(async () => clearInterval(repeat));
+  }
 
   // One key ring per process, shared by the controller and the issuer, kept current by a watch.
   let keyRing: KeyRingWatch | undefined;

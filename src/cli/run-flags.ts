@@ -3,7 +3,14 @@
 // booleans take --x / --no-x; --admin-group repeats.
 import { ConfigSchema, kebab } from '../config.ts';
 
-const BOOLEANS = new Set(['controller', 'webhook', 'issuer', 'leaderElect', 'csrApprover']);
+const BOOLEANS = new Set([
+  'controller',
+  'webhook',
+  'issuer',
+  'leaderElect',
+  'csrApprover',
+  'allowUnguardedNodes',
+]);
 const NUMBERS = new Set(['workers']);
 const LISTS: Record<string, string> = { 'admin-group': 'adminGroups', 'admin-groups': 'adminGroups' };
 

@@ -269,3 +269,41 @@ export async function clusterRoleOwner(kubeConfig: KubeConfig, name: string): Pr
     uid: role.metadata.uid ?? '',
   };
 }
+
+/** What is registered under `name` (for a controller run with --no-webhook, whose guard another process runs). */
+export type RegistrationFinding =
+  | { state: 'present'; kinds: RegistrationKind[] }
+  | { state: 'absent' }
+  | { state: 'unreadable'; why: string };
+
+/**
+ * Whether a guard is registered under `name`: the webhook configuration, or the policy AND its
+ * binding (a policy without a binding enforces nothing). Reads by name only, which the chart's
+ * RBAC allows when admission is enabled.
+ */
+export async function findRegistration(kubeConfig: KubeConfig, name: string): Promise<RegistrationFinding> {
+  const exists = async (kind: RegistrationKind): Promise<boolean> => {
+    try {
+      await kubeJson(kubeConfig, 'GET', `${COLLECTION[kind]}/${encodeURIComponent(name)}`, {
+        action: `read ${kind} ${name}`,
+      });
+      return true;
+    } catch (error) {
+      if (isNotFound(error)) return false;
+      throw error;
+    }
+  };
+  try {
+    const kinds: RegistrationKind[] = [];
+    if (await exists('ValidatingWebhookConfiguration')) kinds.push('ValidatingWebhookConfiguration');
+    if ((await exists('ValidatingAdmissionPolicy')) && (await exists('ValidatingAdmissionPolicyBinding')))
+      kinds.push('ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding');
+    return kinds.length > 0 ? { state: 'present', kinds } : { state: 'absent' };
+  } catch (error) {
+    // Forbidden (the chart grants no read when admission is off) says nothing is known; anything
+    // else (unreachable, 5xx) is for the caller to retry.
+    if (error instanceof KubeError && (error.status === 401 || error.status === 403))
+      return { state: 'unreadable', why: error.message };
+    throw error;
+  }
+}

@@ -13,6 +13,7 @@ describe('config defaults', () => {
       namespace: 'nodeflavor',
       serviceAccount: 'nodeflavor',
       controller: true,
+      allowUnguardedNodes: false,
       webhook: true,
       issuer: true,
       leaderElect: true,
@@ -55,6 +56,7 @@ describe('boolean flags', () => {
     issuer: { key: 'issuer', byDefault: true },
     'leader-elect': { key: 'leaderElect', byDefault: true },
     'csr-approver': { key: 'csrApprover', byDefault: true },
+    'allow-unguarded-nodes': { key: 'allowUnguardedNodes', byDefault: false },
   };
   const forms: Record<string, { args: (flag: string) => string[]; want: boolean | 'default' }> = {
     absent: { args: () => [], want: 'default' },

@@ -111,18 +111,16 @@ function roleGrants(objects: K8sObject[], kind: 'Role' | 'ClusterRole', name: st
   return grants(only(objects, kind, name));
 }
 
-const CRUD = 'create,delete,get,list,patch,update,watch';
+// test/e2e/chart-rbac-exact.test.ts proves each of these is used (audit log).
 const BASE_CLUSTER_GRANTS = [
   'authentication.k8s.io tokenreviews *any*: create',
   'authorization.k8s.io subjectaccessreviews *any*: create',
-  'certificates.k8s.io certificatesigningrequests *any*: get,list,watch',
-  'core events *any*: create,patch',
-  'core nodes *any*: get,list,patch,watch',
-  `nodeflavor.io flavorclasses *any*: ${CRUD}`,
-  'nodeflavor.io flavorclasses/status *any*: get,patch,update',
-  `nodeflavor.io flavoredtokens *any*: ${CRUD}`,
-  'nodeflavor.io flavoredtokens/finalizers *any*: update',
-  'nodeflavor.io flavoredtokens/status *any*: get,patch,update',
+  'certificates.k8s.io certificatesigningrequests *any*: list,watch',
+  'core events *any*: create',
+  'core nodes *any*: list,patch,watch',
+  'nodeflavor.io flavorclasses *any*: get,list,watch',
+  'nodeflavor.io flavoredtokens *any*: create,delete,get,list,patch,watch',
+  'nodeflavor.io flavoredtokens/status *any*: update',
 ];
 const CSR_APPROVER_GRANTS = [
   'certificates.k8s.io certificatesigningrequests/approval *any*: update',
@@ -148,7 +146,7 @@ const MODES: Record<string, string[]> = {
   'admission webhook': ['--set=admission.mode=webhook'],
   'admission policy': ['--set=admission.mode=policy'],
   'admission both': ['--set=admission.mode=both'],
-  'admission off': ['--set=admission.enabled=false'],
+  'admission off': ['--set=admission.enabled=false', '--set=controller.allowUnguardedNodes=true'],
   'tls self': ['--set=tls.mode=self'],
   'tls cert-manager': ['--set=tls.mode=cert-manager'],
   'tls cert-manager, own issuer': [
@@ -386,8 +384,8 @@ describe('helm chart deploy/helm/nodeflavor', () => {
       'core secrets *any*: create',
       // The key ring is watched (and created on first install), never edited by the process.
       `core secrets ${RELEASE}-hmac-keys: list,watch`,
-      `core secrets ${RELEASE}-issuer-tls: get,list,patch,update,watch`,
-      `core secrets ${RELEASE}-webhook-tls: get,list,patch,update,watch`,
+      `core secrets ${RELEASE}-issuer-tls: get,list,update,watch`,
+      `core secrets ${RELEASE}-webhook-tls: get,list,update,watch`,
     ]);
     assert.equal(only(objects, 'Role', `${RELEASE}-secrets`).metadata.namespace, NAMESPACE);
     assert.deepEqual(roleGrants(objects, 'Role', `${RELEASE}-leader-election`), [
@@ -486,11 +484,29 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     }
     const off = await render(...MODES['admission off']!);
     assert.ok(args(off).includes('--no-webhook'));
+    assert.ok(args(off).includes('--allow-unguarded-nodes'));
+    assert.ok(!args(await render()).includes('--allow-unguarded-nodes'));
     assert.equal(flag(off, 'admission-mode'), undefined);
     assert.deepEqual(
       roleGrants(off, 'ClusterRole', RELEASE),
       [...BASE_CLUSTER_GRANTS, ...CSR_APPROVER_GRANTS].sort(),
     );
+  });
+
+  test('admission off without controller.allowUnguardedNodes fails to render, saying what to set', async () => {
+    const refused = await helmRun([
+      'template',
+      RELEASE,
+      chart,
+      '--namespace',
+      NAMESPACE,
+      '--set=admission.enabled=false',
+    ]);
+    assert.notEqual(refused.code, 0);
+    assert.match(refused.stderr, /leaves Nodes unguarded.*controller\.allowUnguardedNodes=true/);
+    // Without the controller nothing writes flavors: no guard is needed.
+    const issuerOnly = await render('--set=admission.enabled=false', '--set=controller.enabled=false');
+    assert.ok(!args(issuerOnly).includes('--allow-unguarded-nodes'));
   });
 
   test('admission.adminGroups become repeated --admin-group flags', async () => {

@@ -1,6 +1,8 @@
 // `make cluster-up` / `make cluster-down`: a local control plane that outlives the command.
 // `up` starts a detached supervisor (`serve`) and waits until it reports ready; the admin
-// kubeconfig lands in .cluster/kubeconfig. `down` signals the supervisor, which stops every
+// kubeconfig lands in .cluster/kubeconfig. The chart's CRDs, RBAC and ServiceAccount are applied
+// and .cluster/operator.kubeconfig holds a token of that ServiceAccount, the identity
+// `nodeflavor run` must have (ADR 0003). `down` signals the supervisor, which stops every
 // component and removes its temp dir.
 import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -13,6 +15,7 @@ const pidFile = join(stateDir, 'pid');
 const readyFile = join(stateDir, 'ready');
 const logFile = join(stateDir, 'cluster.log');
 const kubeconfigFile = join(stateDir, 'kubeconfig');
+const operatorKubeconfigFile = join(stateDir, 'operator.kubeconfig');
 
 function runningPid(): number | undefined {
   if (!existsSync(pidFile)) return undefined;
@@ -45,6 +48,7 @@ async function up(): Promise<number> {
     if (existsSync(readyFile)) {
       console.log(readFileSync(readyFile, 'utf8').trim());
       console.log(`kubeconfig: ${kubeconfigFile}   (stop with: make cluster-down)`);
+      console.log(`the chart's ServiceAccount (run nodeflavor with this one): ${operatorKubeconfigFile}`);
       return 0;
     }
     if (!runningPid()) break;
@@ -65,12 +69,26 @@ async function serve(): Promise<void> {
     rmSync(pidFile, { force: true });
     rmSync(readyFile, { force: true });
     rmSync(kubeconfigFile, { force: true });
+    rmSync(operatorKubeconfigFile, { force: true });
     process.exit(0);
   };
+  await writeOperatorKubeconfig(plane);
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
   writeFileSync(readyFile, `control plane ${version} ready at ${plane.server} (logs in ${plane.dir})\n`);
   setInterval(() => {}, 1 << 30); // stay alive until signalled
+}
+
+/** The chart applied as `make demo` applies it (out of cluster); its ServiceAccount's kubeconfig. */
+async function writeOperatorKubeconfig(plane: ControlPlane): Promise<void> {
+  process.env.E2E_KUBECONFIG = plane.kubeconfigPath;
+  const { e2eEnvironment } = await import('../support/environment.ts');
+  const { installChartOutOfCluster } = await import('../support/chart.ts');
+  const install = await installChartOutOfCluster(await e2eEnvironment(), {
+    namespace: 'nodeflavor',
+    dir: plane.dir,
+  });
+  writeFileSync(operatorKubeconfigFile, readFileSync(install.kubeconfigPath), { mode: 0o600 });
 }
 
 async function down(): Promise<number> {

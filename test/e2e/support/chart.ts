@@ -3,7 +3,7 @@
 // the operator a kubeconfig holding a TokenRequest token of the chart's ServiceAccount, so a test
 // or the demo proves that the chart's RBAC is enough.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -61,10 +61,14 @@ export interface ChartInstall {
 /** Applies the chart's cluster objects and returns a kubeconfig for its ServiceAccount. */
 export async function installChartOutOfCluster(
   env: E2EEnvironment,
-  options: { namespace: string; dir: string; set?: Record<string, string> },
+  options: { namespace: string; dir: string; set?: Record<string, string>; release?: string },
 ): Promise<ChartInstall> {
   await ensureNamespace(env, options.namespace);
-  const objects = await renderChart(options.namespace, { replicaCount: '1', ...options.set });
+  const objects = await renderChart(
+    options.namespace,
+    { replicaCount: '1', ...options.set },
+    options.release,
+  );
   const wanted = objects.filter((o) => !IN_CLUSTER_KINDS.has(o.kind));
   // CRDs first: FlavorClasses from values need them established.
   const crds = wanted.filter((o) => o.kind === 'CustomResourceDefinition');
@@ -110,6 +114,8 @@ export async function prepareOperatorIdentity(
 ): Promise<{ install: ChartInstall; kubeConfig: KubeConfig }> {
   if (prepared && Object.keys(set).length === 0) return prepared;
   const dir = mkdtempSync(join(tmpdir(), 'nodeflavor-operator-'));
+  // The kubeconfig is needed as long as this test process runs; nothing of it outlives it.
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const install = await installChartOutOfCluster(env, { namespace: OPERATOR_NAMESPACE, dir, set });
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(install.kubeconfigPath);

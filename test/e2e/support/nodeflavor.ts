@@ -137,6 +137,13 @@ export function startOperator(
     nodeArgs?: string[];
     /** Run the compiled dist/ as the image does (benchmarks build it first), not the sources via tsx. */
     built?: boolean;
+    /** Another identity than the chart's ServiceAccount (a kubeconfig file). */
+    kubeconfigPath?: string;
+    /**
+     * Pass --allow-unguarded-nodes (default): these operators run --no-webhook, and most tests
+     * register no guard, so the controller would otherwise refuse to start.
+     */
+    allowUnguarded?: boolean;
   } = {},
 ): ManagedProcess {
   const entry = options.built
@@ -151,7 +158,7 @@ export function startOperator(
       'run',
       // As the Helm chart's ServiceAccount: the suite proves the chart's RBAC is enough.
       '--kubeconfig',
-      operatorIdentity().install.kubeconfigPath,
+      options.kubeconfigPath ?? operatorIdentity().install.kubeconfigPath,
       '--service-account',
       operatorIdentity().install.serviceAccount,
       '--namespace',
@@ -162,6 +169,7 @@ export function startOperator(
       `127.0.0.1:${options.metricsPort ?? 0}`,
       '--binding-grace',
       '5s',
+      ...(options.allowUnguarded === false ? [] : ['--allow-unguarded-nodes']),
       ...extraArgs,
     ],
     logPath,
