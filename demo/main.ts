@@ -126,6 +126,17 @@ async function main(): Promise<void> {
     const after = await env.core.readNode({ name: 'node-b' });
     console.log(`    node-b is still ${after.metadata?.labels?.['nodeflavor.io/flavor']}`);
 
+    say('an insider with an unused sour token asks for a certificate as node-a (name squatting)');
+    const squatter = await issueThroughApi(url, ca, bearer, 'sour');
+    const squat = await joinWith(squatter.joinConfiguration, 'node-a').then(
+      () => 'joined',
+      (error: Error) => error.message,
+    );
+    console.log(`    ${squat}`);
+    if (!/denied: NameTaken/.test(squat)) throw new Error('the squatter was not refused');
+    const victim = await env.core.readNode({ name: 'node-a' });
+    console.log(`    node-a is still ${victim.metadata?.labels?.['nodeflavor.io/flavor']}`);
+
     say('shutting down');
   } catch (error) {
     console.error(`demo failed: ${(error as Error).message}`);

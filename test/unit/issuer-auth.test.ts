@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, it } from 'node:test';
+import { after, describe, it } from 'node:test';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { bearerToken, createCallerAuth, kubernetesOwner } from '../../src/tokenissuer/auth.ts';
 import { parseIssuerConfig } from '../../src/tokenissuer/config.ts';
@@ -10,6 +10,7 @@ import { IssuerError } from '../../src/tokenissuer/errors.ts';
 import { FakeReviews } from './support/issuer-fakes.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'issuer-auth-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
 const SHARED = 'a-shared-secret-of-at-least-32-bytes!!';
 writeFileSync(join(dir, 'hs256'), `${SHARED}\n`);
 
