@@ -75,6 +75,7 @@ describe("the chart's RBAC is exactly what the operator uses (audit log)", () =>
       release: RELEASE,
       dir,
       set: VALUES,
+      keyRing: true,
     });
   });
   after(async () => {

@@ -9,7 +9,9 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
+import { newKeyRing } from '../../../src/flavor/keyring.ts';
 import { kubeJson } from '../../../src/kube/fetch.ts';
+import { createKeyRingSecret } from '../../../src/kube/keyring-store.ts';
 import { applyObjects } from '../cluster/apply.ts';
 import { kubeconfigYaml } from '../cluster/controlplane.ts';
 import { binaryPaths } from '../cluster/versions.ts';
@@ -61,7 +63,18 @@ export interface ChartInstall {
 /** Applies the chart's cluster objects and returns a kubeconfig for its ServiceAccount. */
 export async function installChartOutOfCluster(
   env: E2EEnvironment,
-  options: { namespace: string; dir: string; set?: Record<string, string>; release?: string },
+  options: {
+    namespace: string;
+    dir: string;
+    set?: Record<string, string>;
+    release?: string;
+    /**
+     * Create the release's HMAC key ring if it is missing, as the operator did on the suite's
+     * first install. The e2e files share one cluster: a later file finds FlavoredTokens and
+     * verified nodes of earlier ones, where the operator rightly refuses to make a new ring.
+     */
+    keyRing?: boolean;
+  },
 ): Promise<ChartInstall> {
   await ensureNamespace(env, options.namespace);
   const objects = await renderChart(
@@ -81,6 +94,10 @@ export async function installChartOutOfCluster(
   );
   const serviceAccount = wanted.find((o) => o.kind === 'ServiceAccount')?.metadata.name;
   if (!serviceAccount) throw new Error('the chart rendered no ServiceAccount');
+  if (options.keyRing) {
+    const location = { namespace: options.namespace, name: `${options.release ?? 'nodeflavor'}-hmac-keys` };
+    await createKeyRingSecret(env.kubeConfig, location, newKeyRing()); // false: it exists already
+  }
   const token = await kubeJson<{ status: { token: string } }>(
     env.kubeConfig,
     'POST',
@@ -116,7 +133,12 @@ export async function prepareOperatorIdentity(
   const dir = mkdtempSync(join(tmpdir(), 'nodeflavor-operator-'));
   // The kubeconfig is needed as long as this test process runs; nothing of it outlives it.
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
-  const install = await installChartOutOfCluster(env, { namespace: OPERATOR_NAMESPACE, dir, set });
+  const install = await installChartOutOfCluster(env, {
+    namespace: OPERATOR_NAMESPACE,
+    dir,
+    set,
+    keyRing: true,
+  });
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(install.kubeconfigPath);
   prepared = { install, kubeConfig };
