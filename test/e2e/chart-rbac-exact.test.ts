@@ -266,6 +266,20 @@ describe("the chart's RBAC is exactly what the operator uses (audit log)", () =>
       );
     }
 
+    // A lost issuer CA is replaced, and portals learn the new one from the ConfigMap (its update).
+    const publishedCa = async () =>
+      (
+        await env.core
+          .readNamespacedConfigMap({ namespace: AUDITED_NAMESPACE, name: `${RELEASE}-issuer-ca` })
+          .catch(() => undefined)
+      )?.data?.['ca.crt'];
+    const oldCa = await waitFor(publishedCa, { what: 'the issuer CA ConfigMap' });
+    await env.core.deleteNamespacedSecret({ namespace: AUDITED_NAMESPACE, name: `${RELEASE}-issuer-tls` });
+    await waitFor(async () => ((await publishedCa()) ?? oldCa) !== oldCa, {
+      what: 'the issuer CA ConfigMap to follow the new CA',
+      timeoutMs: 60_000,
+    });
+
     // Restarts in another admission mode remove the other mode's objects: policy mode removes the
     // webhook configuration, then webhook mode the policy and its binding.
     for (const [mode, removed] of [
