@@ -3,8 +3,6 @@
 // of that group that pass the binding checks and denies the rest, with its reason in the CSR
 // condition. Also: the operator's /metrics endpoint. (Name squatting: name-squatting.test.ts.)
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { CertificatesV1Api } from '@kubernetes/client-node';
@@ -23,6 +21,7 @@ import {
   OPERATOR_NAMESPACE,
   startOperator,
 } from './support/nodeflavor.ts';
+import { tempDirForThisProcess } from './support/temp-dir.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 describe('controller: CSR approver mode and metrics', () => {
@@ -42,7 +41,7 @@ describe('controller: CSR approver mode and metrics', () => {
     const port = await freePort();
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
     operator = startOperator(
-      join(mkdtempSync(join(tmpdir(), 'nodeflavor-approver-')), 'operator.log'),
+      join(tempDirForThisProcess('nodeflavor-approver-'), 'operator.log'),
       ['--no-leader-elect'],
       {
         metricsPort: port,

@@ -3,8 +3,7 @@
 // in the right flavor with no token over its uses; a leader killed during a burst of joins is
 // replaced by its standby and every node ends flavored.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { freePort } from './cluster/ports.ts';
@@ -24,9 +23,10 @@ import {
   startOperator,
   waitOperatorSettled,
 } from './support/nodeflavor.ts';
+import { tempDirForThisProcess } from './support/temp-dir.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
-const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-restart-'));
+const logs = tempDirForThisProcess('nodeflavor-restart-');
 
 interface TokenRecord {
   status?: {

@@ -5,9 +5,8 @@
 // after it all end flavored. This file starts its OWN control plane, since restarting the shared
 // one would disturb the other test files.
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { VERIFIED_ANNOTATION } from '../../src/flavor/verdict.ts';
@@ -30,6 +29,7 @@ import {
   opsGet,
   startOperator,
 } from './support/nodeflavor.ts';
+import { tempDirForThisProcess } from './support/temp-dir.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const NODES = 60;
@@ -80,7 +80,7 @@ describe('fault tolerance: kube-apiserver restarts during a burst of joins', {
   let metricsPort: number;
   const flavor = uniqueName('restart');
   const kubelets: SimulatedKubelet[] = [];
-  const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-apiserver-restart-'));
+  const logs = tempDirForThisProcess('nodeflavor-apiserver-restart-');
 
   before(async () => {
     plane = await ControlPlane.start({

@@ -5,8 +5,7 @@
 // within 15 s (the lease lasts 10 s), and at the end every node is flavored and no token is
 // over its uses.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -26,6 +25,7 @@ import {
   OPERATOR_NAMESPACE,
   startOperator,
 } from './support/nodeflavor.ts';
+import { tempDirForThisProcess } from './support/temp-dir.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const NODES = 80;
@@ -42,7 +42,7 @@ const QUARANTINE = 'nodeflavor.io/unverified';
 describe('fault tolerance: leader failover under a continuous load of joins', () => {
   let env: E2EEnvironment;
   const flavor = uniqueName('failover');
-  const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-failover-'));
+  const logs = tempDirForThisProcess('nodeflavor-failover-');
   const replicas: ManagedProcess[] = [];
   const logOf = new Map<ManagedProcess, string>();
   const kubelets: SimulatedKubelet[] = [];

@@ -6,8 +6,6 @@
 // FlavoredToken. The kill schedule comes from a seeded PRNG: the seed is printed, and
 // NODEFLAVOR_FAULT_SEED=<seed> replays the same schedule.
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -29,6 +27,7 @@ import {
   opsGet,
   startOperator,
 } from './support/nodeflavor.ts';
+import { tempDirForThisProcess } from './support/temp-dir.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const NODES = 200;
@@ -80,7 +79,7 @@ describe('fault tolerance: the controller SIGKILLed at random moments during a 2
   let env: E2EEnvironment;
   const run = uniqueName('sk');
   const flavors = [`${run}-sweet`, `${run}-sour`] as const;
-  const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-sigkill-'));
+  const logs = tempDirForThisProcess('nodeflavor-sigkill-');
   const operators: ManagedProcess[] = [];
   const kubelets: SimulatedKubelet[] = [];
 

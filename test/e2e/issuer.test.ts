@@ -26,11 +26,12 @@ import {
   serviceAccountToken as serviceAccountTokenOf,
   startTestIssuer,
 } from './support/issuer.ts';
+import { kubectlFlavor } from './support/kubectl-flavor-cli.ts';
 import { ensureNamespace, installCrds, OPERATOR_NAMESPACE } from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
-const run = promisify(execFile);
-const repoRoot = join(import.meta.dirname, '..', '..');
+const _run = promisify(execFile);
+const _repoRoot = join(import.meta.dirname, '..', '..');
 const PORTAL_NAMESPACE = 'nodeflavor-e2e-issuer';
 const FIELD_MANAGER = 'nodeflavor-e2e-issuer';
 /**
@@ -577,28 +578,7 @@ describe('token issuer on the real control plane', () => {
   });
 
   describe('kubectl-flavor CLI with the admin kubeconfig', () => {
-    const cli = (args: string[]) =>
-      run(
-        process.execPath,
-        [
-          '--import',
-          'tsx',
-          join(repoRoot, 'src', 'cli', 'kubectl-flavor.ts'),
-          ...args,
-          '--kubeconfig',
-          env.kubeconfigPath,
-        ],
-        {
-          cwd: repoRoot,
-        },
-      ).then(
-        ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
-        (error: { code: number; stdout: string; stderr: string }) => ({
-          code: error.code,
-          stdout: error.stdout,
-          stderr: error.stderr,
-        }),
-      );
+    const cli = (args: string[]) => kubectlFlavor(env.kubeconfigPath, args);
     const keySecret = ['--key-secret', `${OPERATOR_NAMESPACE}/nodeflavor-hmac-keys`];
 
     it('issue -o join prints a JoinConfiguration a kubelet joins with; list shows it; revoke revokes it', async () => {

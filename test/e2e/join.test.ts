@@ -3,8 +3,7 @@
 // node's own identity; and what the API server itself refuses (Node authorizer, NodeRestriction).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
@@ -13,10 +12,11 @@ import { parseJoinConfiguration } from './kubelet-sim/join-config.ts';
 import { JoinError, KUBELET_SIGNER, SimulatedKubelet } from './kubelet-sim/kubelet.ts';
 import { createBootstrapToken, joinConfiguration, nodeKubeConfig } from './support/bootstrap.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
+import { tempDirForThisProcess } from './support/temp-dir.ts';
 import { uniqueName } from './support/wait.ts';
 
 const run = promisify(execFile);
-const workdir = mkdtempSync(join(tmpdir(), 'nodeflavor-join-'));
+const workdir = tempDirForThisProcess('nodeflavor-join-');
 
 describe('kubeadm-style join on the real control plane', () => {
   let env: E2EEnvironment;

@@ -33,6 +33,7 @@ import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
 import { prepareOperatorIdentity } from './support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
 import { bootstrapSecretNames, flavoredTokenNames, serviceAccountToken } from './support/issuer.ts';
+import { kubectlFlavor } from './support/kubectl-flavor-cli.ts';
 import {
   applyFlavorClass,
   ensureNamespace,
@@ -45,8 +46,8 @@ import {
 } from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
-const run = promisify(execFile);
-const repoRoot = join(import.meta.dirname, '..', '..');
+const _run = promisify(execFile);
+const _repoRoot = join(import.meta.dirname, '..', '..');
 const KEY_SECRET = 'nodeflavor-hmac-keys';
 const PORTAL_NAMESPACE = 'nodeflavor-e2e-keyring';
 const FLAVOR_LABEL = 'nodeflavor.io/flavor';
@@ -165,26 +166,7 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
     return verifyFlavorToken(await ringNow(), tokenId, flavor, issued.flavorToken).keyId;
   }
 
-  const cli = (args: string[]) =>
-    run(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        join(repoRoot, 'src', 'cli', 'kubectl-flavor.ts'),
-        ...args,
-        '--kubeconfig',
-        env.kubeconfigPath,
-      ],
-      { cwd: repoRoot },
-    ).then(
-      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
-      (error: { code: number; stdout: string; stderr: string }) => ({
-        code: error.code,
-        stdout: error.stdout,
-        stderr: error.stderr,
-      }),
-    );
+  const cli = (args: string[]) => kubectlFlavor(env.kubeconfigPath, args);
 
   async function joinNode(material: string, name: string): Promise<void> {
     kubelets.push(await joinWith(material, name));

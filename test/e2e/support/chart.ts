@@ -3,8 +3,7 @@
 // the operator a kubeconfig holding a TokenRequest token of the chart's ServiceAccount, so a test
 // or the demo proves that the chart's RBAC is enough.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -17,6 +16,7 @@ import { kubeconfigYaml } from '../cluster/controlplane.ts';
 import { binaryPaths } from '../cluster/versions.ts';
 import type { E2EEnvironment } from './environment.ts';
 import { ensureNamespace, OPERATOR_NAMESPACE } from './nodeflavor.ts';
+import { tempDirForThisProcess } from './temp-dir.ts';
 
 const run = promisify(execFile);
 const chartDir = join(import.meta.dirname, '..', '..', '..', 'deploy', 'helm', 'nodeflavor');
@@ -130,9 +130,7 @@ export async function prepareOperatorIdentity(
   set: Record<string, string> = {},
 ): Promise<{ install: ChartInstall; kubeConfig: KubeConfig }> {
   if (prepared && Object.keys(set).length === 0) return prepared;
-  const dir = mkdtempSync(join(tmpdir(), 'nodeflavor-operator-'));
-  // The kubeconfig is needed as long as this test process runs; nothing of it outlives it.
-  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDirForThisProcess('nodeflavor-operator-');
   const install = await installChartOutOfCluster(env, {
     namespace: OPERATOR_NAMESPACE,
     dir,
