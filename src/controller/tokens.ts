@@ -45,7 +45,7 @@ function nodeGone(ctx: ControllerContext, binding: TokenBinding): boolean {
 }
 
 /** What the caches say about a node name that `tokenName`'s CSR asks for. */
-export function nameFacts(ctx: ControllerContext, nodeName: string, tokenName: string): NameFacts {
+function nameFacts(ctx: ControllerContext, nodeName: string, tokenName: string): NameFacts {
   const node = ctx.caches.nodes.get(nodeName);
   const boundByOtherToken = ctx.indexes.tokensByNodeName.get(nodeName).some((other) => {
     if (other === tokenName) return false;
@@ -78,7 +78,7 @@ function bindable(ctx: ControllerContext, csr: CsrObject, live: TokenBinding[]):
   return !(ours && hasCondition(csr, 'Approved') && !live.some((b) => b.csrName === csr.metadata.name));
 }
 
-/** Pure given its inputs: the status the token should have after judging its CSRs. */
+/** The status the token should have after judging its CSRs (and which CSRs never bind again). */
 async function judge(ctx: ControllerContext, token: StoredToken, now: Date): Promise<BindingOutcome> {
   const facts = tokenFacts(token);
   const tokenId = facts.tokenId;
