@@ -1,7 +1,9 @@
 // FlavoredToken reconciler (key: the FlavoredToken's name). Binds the token's kubelet CSRs to
 // node names (oldest first, so the first node to ask gets a single-use token), keeps uses and
-// conditions true, deletes the bootstrap Secret the moment the token is consumed, expired or
-// revoked, and runs revocation before a deleted token goes (finalizer).
+// conditions true, deletes the bootstrap Secret once it is no longer needed (revoked or expired:
+// at once; consumed: once the bound nodes registered, see flavor/bootstrap-secret.ts), and runs
+// revocation before a deleted token goes (finalizer).
+import { bootstrapSecretDeleteAfterMs } from '../flavor/bootstrap-secret.ts';
 import { type FlavoredTokenStatus, ISSUED_ANNOTATION, type TokenBinding } from '../flavor/resources.ts';
 import { decideBinding, type Failure, type NameFacts, readVerificationRecord } from '../flavor/verdict.ts';
 import { kubeJson } from '../kube/fetch.ts';
@@ -302,7 +304,11 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     if (ctx.config.csrApprover)
       await ctx.approveCsr(rejection.csrName, false, rejection.failure.reason, rejection.failure.message);
   }
-  if (outcome.consumed || outcome.expired || outcome.revoked) {
+  const deleteSecretAfter = bootstrapSecretDeleteAfterMs(outcome, outcome.status.bindings ?? [], now);
+  if (deleteSecretAfter !== undefined && deleteSecretAfter > 0) {
+    // Consumed, but a bound kubelet may still need the token to fetch its certificate.
+    ctx.requeueToken(name, deleteSecretAfter + 100);
+  } else if (deleteSecretAfter === 0) {
     if (await deleteSecretOnce(ctx, written ?? cached, tokenId)) {
       const why = outcome.revoked ? 'revoked' : outcome.consumed ? 'consumed' : 'expired';
       // The Consumed/Expired/Revoked condition records this on the FlavoredToken itself.

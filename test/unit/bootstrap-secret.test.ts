@@ -1,0 +1,59 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import {
+  BOOTSTRAP_SECRET_GRACE_MS,
+  bootstrapSecretDeleteAfterMs,
+} from '../../src/flavor/bootstrap-secret.ts';
+import type { TokenBinding } from '../../src/flavor/resources.ts';
+
+const NOW = new Date('2030-01-01T12:00:00Z');
+const bound = (agoMs: number, nodeUID?: string): TokenBinding => ({
+  nodeName: `n${agoMs}`,
+  csrName: `csr-${agoMs}`,
+  boundAt: new Date(NOW.getTime() - agoMs).toISOString(),
+  ...(nodeUID ? { nodeUID } : {}),
+});
+const state = (over: Partial<{ consumed: boolean; expired: boolean; revoked: boolean }> = {}) => ({
+  consumed: false,
+  expired: false,
+  revoked: false,
+  ...over,
+});
+
+describe('when a bootstrap token Secret may be deleted', () => {
+  const cases: Record<
+    string,
+    { token: ReturnType<typeof state>; bindings: TokenBinding[]; want: number | undefined }
+  > = {
+    'usable (uses left): kept': { token: state(), bindings: [bound(1000)], want: undefined },
+    'revoked: at once, even with a kubelet still bootstrapping': {
+      token: state({ revoked: true, consumed: true }),
+      bindings: [bound(1000)],
+      want: 0,
+    },
+    'expired: at once': { token: state({ expired: true }), bindings: [], want: 0 },
+    'consumed, the node registered: now': {
+      token: state({ consumed: true }),
+      bindings: [bound(1000, 'u')],
+      want: 0,
+    },
+    'consumed, the kubelet still fetching its certificate: after the grace': {
+      token: state({ consumed: true }),
+      bindings: [bound(1000)],
+      want: BOOTSTRAP_SECRET_GRACE_MS - 1000,
+    },
+    'consumed, one of two nodes registered: waits for the other': {
+      token: state({ consumed: true }),
+      bindings: [bound(5000, 'u'), bound(2000)],
+      want: BOOTSTRAP_SECRET_GRACE_MS - 2000,
+    },
+    'consumed, a node that never registers: once the grace is over': {
+      token: state({ consumed: true }),
+      bindings: [bound(BOOTSTRAP_SECRET_GRACE_MS + 1)],
+      want: 0,
+    },
+  };
+  for (const [name, c] of Object.entries(cases)) {
+    test(name, () => assert.equal(bootstrapSecretDeleteAfterMs(c.token, c.bindings, NOW), c.want));
+  }
+});
