@@ -1,8 +1,8 @@
 // Shared by the benchmark scripts: statistics, the results table, results.json, bounded
 // concurrency, and the control plane each figure runs against.
 import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
-import { cpus, totalmem } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { ControlPlane } from '../test/e2e/cluster/controlplane.ts';
 import { versions } from '../test/e2e/cluster/versions.ts';
@@ -142,6 +142,19 @@ export const cpuProfile = (): boolean =>
 /** The chart's Node.js options, plus --cpu-prof into `profileDir` when the bench was asked for profiles. */
 export function nodeArgsFor(profileDir: string): string[] {
   return [...chartNodeOptions(), ...(cpuProfile() ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])];
+}
+
+/**
+ * A temp dir for a benchmark's logs, removed when the process exits; kept (and named) only when
+ * profiling, so the raw profiles can be opened after the run.
+ */
+export function benchDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  process.once('exit', () => {
+    if (cpuProfile()) log(`profiles and logs kept in ${dir}`);
+    else rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
 }
 
 /** Logs the summary of the newest profile in `dir` (when profiling). */

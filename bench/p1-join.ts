@@ -1,10 +1,3 @@
-// P1 join→flavored: N simulated kubelets join (bounded concurrency) with issued tokens while
-// nodeflavor runs; latency from each Node's creation to its flavor label, and nodes/s. The floor,
-// in the same run: the same kind of join burst watched by a bare watcher that only patches one
-// label. Both are timed by one observer watch, from the moment the kubelet's Node POST returned.
-//   node --import tsx bench/p1-join.ts [--scale quick] [--cpu-prof]
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ManagedProcess } from '../test/e2e/cluster/process.ts';
@@ -24,6 +17,7 @@ import {
 } from '../test/e2e/support/nodeflavor.ts';
 import { SEEN_LABEL } from './bare-watcher-label.ts';
 import {
+  benchDir,
   type Figure,
   figure,
   freePort,
@@ -100,7 +94,7 @@ export async function runP1(scale: Scale): Promise<Figure[]> {
   // The operator runs as the Helm chart's ServiceAccount, as in a real install.
   await prepareOperatorIdentity(env);
   await applyFlavorClass(env, 'bench', { labels: { [FLAVOR_LABEL]: 'bench' } });
-  const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-bench-p1-'));
+  const logs = benchDir('nodeflavor-bench-p1-');
 
   // Both bursts join under the same conditions: one token per node for each (every token adds a
   // signature the bootstrap signer keeps in cluster-info, which every joining node downloads),

@@ -16,8 +16,8 @@
 //   Webhook server alone: p2-webhook-server.ts (startWebhookServer) in one process, the undici
 //   load generator p2-webhook-load.ts in another; reviews/s.
 //   node --import tsx bench/p2-admission.ts [--scale quick] [--cpu-prof]   (or BENCH_CPU_PROF=1)
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { type Logger, pino } from 'pino';
 import { Registry } from 'prom-client';
@@ -45,6 +45,7 @@ import { applyFlavorClass, deleteFlavorClass, installCrds } from '../test/e2e/su
 import { uniqueName, waitFor } from '../test/e2e/support/wait.ts';
 import { realisticNode } from './fixture-nodes.ts';
 import {
+  benchDir,
   chartNodeOptions,
   cpuProfile,
   type Figure,
@@ -311,7 +312,7 @@ export async function runP2(scale: Scale): Promise<Figure[]> {
   const perConfiguration = scale === 'quick' ? 300 : 2000;
   const perRound = Math.ceil(perConfiguration / ROUNDS);
   const env = await e2eEnvironment();
-  const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-bench-p2-'));
+  const logs = benchDir('nodeflavor-bench-p2-');
   const loadBefore = loadavg()[0] ?? 0;
   log(`P2: logs in ${logs}; 1-min load average ${loadBefore.toFixed(2)} on ${cpus().length} cores`);
   await installCrds(env);

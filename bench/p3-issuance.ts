@@ -11,8 +11,8 @@
 //        [--reuse-connections]   a diagnostic what-if, not a figure of the product: the issuer's
 //        Kubernetes client shares one connection pool (see p3-issuer-server.ts)
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
 import { randomString, TOKEN_ALPHABET } from '../src/flavor/bootstrap-token.ts';
@@ -29,7 +29,17 @@ import { prepareOperatorIdentity } from '../test/e2e/support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from '../test/e2e/support/environment.ts';
 import { applyFlavorClass, OPERATOR_NAMESPACE } from '../test/e2e/support/nodeflavor.ts';
 import { waitFor } from '../test/e2e/support/wait.ts';
-import { cpuProfile, type Figure, figure, log, mapLimit, runStandalone, type Scale, summary } from './lib.ts';
+import {
+  benchDir,
+  cpuProfile,
+  type Figure,
+  figure,
+  log,
+  mapLimit,
+  runStandalone,
+  type Scale,
+  summary,
+} from './lib.ts';
 import { MetricDeltas } from './p2-apiserver-metrics.ts';
 import { newestProfile, profileLines, summariseProfile } from './p2-cpu-profile.ts';
 import { controlPlanePids, ProcessCpu } from './p2-process-cpu.ts';
@@ -213,7 +223,7 @@ const merge = (a: Batch, b: Batch): Batch => ({
 export async function runP3(scale: Scale): Promise<Figure[]> {
   const perLevel = scale === 'quick' ? 150 : 1000;
   const env = await e2eEnvironment();
-  const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-bench-p3-'));
+  const logs = benchDir('nodeflavor-bench-p3-');
   const loadBefore = loadavg()[0] ?? 0;
   log(`P3: logs in ${logs}; 1-min load average ${loadBefore.toFixed(2)} on ${cpus().length} cores`);
   // The chart's CRDs, RBAC and ServiceAccount; the issuer runs as that ServiceAccount.

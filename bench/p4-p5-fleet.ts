@@ -3,8 +3,7 @@
 // takes to sync and reconcile all N (already flavored) nodes.
 // The operator runs with the Node.js options the Helm chart sets (its heap cap), as deployed.
 //   node --import tsx bench/p4-p5-fleet.ts [--scale quick] [--cpu-prof]   (or BENCH_CPU_PROF=1)
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ManagedProcess } from '../test/e2e/cluster/process.ts';
 import { prepareOperatorIdentity } from '../test/e2e/support/chart.ts';
@@ -19,6 +18,7 @@ import {
 } from '../test/e2e/support/nodeflavor.ts';
 import { createFleet } from './fixture-nodes.ts';
 import {
+  benchDir,
   chartNodeOptions,
   type Figure,
   figure,
@@ -47,7 +47,7 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
   await ensureNamespace(env, OPERATOR_NAMESPACE);
   // The operator runs as the Helm chart's ServiceAccount, as in a real install.
   await prepareOperatorIdentity(env);
-  const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-bench-p4-'));
+  const logs = benchDir('nodeflavor-bench-p4-');
   // What the process takes before any node: Node.js, the modules (client-node's generated API
   // alone is ~80 MiB resident), the metrics registry. The fleet's share is the rest.
   const idlePort = await freePort();

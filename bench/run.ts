@@ -2,10 +2,9 @@
 // plane (so one figure's 10,000 nodes do not slow the next), then one table and bench/results.json.
 //   node --import tsx bench/run.ts --scale full|quick [--only p1,p3]
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildOperator, type Figure, log, printTable, scaleFromArgs, writeResults } from './lib.ts';
+import { benchDir, buildOperator, type Figure, log, printTable, scaleFromArgs, writeResults } from './lib.ts';
 
 const SCRIPTS: { id: string; file: string }[] = [
   { id: 'p1', file: 'p1-join.ts' },
@@ -42,7 +41,7 @@ buildOperator(); // children inherit NODEFLAVOR_BENCH_BUILT=1 and do not build a
 const scale = scaleFromArgs();
 const onlyAt = process.argv.indexOf('--only');
 const only = onlyAt >= 0 ? new Set((process.argv[onlyAt + 1] ?? '').split(',')) : undefined;
-const dir = mkdtempSync(join(tmpdir(), 'nodeflavor-bench-'));
+const dir = benchDir('nodeflavor-bench-');
 const figures: Figure[] = [];
 let failed = 0;
 for (const script of SCRIPTS) {
