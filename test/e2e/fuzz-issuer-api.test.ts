@@ -20,7 +20,10 @@ import { applyObjects } from './cluster/apply.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
 import {
   bootstrapSecretNames as bootstrapSecretNamesOf,
+  clusterRoleBindingObject,
+  clusterRoleObject,
   flavoredTokenNames as flavoredTokenNamesOf,
+  serviceAccountObject,
   serviceAccountToken as serviceAccountTokenOf,
   startTestIssuer,
 } from './support/issuer.ts';
@@ -156,34 +159,21 @@ describe('fuzz: the token issuer API answers any request with a 2xx or a 4xx and
     await installCrds(env);
     await ensureNamespace(env, OPERATOR_NAMESPACE);
     await ensureNamespace(env, NAMESPACE);
-    const sa = (name: string) => ({
-      apiVersion: 'v1',
-      kind: 'ServiceAccount',
-      metadata: { name, namespace: NAMESPACE },
-    });
     await applyObjects(
       env.kubeconfigPath,
       [
         { apiVersion: 'nodeflavor.io/v1alpha1', kind: 'FlavorClass', metadata: { name: flavor }, spec: {} },
-        sa('fuzz-portal'),
-        sa('fuzz-nobody'),
-        {
-          apiVersion: 'rbac.authorization.k8s.io/v1',
-          kind: 'ClusterRole',
-          metadata: { name: 'nodeflavor-e2e-fuzz-use-any' },
-          rules: [{ apiGroups: ['nodeflavor.io'], resources: ['flavorclasses'], verbs: ['use'] }],
-        },
-        {
-          apiVersion: 'rbac.authorization.k8s.io/v1',
-          kind: 'ClusterRoleBinding',
-          metadata: { name: 'nodeflavor-e2e-fuzz-portal' },
-          roleRef: {
-            apiGroup: 'rbac.authorization.k8s.io',
-            kind: 'ClusterRole',
-            name: 'nodeflavor-e2e-fuzz-use-any',
-          },
-          subjects: [{ kind: 'ServiceAccount', name: 'fuzz-portal', namespace: NAMESPACE }],
-        },
+        serviceAccountObject('fuzz-portal', NAMESPACE),
+        serviceAccountObject('fuzz-nobody', NAMESPACE),
+        clusterRoleObject('nodeflavor-e2e-fuzz-use-any', [
+          { apiGroups: ['nodeflavor.io'], resources: ['flavorclasses'], verbs: ['use'] },
+        ]),
+        clusterRoleBindingObject(
+          'nodeflavor-e2e-fuzz-portal',
+          'nodeflavor-e2e-fuzz-use-any',
+          'fuzz-portal',
+          NAMESPACE,
+        ),
       ],
       'nodeflavor-e2e-fuzz',
     );

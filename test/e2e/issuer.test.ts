@@ -22,9 +22,13 @@ import { tokenKubeConfig } from './support/bootstrap.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
 import {
   bootstrapSecretNames as bootstrapSecretNamesOf,
+  clusterRoleBindingObject,
+  clusterRoleObject,
   flavoredTokenNames as flavoredTokenNamesOf,
+  serviceAccountObject,
   serviceAccountToken as serviceAccountTokenOf,
   startTestIssuer,
+  useFlavorClassesRole,
 } from './support/issuer.ts';
 import { kubectlFlavor } from './support/kubectl-flavor-cli.ts';
 import { ensureNamespace, installCrds, OPERATOR_NAMESPACE } from './support/nodeflavor.ts';
@@ -169,42 +173,27 @@ describe('token issuer on the real control plane', () => {
       metadata: { name },
       spec: { description: `${name} nodes` },
     });
-    const useRole = (name: string, resourceNames?: string[]) => ({
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRole',
-      metadata: { name },
-      rules: [
-        {
-          apiGroups: ['nodeflavor.io'],
-          resources: ['flavorclasses'],
-          verbs: ['use'],
-          ...(resourceNames ? { resourceNames } : {}),
-        },
-      ],
-    });
-    const binding = (name: string, role: string, serviceAccount: string) => ({
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
-      subjects: [{ kind: 'ServiceAccount', name: serviceAccount, namespace: PORTAL_NAMESPACE }],
-    });
-    const serviceAccount = (name: string) => ({
-      apiVersion: 'v1',
-      kind: 'ServiceAccount',
-      metadata: { name, namespace: PORTAL_NAMESPACE },
-    });
     await applyObjects(
       env.kubeconfigPath,
       [
         flavorClass('sweet'),
         flavorClass('sour'),
-        serviceAccount('portal'),
-        serviceAccount('portal-admin'),
-        useRole('nodeflavor-e2e-use-sweet', ['sweet']),
-        useRole('nodeflavor-e2e-use-any'),
-        binding('nodeflavor-e2e-portal', 'nodeflavor-e2e-use-sweet', 'portal'),
-        binding('nodeflavor-e2e-portal-admin', 'nodeflavor-e2e-use-any', 'portal-admin'),
+        serviceAccountObject('portal', PORTAL_NAMESPACE),
+        serviceAccountObject('portal-admin', PORTAL_NAMESPACE),
+        useFlavorClassesRole('nodeflavor-e2e-use-sweet', ['sweet']),
+        useFlavorClassesRole('nodeflavor-e2e-use-any'),
+        clusterRoleBindingObject(
+          'nodeflavor-e2e-portal',
+          'nodeflavor-e2e-use-sweet',
+          'portal',
+          PORTAL_NAMESPACE,
+        ),
+        clusterRoleBindingObject(
+          'nodeflavor-e2e-portal-admin',
+          'nodeflavor-e2e-use-any',
+          'portal-admin',
+          PORTAL_NAMESPACE,
+        ),
       ],
       FIELD_MANAGER,
     );
@@ -475,44 +464,23 @@ describe('token issuer on the real control plane', () => {
     await applyObjects(
       env.kubeconfigPath,
       [
-        {
-          apiVersion: 'v1',
-          kind: 'ServiceAccount',
-          metadata: { name: 'portal-b', namespace: PORTAL_NAMESPACE },
-        },
-        {
-          apiVersion: 'v1',
-          kind: 'ServiceAccount',
-          metadata: { name: 'token-admin', namespace: PORTAL_NAMESPACE },
-        },
-        {
-          apiVersion: 'rbac.authorization.k8s.io/v1',
-          kind: 'ClusterRoleBinding',
-          metadata: { name: 'nodeflavor-e2e-portal-b' },
-          roleRef: {
-            apiGroup: 'rbac.authorization.k8s.io',
-            kind: 'ClusterRole',
-            name: 'nodeflavor-e2e-use-sweet',
-          },
-          subjects: [{ kind: 'ServiceAccount', name: 'portal-b', namespace: PORTAL_NAMESPACE }],
-        },
-        {
-          apiVersion: 'rbac.authorization.k8s.io/v1',
-          kind: 'ClusterRole',
-          metadata: { name: 'nodeflavor-e2e-token-admin' },
-          rules: [{ apiGroups: ['nodeflavor.io'], resources: ['flavoredtokens'], verbs: ['get', 'delete'] }],
-        },
-        {
-          apiVersion: 'rbac.authorization.k8s.io/v1',
-          kind: 'ClusterRoleBinding',
-          metadata: { name: 'nodeflavor-e2e-token-admin' },
-          roleRef: {
-            apiGroup: 'rbac.authorization.k8s.io',
-            kind: 'ClusterRole',
-            name: 'nodeflavor-e2e-token-admin',
-          },
-          subjects: [{ kind: 'ServiceAccount', name: 'token-admin', namespace: PORTAL_NAMESPACE }],
-        },
+        serviceAccountObject('portal-b', PORTAL_NAMESPACE),
+        serviceAccountObject('token-admin', PORTAL_NAMESPACE),
+        clusterRoleBindingObject(
+          'nodeflavor-e2e-portal-b',
+          'nodeflavor-e2e-use-sweet',
+          'portal-b',
+          PORTAL_NAMESPACE,
+        ),
+        clusterRoleObject('nodeflavor-e2e-token-admin', [
+          { apiGroups: ['nodeflavor.io'], resources: ['flavoredtokens'], verbs: ['get', 'delete'] },
+        ]),
+        clusterRoleBindingObject(
+          'nodeflavor-e2e-token-admin',
+          'nodeflavor-e2e-token-admin',
+          'token-admin',
+          PORTAL_NAMESPACE,
+        ),
       ],
       FIELD_MANAGER,
     );

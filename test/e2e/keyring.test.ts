@@ -32,7 +32,14 @@ import type { ManagedProcess } from './cluster/process.ts';
 import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
 import { prepareOperatorIdentity } from './support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
-import { bootstrapSecretNames, flavoredTokenNames, serviceAccountToken } from './support/issuer.ts';
+import {
+  bootstrapSecretNames,
+  clusterRoleBindingObject,
+  clusterRoleObject,
+  flavoredTokenNames,
+  serviceAccountObject,
+  serviceAccountToken,
+} from './support/issuer.ts';
 import { kubectlFlavor } from './support/kubectl-flavor-cli.ts';
 import {
   applyFlavorClass,
@@ -194,24 +201,16 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
     await ensureNamespace(env, PORTAL_NAMESPACE);
     await applyFlavorClass(env, flavor, { labels: { [FLAVOR_LABEL]: flavor } });
     await applyObjects(env.kubeconfigPath, [
-      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'portal', namespace: PORTAL_NAMESPACE } },
-      {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'ClusterRole',
-        metadata: { name: 'nodeflavor-e2e-keyring-use' },
-        rules: [{ apiGroups: ['nodeflavor.io'], resources: ['flavorclasses'], verbs: ['use'] }],
-      },
-      {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'ClusterRoleBinding',
-        metadata: { name: 'nodeflavor-e2e-keyring-use' },
-        roleRef: {
-          apiGroup: 'rbac.authorization.k8s.io',
-          kind: 'ClusterRole',
-          name: 'nodeflavor-e2e-keyring-use',
-        },
-        subjects: [{ kind: 'ServiceAccount', name: 'portal', namespace: PORTAL_NAMESPACE }],
-      },
+      serviceAccountObject('portal', PORTAL_NAMESPACE),
+      clusterRoleObject('nodeflavor-e2e-keyring-use', [
+        { apiGroups: ['nodeflavor.io'], resources: ['flavorclasses'], verbs: ['use'] },
+      ]),
+      clusterRoleBindingObject(
+        'nodeflavor-e2e-keyring-use',
+        'nodeflavor-e2e-keyring-use',
+        'portal',
+        PORTAL_NAMESPACE,
+      ),
     ]);
     portalToken = await serviceAccountToken(env, PORTAL_NAMESPACE, 'portal');
     await prepareOperatorIdentity(env);

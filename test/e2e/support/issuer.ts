@@ -87,3 +87,41 @@ export async function flavoredTokenNames(env: E2EEnvironment): Promise<Set<strin
   })) as { items: { metadata: { name: string } }[] };
   return new Set(list.items.map((t) => t.metadata.name));
 }
+
+// The RBAC objects an issuer test gives its callers: a ServiceAccount, a ClusterRole and the
+// binding of one to the other (applied with applyObjects).
+
+export function serviceAccountObject(name: string, namespace: string) {
+  return { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name, namespace } };
+}
+
+export function clusterRoleObject(name: string, rules: Record<string, unknown>[]) {
+  return { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name }, rules };
+}
+
+/** `use` on FlavorClasses (all, or only `resourceNames`): what the issuer asks before it mints. */
+export function useFlavorClassesRole(name: string, resourceNames?: string[]) {
+  return clusterRoleObject(name, [
+    {
+      apiGroups: ['nodeflavor.io'],
+      resources: ['flavorclasses'],
+      verbs: ['use'],
+      ...(resourceNames ? { resourceNames } : {}),
+    },
+  ]);
+}
+
+export function clusterRoleBindingObject(
+  name: string,
+  role: string,
+  serviceAccount: string,
+  namespace: string,
+) {
+  return {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+    subjects: [{ kind: 'ServiceAccount', name: serviceAccount, namespace }],
+  };
+}
