@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the real Kubernetes control-plane binaries (kube-apiserver, kube-controller-manager),
-# etcd and helm from the Go module proxy, into a cache outside the repository:
+# Builds the real Kubernetes binaries (kube-apiserver, kube-controller-manager, and for real
+# nodes kube-scheduler, kubeadm and kubelet), etcd, helm and the pause image's binary from the Go
+# module proxy, into a cache outside the repository:
 #   ${NODEFLAVOR_CACHE:-~/.cache/nodeflavor}/k8s-<version>/, etcd-<version>/, helm-<version>/
 # A second run finds them and returns in well under a second. Progress goes to stderr.
 #
@@ -37,46 +38,63 @@ with_heartbeat() {
   return $rc
 }
 
+# The binaries of one release come from one throwaway module; each is built only when missing,
+# so a cache made before real nodes existed gains kubeadm, kubelet and kube-scheduler on its own.
+KUBERNETES_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubeadm kubelet)
+
 build_kubernetes() {
   local out="$cache/k8s-$KUBERNETES_VERSION"
-  if [[ -x $out/kube-apiserver && -x $out/kube-controller-manager ]]; then return 0; fi
+  local wanted=("$@"); [[ ${#wanted[@]} -gt 0 ]] || wanted=("${KUBERNETES_COMMANDS[@]}")
+  local missing=()
+  for bin in "${wanted[@]}"; do [[ -x $out/$bin ]] || missing+=("$bin"); done
+  if [[ ${#missing[@]} -eq 0 ]]; then return 0; fi
   local minor=${KUBERNETES_VERSION#v1.}; minor=${minor%%.*}
   local staging_version="v0.${KUBERNETES_VERSION#v1.}"
   local mod="$cache/build/k8s-$KUBERNETES_VERSION"
-  log "building kube-apiserver and kube-controller-manager $KUBERNETES_VERSION (first time only: several minutes)"
+  log "building ${missing[*]} $KUBERNETES_VERSION (first time only: several minutes)"
   mkdir -p "$mod" "$out"
-  log "downloading k8s.io/kubernetes@$KUBERNETES_VERSION from the Go module proxy"
-  {
-    echo "module nodeflavor.local/k8sbuild"
-    echo "go 1.26"
-    echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
-    echo "replace ("
-    for m in $(staging_modules); do echo "  $m => $m $staging_version"; done
-    echo ")"
-  } > "$mod/go.mod"
-  cat > "$mod/tools.go" <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-)
-GO
-  (cd "$mod" && with_heartbeat "go mod tidy" go mod tidy)
+  local tools; tools=$(printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "${KUBERNETES_COMMANDS[@]}")
+  local tools_go; tools_go=$(printf '//go:build tools\n\npackage tools\n\nimport (\n%s\n)\n' "$tools")
+  if [[ ! -f $mod/tools.go || $(cat "$mod/tools.go") != "$tools_go" ]]; then
+    log "downloading k8s.io/kubernetes@$KUBERNETES_VERSION from the Go module proxy"
+    {
+      echo "module nodeflavor.local/k8sbuild"
+      echo "go 1.26"
+      echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
+      echo "replace ("
+      for m in $(staging_modules); do echo "  $m => $m $staging_version"; done
+      echo ")"
+    } > "$mod/go.mod"
+    printf '%s\n' "$tools_go" > "$mod/tools.go"
+    (cd "$mod" && with_heartbeat "go mod tidy" go mod tidy)
+  fi
+  # kubeadm's preflight compares its own version with the kubelet's and the control plane's,
+  # so every binary carries the release's version stamp.
   local ldflags="-s -w"
   local date; date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
   done
-  for bin in kube-apiserver kube-controller-manager; do
+  for bin in "${missing[@]}"; do
     log "compiling $bin"
     (cd "$mod" && CGO_ENABLED=0 with_heartbeat "$bin" go build -trimpath -ldflags "$ldflags" -o "$out/$bin.tmp" "k8s.io/kubernetes/cmd/$bin")
     mv "$out/$bin.tmp" "$out/$bin"
   done
   log "kube-apiserver: $("$out/kube-apiserver" --version)"
+}
+
+# The pod sandbox ("pause") image's only binary: a static program that waits for SIGTERM and
+# reaps orphans, as registry.k8s.io/pause does. Built here because no registry is reachable.
+build_pause() {
+  local out="$cache/pause-1"
+  if [[ -x $out/pause ]]; then return 0; fi
+  log "building the pause binary"
+  mkdir -p "$out/src"
+  cp "$here/../realnode/pause/main.go" "$out/src/main.go"
+  printf 'module nodeflavor.local/pause\ngo 1.26\n' > "$out/src/go.mod"
+  (cd "$out/src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/pause.tmp" .)
+  mv "$out/pause.tmp" "$out/pause"
 }
 
 build_etcd() {
@@ -101,9 +119,11 @@ build_helm() {
 }
 
 case $what in
-  all) build_etcd; build_kubernetes; build_helm ;;
+  all) build_etcd; build_kubernetes; build_helm; build_pause ;;
+  control-plane) build_etcd; build_kubernetes kube-apiserver kube-controller-manager ;;
   kubernetes) build_kubernetes ;;
+  pause) build_pause ;;
   etcd) build_etcd ;;
   helm) build_helm ;;
-  *) log "unknown target '$what' (all|kubernetes|etcd|helm)"; exit 2 ;;
+  *) log "unknown target '$what' (all|control-plane|kubernetes|etcd|helm|pause)"; exit 2 ;;
 esac

@@ -21,13 +21,25 @@ import {
   issueCertificate,
   type KeyPairPem,
 } from '../../../src/pki/certs.ts';
-import { kubeadmBootstrapObjects } from './kubeadm-objects.ts';
+import {
+  type ClusterNetworking,
+  kubeadmBootstrapObjects,
+  kubeadmJoinConfigObjects,
+} from './kubeadm-objects.ts';
 import { freePort } from './ports.ts';
 import { ManagedProcess, startJanitor } from './process.ts';
-import { requireBinaries } from './versions.ts';
+import { requireBinaries, versions } from './versions.ts';
 
 const YEAR = 365 * 24 * 3600 * 1000;
 const SERVICE_CIDR = '10.96.0.0/12';
+/** The cluster's networking as kubeadm-config states it; real nodes take pod CIDRs from it. */
+export const NETWORKING: ClusterNetworking = {
+  serviceSubnet: SERVICE_CIDR,
+  podSubnet: '10.244.0.0/16',
+  dnsDomain: 'cluster.local',
+};
+/** The `kubernetes` Service's ClusterIP (first address of SERVICE_CIDR), named in the serving cert. */
+export const KUBERNETES_SERVICE_IP = '10.96.0.1';
 const TMP_PREFIX = 'nodeflavor-cp-';
 
 export interface ControlPlaneOptions {
@@ -41,6 +53,11 @@ export interface ControlPlaneOptions {
    * groups only (cheap), into <dir>/audit.log. Off by default.
    */
   auditUserGroups?: string[];
+  /**
+   * Run kube-scheduler too, for real nodes whose Pods must be placed (default false: simulated
+   * kubelets run no Pods, and benchmarks should not pay for a scheduler watching 10,000 nodes).
+   */
+  scheduler?: boolean;
 }
 
 /** Where a control plane started with auditUserGroups writes its audit log. */
@@ -52,6 +69,9 @@ interface Pki {
   serving: KeyPairPem;
   admin: KeyPairPem;
   controllerManager: KeyPairPem;
+  scheduler: KeyPairPem;
+  /** The API server's client certificate towards kubelets (logs, exec, port-forward). */
+  kubeletClient: KeyPairPem;
   serviceAccount: { privateKeyPem: string; publicKeyPem: string };
 }
 
@@ -71,7 +91,7 @@ async function createPki(): Promise<Pki> {
       'kubernetes.default.svc',
       'kubernetes.default.svc.cluster.local',
     ],
-    ipAddresses: ['127.0.0.1', '10.96.0.1'],
+    ipAddresses: ['127.0.0.1', KUBERNETES_SERVICE_IP],
   });
   const admin = await issueCertificate(clusterCa, {
     commonName: 'kubernetes-admin',
@@ -84,12 +104,27 @@ async function createPki(): Promise<Pki> {
     usage: 'client',
     validFor: YEAR,
   });
+  const scheduler = await issueCertificate(clusterCa, {
+    commonName: 'system:kube-scheduler',
+    usage: 'client',
+    validFor: YEAR,
+  });
+  // kubeadm gives this identity the kubelet API through kubeadm:cluster-admins; system:masters
+  // is the same here.
+  const kubeletClient = await issueCertificate(clusterCa, {
+    commonName: 'kube-apiserver-kubelet-client',
+    organizations: ['system:masters'],
+    usage: 'client',
+    validFor: YEAR,
+  });
   return {
     clusterCa,
     signingCa,
     serving,
     admin,
     controllerManager,
+    scheduler,
+    kubeletClient,
     serviceAccount: await createKeyPairPem(),
   };
 }
@@ -223,9 +258,12 @@ export class ControlPlane {
       servingKey: file('apiserver.key', pki.serving.keyPem),
       saKey: file('sa.key', pki.serviceAccount.privateKeyPem),
       saPub: file('sa.pub', pki.serviceAccount.publicKeyPem),
+      kubeletClientCert: file('apiserver-kubelet-client.crt', pki.kubeletClient.certPem),
+      kubeletClientKey: file('apiserver-kubelet-client.key', pki.kubeletClient.keyPem),
     };
 
-    const [etcdClient, etcdPeer, apiPort, kcmPort] = await Promise.all([
+    const [etcdClient, etcdPeer, apiPort, kcmPort, schedulerPort] = await Promise.all([
+      freePort(),
       freePort(),
       freePort(),
       freePort(),
@@ -245,6 +283,11 @@ export class ControlPlane {
       {
         mode: 0o600,
       },
+    );
+    writeFileSync(
+      join(dir, 'scheduler.kubeconfig'),
+      kubeconfigYaml(server, pki.clusterCa.certPem, pki.scheduler),
+      { mode: 0o600 },
     );
 
     const apiserverArgs = [
@@ -266,6 +309,12 @@ export class ControlPlane {
       `--service-account-signing-key-file=${paths.saKey}`,
       `--service-cluster-ip-range=${SERVICE_CIDR}`,
       '--profiling=false',
+      // Webhooks served by Pods: dial the Service's endpoint (a Pod IP on cni0), as there is no
+      // kube-proxy to make ClusterIPs work on this host.
+      '--enable-aggregator-routing=true',
+      // kubectl logs/exec on real nodes.
+      `--kubelet-client-certificate=${paths.kubeletClientCert}`,
+      `--kubelet-client-key=${paths.kubeletClientKey}`,
     ];
     if (options.auditUserGroups !== undefined) {
       // Metadata: who did what to which object, and the answer; never a request or response body.
@@ -336,6 +385,26 @@ export class ControlPlane {
         ),
       );
       await plane.waitFor('kube-controller-manager', `https://127.0.0.1:${kcmPort}/healthz`, timeout, false);
+      if (options.scheduler) {
+        const kubeconfig = join(dir, 'scheduler.kubeconfig');
+        components.set(
+          'kube-scheduler',
+          new ManagedProcess(
+            'kube-scheduler',
+            binaries.kubeScheduler,
+            [
+              `--kubeconfig=${kubeconfig}`,
+              `--authentication-kubeconfig=${kubeconfig}`,
+              `--authorization-kubeconfig=${kubeconfig}`,
+              '--leader-elect=false',
+              '--bind-address=127.0.0.1',
+              `--secure-port=${schedulerPort}`,
+            ],
+            join(dir, 'kube-scheduler.log'),
+          ),
+        );
+        await plane.waitFor('kube-scheduler', `https://127.0.0.1:${schedulerPort}/healthz`, timeout, false);
+      }
       log(`control plane ready (${((Date.now() - started) / 1000).toFixed(1)} s)`);
       return plane;
     } catch (error) {
@@ -388,7 +457,10 @@ export class ControlPlane {
 
   private async createKubeadmObjects(): Promise<void> {
     const { applyObjects } = await import('./apply.ts');
-    await applyObjects(this.kubeconfigPath, kubeadmBootstrapObjects(this.server, this.caPem));
+    await applyObjects(this.kubeconfigPath, [
+      ...kubeadmBootstrapObjects(this.server, this.caPem),
+      ...kubeadmJoinConfigObjects(versions.KUBERNETES_VERSION ?? '', new URL(this.server).host, NETWORKING),
+    ]);
   }
 
   /** The kube-apiserver's reported gitVersion. */
@@ -405,7 +477,7 @@ export class ControlPlane {
 
   /** Stops every component and removes the temp dir; safe to call twice. */
   async stop(): Promise<void> {
-    for (const name of ['kube-controller-manager', 'kube-apiserver', 'etcd']) {
+    for (const name of ['kube-scheduler', 'kube-controller-manager', 'kube-apiserver', 'etcd']) {
       await this.components.get(name)?.stop();
     }
     this.components.clear();

@@ -26,6 +26,7 @@ export interface BinaryPaths {
   etcd: string;
   kubeApiserver: string;
   kubeControllerManager: string;
+  kubeScheduler: string;
   helm: string;
 }
 
@@ -35,14 +36,31 @@ export function binaryPaths(): BinaryPaths {
     etcd: join(cache, `etcd-${versions.ETCD_VERSION}`, 'etcd'),
     kubeApiserver: join(cache, `k8s-${versions.KUBERNETES_VERSION}`, 'kube-apiserver'),
     kubeControllerManager: join(cache, `k8s-${versions.KUBERNETES_VERSION}`, 'kube-controller-manager'),
+    kubeScheduler: join(cache, `k8s-${versions.KUBERNETES_VERSION}`, 'kube-scheduler'),
     helm: join(cache, `helm-${versions.HELM_VERSION}`, 'helm'),
+  };
+}
+
+/** What a real node needs from the cache (see ../realnode/). */
+export interface NodeBinaryPaths {
+  kubeadm: string;
+  kubelet: string;
+  pause: string;
+}
+
+export function nodeBinaryPaths(): NodeBinaryPaths {
+  const k8s = join(cacheDir(), `k8s-${versions.KUBERNETES_VERSION}`);
+  return {
+    kubeadm: join(k8s, 'kubeadm'),
+    kubelet: join(k8s, 'kubelet'),
+    pause: join(cacheDir(), 'pause-1', 'pause'),
   };
 }
 
 export function requireBinaries(): BinaryPaths {
   const paths = binaryPaths();
   for (const [name, path] of Object.entries(paths)) {
-    if (name !== 'helm' && !existsSync(path)) {
+    if (name !== 'helm' && name !== 'kubeScheduler' && !existsSync(path)) {
       throw new Error(
         `${path} is missing: run 'make binaries' (builds the Kubernetes binaries from Go modules)`,
       );

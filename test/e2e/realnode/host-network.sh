@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The host side of the real nodes, shared by all of them and undone when stdin closes (the test
+# ended or its process died): the cni0 bridge, a rule that drops whatever a pod sends off the
+# machine, the one "Service" pods need (the API server at the kubernetes Service's ClusterIP,
+# there being no kube-proxy), and the empty mount points the nodes' tmpfs mounts need.
+# Arguments: API_SERVER_PORT SERVICE_IP. stdout: "ready" once set up.
+set -uo pipefail
+exec 3<&0 </dev/null
+# A dead reader of our events (the test process) must not kill us before teardown.
+trap '' PIPE
+port=$1 service_ip=$2
+created_dirs=()
+log() { printf '[host-network %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+forward_rule=(FORWARD -i cni0 ! -o cni0 -j DROP)
+dnat_rule=(PREROUTING -i cni0 -d "$service_ip/32" -p tcp --dport 443 -j DNAT --to-destination "127.0.0.1:$port")
+
+teardown() {
+  while iptables -C "${forward_rule[@]}" 2>/dev/null; do iptables -D "${forward_rule[@]}"; done
+  while iptables -t nat -C "${dnat_rule[@]}" 2>/dev/null; do iptables -t nat -D "${dnat_rule[@]}"; done
+  ip link del cni0 2>/dev/null
+  rmdir /sys/fs/cgroup/*/k8s.io 2>/dev/null
+  for entry in "${created_dirs[@]}"; do # "path|top": remove path, then parents up to top
+    local path=${entry%%|*} top=${entry##*|}
+    while rmdir "$path" 2>/dev/null && [[ $path != "$top" ]]; do path=$(dirname "$path"); done
+  done
+  log "removed cni0, the iptables rules and the mount points"
+}
+trap teardown EXIT
+trap 'exit 143' TERM INT HUP
+
+for d in /etc/kubernetes /var/lib/kubelet /var/lib/containerd /run/containerd /var/log/pods \
+  /var/log/containers /etc/cni/net.d /var/lib/cni /run/netns; do
+  # Only the top-most missing directory is recorded, so teardown removes the whole created path.
+  missing=''
+  probe=$d
+  while [[ ! -e $probe ]]; do missing=$probe; probe=$(dirname "$probe"); done
+  if [[ -n $missing ]]; then mkdir -p "$d" && created_dirs+=("$d|$missing"); fi
+done
+ip link show cni0 >/dev/null 2>&1 || ip link add cni0 type bridge || { log "cannot create cni0"; exit 1; }
+ip link set cni0 up
+# Pods reach the API server on 127.0.0.1 through the DNAT below; loopback destinations arriving on
+# cni0 are routed only with route_localnet (a per-interface setting of our own bridge).
+sysctl -qw net.ipv4.conf.cni0.route_localnet=1
+iptables -C "${forward_rule[@]}" 2>/dev/null || iptables -I "${forward_rule[@]}"
+iptables -t nat -C "${dnat_rule[@]}" 2>/dev/null || iptables -t nat -I "${dnat_rule[@]}"
+echo ready
+while read -r -u 3 _; do :; done
+exit 0

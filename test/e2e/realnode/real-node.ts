@@ -1,0 +1,344 @@
+// Real nodes on this host, as a test fixture: each is a real containerd, `kubeadm join` and
+// kubelet (the pinned release) in a private mount namespace of its own, joined with a
+// JoinConfiguration (nodeflavor-issued or plain kubeadm). Several run side by side: distinct node
+// names, kubelet ports, pod subnets and containerd state. Everything they create goes away when
+// stop() is called, and also when the test process dies (the scripts tear down when their stdin
+// closes): processes, mounts, cni0, the iptables rules, cgroups, temp dirs.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { parse, stringify } from 'yaml';
+import { KUBERNETES_SERVICE_IP, NETWORKING } from '../cluster/controlplane.ts';
+import { freePort } from '../cluster/ports.ts';
+import { startJanitor } from '../cluster/process.ts';
+import { nodeBinaryPaths } from '../cluster/versions.ts';
+import { type BuiltImage, buildPauseImage } from './operator-image.ts';
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const PAUSE_IMAGE = 'registry.k8s.io/pause:3.10.2';
+const HOST_PACKAGES: Record<string, string> = {
+  containerd: '/usr/bin/containerd',
+  runc: '/usr/sbin/runc',
+  'containernetworking-plugins': '/usr/lib/cni/bridge',
+  iptables: '/usr/sbin/iptables',
+  conntrack: '/usr/sbin/conntrack',
+};
+
+/** Why real nodes cannot run here, or undefined when they can. */
+export function realNodesUnsupported(): string | undefined {
+  if (process.platform !== 'linux') return 'real nodes need Linux';
+  if (process.getuid?.() !== 0) return 'real nodes need root (mounts, cgroups, cni0, iptables)';
+  if (!process.env.E2E_LOCAL_CONTROL_PLANE_DIR) {
+    return 'real nodes join the local control plane; E2E_KUBECONFIG names another cluster';
+  }
+  for (const [name, path] of Object.entries(HOST_PACKAGES)) {
+    if (!existsSync(path)) return `${path} is missing: run 'make tools' as root (installs the Debian package ${name})`;
+  }
+  for (const path of Object.values(nodeBinaryPaths())) {
+    if (!existsSync(path)) return `${path} is missing: run 'make binaries'`;
+  }
+  return undefined;
+}
+
+function requireSupport(): void {
+  const reason = realNodesUnsupported();
+  if (reason) throw new Error(reason);
+}
+
+/** A line-oriented child: stdin is its lifeline and command channel, stdout its events. */
+class Lifeline {
+  private readonly child: ChildProcess;
+  private readonly seen: { name: string; detail: string }[] = [];
+  private readonly waiters = new Set<() => void>();
+  readonly exited: Promise<number | null>;
+  private done = false;
+
+  constructor(command: string, args: string[], env: NodeJS.ProcessEnv, stderrLog: string) {
+    this.child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], env });
+    createInterface({ input: this.child.stdout! }).on('line', (line) => {
+      const match = /^(?:event )?(\S+)\s*(.*)$/.exec(line);
+      if (match?.[1]) this.seen.push({ name: match[1], detail: match[2] ?? '' });
+      for (const wake of this.waiters) wake();
+    });
+    this.child.stderr?.on('data', (chunk: Buffer) => writeFileSync(stderrLog, chunk, { flag: 'a' }));
+    this.exited = new Promise((resolve) =>
+      this.child.on('exit', (code) => {
+        this.done = true;
+        for (const wake of this.waiters) wake();
+        resolve(code);
+      }),
+    );
+  }
+
+  /** Waits for the next event named `name` after the first `skip` of them; throws on exit or deadline. */
+  async event(name: string, timeoutMs: number, skip = 0): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const found = this.seen.filter((e) => e.name === name)[skip];
+      if (found) return found.detail;
+      const failed = this.seen.find((e) => e.name === 'failed');
+      if (failed) throw new Error(failed.detail);
+      if (this.done) throw new Error(`exited before '${name}'`);
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`no '${name}' within ${timeoutMs / 1000} s`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left);
+        const wake = () => {
+          clearTimeout(timer);
+          this.waiters.delete(wake);
+          resolve();
+        };
+        this.waiters.add(wake);
+      });
+    }
+  }
+
+  count(name: string): number {
+    return this.seen.filter((e) => e.name === name).length;
+  }
+
+  send(command: string): void {
+    this.child.stdin?.write(`${command}\n`);
+  }
+
+  async close(): Promise<void> {
+    this.child.stdin?.end();
+    await this.exited;
+  }
+}
+
+export interface RealNodeOptions {
+  /** The node name (kubeadm's nodeRegistration.name; set when the JoinConfiguration lacks one). */
+  name: string;
+  /** A JoinConfiguration YAML (kubeadm.k8s.io/v1beta4), as the issuer or an admin wrote it. */
+  joinConfiguration: string;
+  /** How long to wait for `kubeadm join` (default 120 s). */
+  joinTimeoutMs?: number;
+}
+
+export class RealNode {
+  readonly name: string;
+  readonly dir: string;
+  readonly kubeletPort: number;
+  private readonly lifeline: Lifeline;
+  private readonly janitor: { release: () => void };
+
+  constructor(name: string, dir: string, kubeletPort: number, lifeline: Lifeline, janitor: { release: () => void }) {
+    this.name = name;
+    this.dir = dir;
+    this.kubeletPort = kubeletPort;
+    this.lifeline = lifeline;
+    this.janitor = janitor;
+  }
+
+  /** Waits for `kubeadm join` to exit 0 ("This node has joined the cluster"); throws with its log otherwise. */
+  async joined(timeoutMs = 120_000): Promise<void> {
+    const rc = await this.lifeline.event('kubeadm-exited', timeoutMs).catch((error: Error) => {
+      throw new Error(`${this.name}: ${error.message}\n${this.logTail()}`);
+    });
+    if (rc !== '0') throw new Error(`${this.name}: kubeadm join exited ${rc}\n${this.logTail()}`);
+  }
+
+  /** Stops and starts the kubelet with its own credentials, as `systemctl restart kubelet` would. */
+  async restartKubelet(timeoutMs = 60_000): Promise<void> {
+    const started = this.lifeline.count('kubelet-started');
+    this.lifeline.send('restart-kubelet');
+    await this.lifeline.event('kubelet-started', timeoutMs, started);
+  }
+
+  /** The last lines of kubeadm's, the kubelet's and containerd's logs, for failure messages. */
+  logTail(lines = 25): string {
+    return ['node.log', 'kubeadm.log', 'kubelet.log', 'containerd.log']
+      .map((file) => {
+        const path = join(this.dir, file);
+        if (!existsSync(path)) return '';
+        const text = readFileSync(path, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+        return `--- ${this.name} ${file}\n${text}`;
+      })
+      .filter(Boolean)
+      .join('\n');
+  }
+
+  async stop(): Promise<void> {
+    await this.lifeline.close();
+    this.janitor.release();
+  }
+}
+
+/**
+ * The host side shared by a test's real nodes (cni0, the drop-everything-leaving rule, the API
+ * server for pods) and the images every node imports. Start one per test file; stop() stops its
+ * nodes too.
+ */
+export class RealNodeHost {
+  readonly dir: string;
+  private readonly network: Lifeline;
+  private readonly janitor: { release: () => void };
+  private readonly images: BuiltImage[];
+  private readonly nodes: RealNode[] = [];
+  private nextIndex = 1;
+
+  private constructor(dir: string, network: Lifeline, janitor: { release: () => void }, images: BuiltImage[]) {
+    this.dir = dir;
+    this.network = network;
+    this.janitor = janitor;
+    this.images = images;
+  }
+
+  /** `server` is the API server's URL on 127.0.0.1; `images` are imported into every node. */
+  static async start(server: string, images: BuiltImage[] = []): Promise<RealNodeHost> {
+    requireSupport();
+    const dir = mkdtempSync(join(tmpdir(), 'nodeflavor-nodes-'));
+    const janitor = startJanitor(dir);
+    const port = new URL(server).port;
+    const network = new Lifeline(
+      'bash',
+      [join(here, 'host-network.sh'), port, KUBERNETES_SERVICE_IP],
+      process.env,
+      join(dir, 'host-network.log'),
+    );
+    try {
+      await network.event('ready', 30_000);
+    } catch (error) {
+      await network.close();
+      janitor.release();
+      throw new Error(`host network: ${(error as Error).message}: ${readLog(join(dir, 'host-network.log'))}`);
+    }
+    const pause = buildPauseImage(nodeBinaryPaths().pause, dir, PAUSE_IMAGE);
+    return new RealNodeHost(dir, network, janitor, [pause, ...images]);
+  }
+
+  /** Starts a node and its `kubeadm join`; await node.joined() for the join's outcome. */
+  async startNode(options: RealNodeOptions): Promise<RealNode> {
+    const index = this.nextIndex++;
+    const dir = mkdtempSync(join(this.dir, `${options.name}-`));
+    const janitor = startJanitor(dir);
+    const [kubeletPort, healthzPort] = [await freePort(), await freePort()];
+    const subnet = `10.244.${index}`;
+    writeNodeFiles(dir, options, { kubeletPort, healthzPort, subnet }, this.images);
+    const binaries = nodeBinaryPaths();
+    const lifeline = new Lifeline(
+      'unshare',
+      ['--mount', '--propagation', 'private', 'bash', join(here, 'node.sh')],
+      {
+        ...process.env,
+        PATH: `${dirname(binaries.kubeadm)}:${process.env.PATH ?? ''}`,
+        NODE_DIR: dir,
+        NODE_NAME: options.name,
+        NODE_GATEWAY: `${subnet}.1/24`,
+      },
+      join(dir, 'node.stderr.log'),
+    );
+    const node = new RealNode(options.name, dir, kubeletPort, lifeline, janitor);
+    this.nodes.push(node);
+    await lifeline.event('containerd-ready', 120_000).catch((error: Error) => {
+      throw new Error(`${options.name}: ${error.message}\n${node.logTail()}`);
+    });
+    return node;
+  }
+
+  async stop(): Promise<void> {
+    for (const node of this.nodes.splice(0)) await node.stop();
+    await this.network.close();
+    this.janitor.release();
+  }
+}
+
+function readLog(path: string): string {
+  return existsSync(path) ? readFileSync(path, 'utf8').trim().split('\n').slice(-10).join('\n') : '';
+}
+
+interface NodePorts {
+  kubeletPort: number;
+  healthzPort: number;
+  subnet: string;
+}
+
+/** The JoinConfiguration as the node's admin would run it here, plus containerd's and CNI's config. */
+function writeNodeFiles(dir: string, options: RealNodeOptions, ports: NodePorts, images: BuiltImage[]): void {
+  const join_ = parse(options.joinConfiguration) as Record<string, Record<string, unknown>>;
+  if (join_.apiVersion !== ('kubeadm.k8s.io/v1beta4' as unknown)) {
+    throw new Error(`real nodes run kubeadm ${'v1.37'}: the JoinConfiguration must be kubeadm.k8s.io/v1beta4`);
+  }
+  const registration = (join_.nodeRegistration ??= {});
+  registration.name ??= options.name;
+  // This host is a VM on cgroup v1 (SystemVerification), without IP forwarding (pods only talk to
+  // the API server and each other), and runs several kubelets (the port check is for 10250 only).
+  const ignored = ['SystemVerification', 'Port-10250'];
+  if (readFileSync('/proc/sys/net/ipv4/ip_forward', 'utf8').trim() !== '1') {
+    ignored.push('FileContent--proc-sys-net-ipv4-ip_forward');
+  }
+  registration.ignorePreflightErrors = [
+    ...((registration.ignorePreflightErrors as string[] | undefined) ?? []),
+    ...ignored,
+  ];
+  join_.patches = { directory: join(dir, 'patches') };
+  writeFileSync(join(dir, 'join.yaml'), stringify(join_), { mode: 0o600 });
+  mkdirSync(join(dir, 'patches'));
+  writeFileSync(
+    join(dir, 'patches', 'kubeletconfiguration+merge.json'),
+    JSON.stringify({ port: ports.kubeletPort, healthzPort: ports.healthzPort, readOnlyPort: 0 }),
+  );
+  writeFileSync(join(dir, 'containerd.toml'), containerdConfig());
+  writeFileSync(join(dir, 'cni.conflist'), JSON.stringify(cniConfig(ports.subnet)));
+  mkdirSync(join(dir, 'images'));
+  for (const image of images) {
+    execFileSync('ln', ['-s', image.tarball, join(dir, 'images', `${image.imageId.slice(0, 12)}.tar`)]);
+  }
+}
+
+/** containerd 1.6 (config version 2) for this host; see ../shared/REALNODE.md for each setting. */
+function containerdConfig(): string {
+  return `version = 2
+root = "/var/lib/containerd"
+state = "/run/containerd"
+[grpc]
+  address = "/run/containerd/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "${PAUSE_IMAGE}"
+  # The VM lacks CAP_SYS_RESOURCE: without this every sandbox fails in runc create.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "/etc/cni/net.d"
+`;
+}
+
+/**
+ * A bridge on cni0 with this node's own /24. Not a gateway bridge (that would switch on the host's
+ * IP forwarding): the node script puts the gateway address on cni0, and pods get routes only to
+ * the pod network and the Service range, so nothing from a pod has a way off the machine.
+ */
+function cniConfig(subnet: string): object {
+  const gateway = `${subnet}.1`;
+  return {
+    cniVersion: '0.4.0',
+    name: 'nodeflavor-e2e',
+    plugins: [
+      {
+        type: 'bridge',
+        bridge: 'cni0',
+        isGateway: false,
+        ipMasq: false,
+        hairpinMode: true,
+        ipam: {
+          type: 'host-local',
+          ranges: [[{ subnet: `${subnet}.0/24`, gateway }]],
+          routes: [
+            { dst: NETWORKING.podSubnet, gw: gateway },
+            { dst: NETWORKING.serviceSubnet, gw: gateway },
+          ],
+        },
+      },
+    ],
+  };
+}
