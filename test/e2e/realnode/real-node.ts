@@ -5,7 +5,7 @@
 // stop() is called, and also when the test process dies (the scripts tear down when their stdin
 // closes): processes, mounts, cni0, the iptables rules, cgroups, temp dirs.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -31,9 +31,6 @@ const HOST_PACKAGES: Record<string, string> = {
 export function realNodesUnsupported(): string | undefined {
   if (process.platform !== 'linux') return 'real nodes need Linux';
   if (process.getuid?.() !== 0) return 'real nodes need root (mounts, cgroups, cni0, iptables)';
-  if (!process.env.E2E_LOCAL_CONTROL_PLANE_DIR) {
-    return 'real nodes join the local control plane; E2E_KUBECONFIG names another cluster';
-  }
   for (const [name, path] of Object.entries(HOST_PACKAGES)) {
     if (!existsSync(path)) return `${path} is missing: run 'make tools' as root (installs the Debian package ${name})`;
   }
@@ -96,6 +93,10 @@ class Lifeline {
     }
   }
 
+  last(name: string): string | undefined {
+    return this.seen.filter((e) => e.name === name).at(-1)?.detail;
+  }
+
   count(name: string): number {
     return this.seen.filter((e) => e.name === name).length;
   }
@@ -147,6 +148,20 @@ export class RealNode {
     const started = this.lifeline.count('kubelet-started');
     this.lifeline.send('restart-kubelet');
     await this.lifeline.event('kubelet-started', timeoutMs, started);
+  }
+
+  /**
+   * The kubelet's client certificate and key (PEM, one file), read through /proc/PID/root: it lives
+   * on a tmpfs in the node's own mount namespace. A test uses it to act as this node's kubelet.
+   */
+  kubeletClientPem(): string {
+    const pid = this.lifeline.last('kubelet-started');
+    if (!pid) throw new Error(`${this.name}: the kubelet never started`);
+    // The file is a symlink with an absolute target, which must be resolved inside that root too.
+    const root = `/proc/${pid}/root`;
+    const link = `${root}/var/lib/kubelet/pki/kubelet-client-current.pem`;
+    const target = readlinkSync(link);
+    return readFileSync(target.startsWith('/') ? `${root}${target}` : link, 'utf8');
   }
 
   /** The last lines of kubeadm's, the kubelet's and containerd's logs, for failure messages. */

@@ -25,6 +25,11 @@ async function load(): Promise<E2EEnvironment> {
       'E2E_KUBECONFIG is not set: run the e2e suite with `make test-e2e` (it starts a control plane) or point it at a cluster',
     );
   }
+  return loadEnvironment(kubeconfigPath);
+}
+
+/** The environment of the cluster an admin kubeconfig names (e.g. a test file's own control plane). */
+export async function loadEnvironment(kubeconfigPath: string): Promise<E2EEnvironment> {
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(kubeconfigPath);
   const core = kubeConfig.makeApiClient(CoreV1Api);

@@ -14,7 +14,6 @@ export async function globalSetup(): Promise<void> {
   plane = await ControlPlane.start({
     log: (line) => process.stderr.write(`[e2e control-plane] ${line}\n`),
     auditUserGroups: AUDITED_GROUPS,
-    scheduler: true,
   });
   process.env.E2E_KUBECONFIG = plane.kubeconfigPath;
   process.env.E2E_LOCAL_CONTROL_PLANE_DIR = plane.dir;
