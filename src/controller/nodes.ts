@@ -1,14 +1,30 @@
 // Node reconciler (key: the Node's name). Gathers the node's bindings, rejected claims, the
 // FlavorClasses and the key ring; asks decideNode for a verdict; carries it out: record the
-// verification on the token (the durable proof a node cannot touch), then write the Node.
-import { isProtectedKey, protectedKeysFromFlavorClasses, TOKEN_LABEL_KEY } from '../flavor/admission.ts';
+// verification on the token (the durable proof a node cannot touch), then write the Node, with
+// the record of what nodeflavor applied to it (so a later class change removes exactly that).
+import { TOKEN_LABEL_KEY } from '../flavor/admission.ts';
+import {
+  APPLIED_ANNOTATION,
+  type AppliedRecordReading,
+  isNothingApplied,
+  readAppliedRecord,
+  signAppliedRecord,
+} from '../flavor/applied-record.ts';
+import {
+  type DesiredNodeState,
+  desiredNodeState,
+  type ManagedKeys,
+  managedKeys,
+  nodeMatches,
+  onlyBookkeeping,
+  provenApplied,
+} from '../flavor/converge.ts';
+import type { KeyRing } from '../flavor/keyring.ts';
 import type { FlavorClassSpec } from '../flavor/resources.ts';
 import {
   type BoundToken,
   decideNode,
-  desiredNodeState,
-  type ManagedKeys,
-  nodeMatches,
+  type NodeFacts,
   VERIFIED_ANNOTATION,
   type VerificationRecord,
 } from '../flavor/verdict.ts';
@@ -22,15 +38,6 @@ import { rfc3339, updateTokenStatus } from './token-status.ts';
 
 export function flavorClassMap(ctx: ControllerContext): Map<string, FlavorClassSpec> {
   return new Map(ctx.caches.classes.list().map((c) => [c.metadata.name, c.spec ?? {}]));
-}
-
-export function managedKeys(classes: Iterable<FlavorClassSpec>): ManagedKeys {
-  const keys = protectedKeysFromFlavorClasses([...classes]);
-  return {
-    isProtectedLabel: (k) => isProtectedKey('label', k, keys),
-    isProtectedAnnotation: (k) => isProtectedKey('annotation', k, keys),
-    isProtectedTaint: (k) => isProtectedKey('taint', k, keys),
-  };
 }
 
 /** Records nodeUID (and verifiedAt when verifying) in the token's binding for this node. */
@@ -62,11 +69,7 @@ async function recordOnBinding(
  * Writes the Node; a 409 means our cache was behind a newer version (the kubelet's own status
  * writes race us right after registration): the watch brings the newer one and we decide again.
  */
-async function write(
-  ctx: ControllerContext,
-  node: TrimmedNode,
-  desired: Parameters<typeof writeNodeState>[2],
-): Promise<boolean> {
+async function write(ctx: ControllerContext, node: TrimmedNode, desired: DesiredNodeState): Promise<boolean> {
   try {
     await writeNodeState(ctx.kubeConfig, node, desired);
     // Until the watch brings the version we wrote, the cache shows the one we wrote over:
@@ -88,6 +91,50 @@ function carriesTrustedKeys(facts: ReturnType<typeof nodeFacts>, keys: ManagedKe
     Object.keys(facts.labels).some((k) => k !== TOKEN_LABEL_KEY && keys.isProtectedLabel(k)) ||
     Object.keys(facts.annotations).some((k) => keys.isProtectedAnnotation(k))
   );
+}
+
+/** The write that converges the Node, from its applied record (a record proving nothing counts as none). */
+function converge(
+  facts: NodeFacts,
+  keyRing: KeyRing,
+  reading: AppliedRecordReading,
+  keys: ManagedKeys,
+  flavor: { flavorClass: FlavorClassSpec; annotation: string } | undefined,
+): DesiredNodeState {
+  return desiredNodeState({
+    node: facts,
+    applied: provenApplied(reading),
+    flavor,
+    keys,
+    record: (applied) => signAppliedRecord(keyRing, facts.uid, applied),
+  });
+}
+
+/**
+ * Says, once the write that replaced it is done, that the record proved nothing (Warning Event),
+ * or that a node flavored before records existed got its first one (`upgradedFrom`, a log line).
+ */
+function reportRecord(
+  ctx: ControllerContext,
+  facts: NodeFacts,
+  reading: AppliedRecordReading,
+  upgradedFrom?: string,
+): void {
+  if (reading.state === 'invalid') {
+    // Fail safe: only keys owned by claim were removed; any other key it named stays.
+    ctx.log.warn({ node: facts.name, why: reading.why }, 'applied record proves nothing; replaced');
+    ctx.events.emit(
+      { apiVersion: 'v1', kind: 'Node', name: facts.name, uid: facts.uid },
+      'Warning',
+      'InvalidAppliedRecord',
+      `node ${facts.name}'s ${APPLIED_ANNOTATION} record proves nothing (${reading.why}): nodeflavor removed only keys under nodeflavor.io/ or named by a FlavorClass, left every other key in place, and now records what it applies`,
+    );
+  } else if (upgradedFrom !== undefined) {
+    ctx.log.info(
+      { node: facts.name, flavorClass: upgradedFrom },
+      'first applied record, from the FlavorClass as it is now: keys the class dropped before are not known and stay',
+    );
+  }
 }
 
 export async function reconcileNode(ctx: ControllerContext, name: string): Promise<void> {
@@ -113,6 +160,7 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
     tokenExists: (tokenId) => ctx.indexes.tokenNameById.has(tokenId),
   });
   const involved = { apiVersion: 'v1', kind: 'Node', name, uid: facts.uid };
+  const applied = readAppliedRecord(keyRing, facts.uid, facts.annotations[APPLIED_ANNOTATION]);
 
   switch (verdict.kind) {
     case 'unmanaged':
@@ -144,14 +192,17 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
       if (verdict.kind === 'verify') failpoint('after-verification-recorded');
       // Signed for this Node's UID with the active key: a rotation re-signs records as nodes are
       // reconciled, and a copy on another Node, or a hand-made one, proves nothing.
-      const desired = desiredNodeState(
-        facts,
-        { flavorClass: verdict.flavorClass, annotation: signedRecordAnnotation(keyRing, facts.uid, record) },
-        keys,
-      );
+      const desired = converge(facts, keyRing, applied, keys, {
+        flavorClass: verdict.flavorClass,
+        annotation: signedRecordAnnotation(keyRing, facts.uid, record),
+      });
       if (nodeMatches(facts, desired)) return;
       const firstTime = !Object.hasOwn(facts.annotations, VERIFIED_ANNOTATION);
+      const bookkeeping = onlyBookkeeping(facts, desired);
+      // Verified before, yet no record: flavored by a version that kept none (an upgrade).
+      const upgrade = !firstTime && applied.state === 'absent' && !isNothingApplied(desired.applied);
       if (!(await write(ctx, node, desired))) return;
+      reportRecord(ctx, facts, applied, upgrade ? record.flavorClass : undefined);
       if (verdict.kind === 'verify' || firstTime) {
         ctx.metrics.verifications.inc({ result: 'verified', reason: 'Verified' });
         ctx.metrics.joinToFlavored.observe((Date.now() - facts.createdAt.getTime()) / 1000);
@@ -161,12 +212,12 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
           'Verified',
           `flavor ${record.flavorClass} applied (token ${record.tokenID})`,
         );
-      } else {
+      } else if (!bookkeeping) {
         ctx.events.emit(
           involved,
           'Normal',
           'FlavorRestored',
-          'trusted labels, annotations or taints had drifted and were restored',
+          `labels, annotations or taints were brought in line with FlavorClass ${record.flavorClass} (a class edit, or a drift)`,
         );
       }
       return;
@@ -174,9 +225,10 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
     case 'unflavored': {
       const own = bindings.length === 1 ? bindings[0] : undefined;
       if (own && !own.binding.nodeUID) await recordOnBinding(ctx, own, facts.uid);
-      const desired = desiredNodeState(facts, undefined, keys);
+      const desired = converge(facts, keyRing, applied, keys, undefined);
       const changed = !nodeMatches(facts, desired);
       if (changed && !(await write(ctx, node, desired))) return;
+      if (changed) reportRecord(ctx, facts, applied);
       if (changed || !ctx.indexes.reported(facts.uid, verdict.failure.reason)) {
         ctx.metrics.verifications.inc({ result: 'rejected', reason: verdict.failure.reason });
         ctx.events.emit(involved, 'Warning', verdict.failure.reason, verdict.failure.message);

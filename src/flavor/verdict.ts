@@ -3,7 +3,7 @@
 // if any, does this Node deserve. The gatherers (controller) collect the facts from caches;
 // the reconcilers carry out the verdict. Every failure has a reason (an Event reason and a
 // metric label, from a small fixed set) and a message that never holds a secret.
-import { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from './admission.ts';
+import { TOKEN_LABEL_KEY } from './admission.ts';
 import { type CsrSubject, NODES_GROUP } from './csr.ts';
 import { FLAVOR_TOKEN_PATTERN, verifyFlavorToken } from './flavor-token.ts';
 import type { KeyRing } from './keyring.ts';
@@ -456,76 +456,4 @@ export function decideNode(input: NodeDecisionInput): NodeVerdict {
     };
   }
   return { kind: 'verify', bound, flavorClass };
-}
-
-// ---------------------------------------------------------------------------------------------
-// The Node state a verdict asks for
-
-export interface DesiredNodeState {
-  /** Labels and annotations to own (server-side apply); keys we owned before and omit now go. */
-  labels: Record<string, string>;
-  annotations: Record<string, string>;
-  /** The complete taint list to write (the Node's taints are an atomic list). */
-  taints: { key: string; value?: string; effect: string }[];
-  /** Protected keys present but not wanted, owned by someone else: removed explicitly. */
-  removeLabels: string[];
-  removeAnnotations: string[];
-}
-
-export interface ManagedKeys {
-  isProtectedLabel: (key: string) => boolean;
-  isProtectedAnnotation: (key: string) => boolean;
-  isProtectedTaint: (key: string) => boolean;
-}
-
-/** What the Node should look like: the class's keys when flavored, none (and quarantined) when not. */
-export function desiredNodeState(
-  node: NodeFacts,
-  flavor: { flavorClass: FlavorClassSpec; annotation: string } | undefined,
-  keys: ManagedKeys,
-): DesiredNodeState {
-  const labels = { ...(flavor?.flavorClass.labels ?? {}) };
-  const annotations: Record<string, string> = { ...(flavor?.flavorClass.annotations ?? {}) };
-  if (flavor) annotations[VERIFIED_ANNOTATION] = flavor.annotation;
-  const wantedTaints = flavor
-    ? (flavor.flavorClass.taints ?? [])
-    : [{ key: QUARANTINE_TAINT_KEY, effect: 'NoSchedule' }];
-  const sameTaint = (a: { key: string; effect: string }, b: { key: string; effect: string }) =>
-    a.key === b.key && a.effect === b.effect;
-  const taints = [
-    // Others' taints stay as they are; protected ones stay only if wanted.
-    ...node.taints.filter((t) => !keys.isProtectedTaint(t.key) && !wantedTaints.some((w) => sameTaint(w, t))),
-    ...wantedTaints.map((t) => ({ ...t })),
-  ];
-  return {
-    labels,
-    annotations,
-    taints,
-    // Unflavored, the token label stays: it is the node's only way to be verified once the cause
-    // (a missing FlavorClass, a late CSR) is fixed. Verified, it goes: its job is done.
-    removeLabels: Object.keys(node.labels).filter(
-      (k) =>
-        keys.isProtectedLabel(k) &&
-        !Object.hasOwn(labels, k) &&
-        (flavor !== undefined || k !== TOKEN_LABEL_KEY),
-    ),
-    removeAnnotations: Object.keys(node.annotations).filter(
-      (k) => keys.isProtectedAnnotation(k) && !Object.hasOwn(annotations, k),
-    ),
-  };
-}
-
-/** True when the Node already looks as desired (so a reconcile writes nothing). */
-export function nodeMatches(node: NodeFacts, desired: DesiredNodeState): boolean {
-  const labelsOk =
-    Object.entries(desired.labels).every(([k, v]) => node.labels[k] === v) &&
-    desired.removeLabels.length === 0;
-  const annotationsOk =
-    Object.entries(desired.annotations).every(([k, v]) => node.annotations[k] === v) &&
-    desired.removeAnnotations.length === 0;
-  const taintKey = (t: { key: string; value?: string; effect: string }) =>
-    `${t.key}\u0000${t.value ?? ''}\u0000${t.effect}`;
-  const have = node.taints.map(taintKey).sort();
-  const want = desired.taints.map(taintKey).sort();
-  return labelsOk && annotationsOk && have.length === want.length && have.every((t, i) => t === want[i]);
 }

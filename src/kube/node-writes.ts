@@ -4,7 +4,7 @@
 // then an explicit removal of protected keys that someone else owns (the kubelet's token
 // label, a label an intruder set), which apply alone cannot remove.
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { DesiredNodeState } from '../flavor/verdict.ts';
+import type { DesiredNodeState } from '../flavor/converge.ts';
 import { kubeJson } from './fetch.ts';
 import { KubeError } from './kube-error.ts';
 

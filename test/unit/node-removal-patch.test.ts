@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { DesiredNodeState } from '../../src/flavor/verdict.ts';
+import { NOTHING_APPLIED } from '../../src/flavor/applied-record.ts';
+import type { DesiredNodeState } from '../../src/flavor/converge.ts';
 import { removalPatch, type TrimmedNode } from '../../src/kube/node-writes.ts';
 
 const node = (taints?: TrimmedNode['spec']['taints']): TrimmedNode => ({
@@ -21,6 +22,7 @@ const desired: DesiredNodeState = {
   taints: [],
   removeLabels: ['nodeflavor.io/token'],
   removeAnnotations: ['example.com/a~b'],
+  applied: NOTHING_APPLIED,
 };
 
 describe('removalPatch', () => {

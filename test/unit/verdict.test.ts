@@ -1,12 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import fc from 'fast-check';
-import {
-  isProtectedKey,
-  protectedKeysFromFlavorClasses,
-  QUARANTINE_TAINT_KEY,
-  TOKEN_LABEL_KEY,
-} from '../../src/flavor/admission.ts';
+import { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from '../../src/flavor/admission.ts';
 import { deriveFlavorToken } from '../../src/flavor/flavor-token.ts';
 import { newKeyRing, rotateKeyRing } from '../../src/flavor/keyring.ts';
 import type { FlavorClassSpec, TokenBinding } from '../../src/flavor/resources.ts';
@@ -14,19 +8,15 @@ import {
   type BindingDecision,
   type BoundToken,
   type CsrFacts,
-  type DesiredNodeState,
   decideBinding,
   decideNode,
-  desiredNodeState,
   FAILURE_REASONS,
   type FailureReason,
   MAX_BINDINGS,
-  type ManagedKeys,
   type NameFacts,
   type NodeDecisionInput,
   type NodeFacts,
   type NodeVerdict,
-  nodeMatches,
   type TokenFacts,
   VERIFIED_ANNOTATION,
 } from '../../src/flavor/verdict.ts';
@@ -56,16 +46,6 @@ const CLASSES: ReadonlyMap<string, FlavorClassSpec> = new Map([
   ['sweet', SWEET],
   ['sour', SOUR],
 ]);
-
-function managedKeys(classes: Iterable<FlavorClassSpec>): ManagedKeys {
-  const keys = protectedKeysFromFlavorClasses([...classes]);
-  return {
-    isProtectedLabel: (k) => isProtectedKey('label', k, keys),
-    isProtectedAnnotation: (k) => isProtectedKey('annotation', k, keys),
-    isProtectedTaint: (k) => isProtectedKey('taint', k, keys),
-  };
-}
-const KEYS = managedKeys(CLASSES.values());
 
 function token(overrides: Partial<TokenFacts> = {}): TokenFacts {
   const bindings = overrides.bindings ?? [];
@@ -789,300 +769,6 @@ describe('decideNode', () => {
     // NodeNameMismatch reaches nodes only as a rejected claim; it is covered above that way.
     const missing = FAILURE_REASONS.filter((r) => !nodeReasons.has(r) && !bindingOnly.has(r));
     assert.deepEqual(missing, []);
-  });
-});
-
-// ---------------------------------------------------------------------------------------------
-// desiredNodeState / nodeMatches
-
-const ANNOTATION = record('abcdef', 'sweet');
-const sweet = { flavorClass: SWEET, annotation: ANNOTATION };
-const NOT_READY = { key: 'node.kubernetes.io/not-ready', effect: 'NoExecute' };
-const QUARANTINE = { key: QUARANTINE_TAINT_KEY, effect: 'NoSchedule' };
-
-describe('desiredNodeState', () => {
-  const cases: Record<string, { node: NodeFacts; flavor: typeof sweet | undefined; want: DesiredNodeState }> =
-    {
-      'flavored, bare node: the class keys plus the verification annotation': {
-        node: node(),
-        flavor: sweet,
-        want: {
-          labels: { 'nodeflavor.io/flavor': 'sweet', 'example.com/tier': 'gold' },
-          annotations: { 'example.com/contact': 'sre', [VERIFIED_ANNOTATION]: ANNOTATION },
-          taints: [{ key: 'example.com/dedicated', value: 'sweet', effect: 'NoSchedule' }],
-          removeLabels: [],
-          removeAnnotations: [],
-        },
-      },
-      'flavored, freshly joined: token label and quarantine go, others stay': {
-        node: node({
-          labels: { [TOKEN_LABEL_KEY]: GOOD, 'kubernetes.io/hostname': 'n1' },
-          annotations: { 'volumes.kubernetes.io/controller-managed-attach-detach': 'true' },
-          taints: [QUARANTINE, NOT_READY],
-        }),
-        flavor: sweet,
-        want: {
-          labels: { 'nodeflavor.io/flavor': 'sweet', 'example.com/tier': 'gold' },
-          annotations: { 'example.com/contact': 'sre', [VERIFIED_ANNOTATION]: ANNOTATION },
-          taints: [NOT_READY, { key: 'example.com/dedicated', value: 'sweet', effect: 'NoSchedule' }],
-          removeLabels: [TOKEN_LABEL_KEY],
-          removeAnnotations: [],
-        },
-      },
-      "flavored, node carrying another class's keys: those not wanted go": {
-        node: node({
-          labels: { 'nodeflavor.io/flavor': 'sour', 'example.com/sour': 'yes', 'team.io/x': '1' },
-          annotations: { 'nodeflavor.io/stale': 'x' },
-          taints: [{ key: 'example.com/sour-only', effect: 'NoExecute' }, NOT_READY],
-        }),
-        flavor: sweet,
-        want: {
-          labels: { 'nodeflavor.io/flavor': 'sweet', 'example.com/tier': 'gold' },
-          annotations: { 'example.com/contact': 'sre', [VERIFIED_ANNOTATION]: ANNOTATION },
-          taints: [NOT_READY, { key: 'example.com/dedicated', value: 'sweet', effect: 'NoSchedule' }],
-          removeLabels: ['example.com/sour'],
-          removeAnnotations: ['nodeflavor.io/stale'],
-        },
-      },
-      'flavored, class taint present with a hand-edited value: replaced, not duplicated': {
-        node: node({ taints: [{ key: 'example.com/dedicated', value: 'other', effect: 'NoSchedule' }] }),
-        flavor: sweet,
-        want: {
-          labels: { 'nodeflavor.io/flavor': 'sweet', 'example.com/tier': 'gold' },
-          annotations: { 'example.com/contact': 'sre', [VERIFIED_ANNOTATION]: ANNOTATION },
-          taints: [{ key: 'example.com/dedicated', value: 'sweet', effect: 'NoSchedule' }],
-          removeLabels: [],
-          removeAnnotations: [],
-        },
-      },
-      'unflavored: quarantine added, token label kept, flavor keys removed, others kept': {
-        node: node({
-          labels: {
-            [TOKEN_LABEL_KEY]: GOOD,
-            'nodeflavor.io/flavor': 'sweet',
-            'example.com/tier': 'gold',
-            'kubernetes.io/hostname': 'n1',
-          },
-          annotations: { [VERIFIED_ANNOTATION]: ANNOTATION, 'example.com/contact': 'sre', 'team.io/a': 'b' },
-          taints: [{ key: 'example.com/dedicated', value: 'sweet', effect: 'NoSchedule' }, NOT_READY],
-        }),
-        flavor: undefined,
-        want: {
-          labels: {},
-          annotations: {},
-          taints: [NOT_READY, QUARANTINE],
-          removeLabels: ['nodeflavor.io/flavor', 'example.com/tier'],
-          removeAnnotations: [VERIFIED_ANNOTATION, 'example.com/contact'],
-        },
-      },
-      'unflavored, already quarantined: exactly one quarantine taint': {
-        node: node({ labels: { [TOKEN_LABEL_KEY]: GOOD }, taints: [QUARANTINE] }),
-        flavor: undefined,
-        want: { labels: {}, annotations: {}, taints: [QUARANTINE], removeLabels: [], removeAnnotations: [] },
-      },
-      'unflavored, quarantine key with another effect: replaced by NoSchedule': {
-        node: node({ taints: [{ key: QUARANTINE_TAINT_KEY, effect: 'NoExecute' }] }),
-        flavor: undefined,
-        want: { labels: {}, annotations: {}, taints: [QUARANTINE], removeLabels: [], removeAnnotations: [] },
-      },
-    };
-
-  for (const [name, c] of Object.entries(cases)) {
-    test(name, () => {
-      const desired = desiredNodeState(c.node, c.flavor, KEYS);
-      assert.deepEqual(desired, c.want);
-    });
-  }
-
-  test('the returned taints are copies: editing them leaves the FlavorClass alone', () => {
-    const desired = desiredNodeState(node(), sweet, KEYS);
-    desired.taints[0]!.value = 'changed';
-    desired.labels['x'] = 'y';
-    assert.equal(SWEET.taints?.[0]?.value, 'sweet');
-    assert.equal(SWEET.labels?.['x'], undefined);
-  });
-});
-
-/** Writes a desired state onto a Node as the controller does: labels/annotations set or removed, taints replaced. */
-function applied(n: NodeFacts, desired: DesiredNodeState): NodeFacts {
-  const labels = { ...n.labels, ...desired.labels };
-  for (const k of desired.removeLabels) delete labels[k];
-  const annotations = { ...n.annotations, ...desired.annotations };
-  for (const k of desired.removeAnnotations) delete annotations[k];
-  return { ...n, labels, annotations, taints: desired.taints.map((t) => ({ ...t })) };
-}
-
-describe('nodeMatches', () => {
-  const flavoredNode = applied(node(), desiredNodeState(node(), sweet, KEYS));
-  const want = desiredNodeState(flavoredNode, sweet, KEYS);
-  const cases: Record<string, { node: NodeFacts; desired: DesiredNodeState; matches: boolean }> = {
-    'a node written as desired matches': { node: flavoredNode, desired: want, matches: true },
-    "others' labels and annotations do not matter": {
-      node: {
-        ...flavoredNode,
-        labels: { ...flavoredNode.labels, 'team.io/x': '1' },
-        annotations: { ...flavoredNode.annotations, 'team.io/y': '2' },
-      },
-      desired: want,
-      matches: true,
-    },
-    'taint order does not matter': {
-      node: { ...flavoredNode, taints: [NOT_READY, ...flavoredNode.taints] },
-      desired: { ...want, taints: [...want.taints, NOT_READY] },
-      matches: true,
-    },
-    'a label with another value does not match': {
-      node: { ...flavoredNode, labels: { ...flavoredNode.labels, 'nodeflavor.io/flavor': 'sour' } },
-      desired: want,
-      matches: false,
-    },
-    'a missing annotation does not match': {
-      node: { ...flavoredNode, annotations: {} },
-      desired: want,
-      matches: false,
-    },
-    'a label still to remove does not match': {
-      node: flavoredNode,
-      desired: { ...want, removeLabels: ['example.com/sour'] },
-      matches: false,
-    },
-    'an annotation still to remove does not match': {
-      node: flavoredNode,
-      desired: { ...want, removeAnnotations: ['nodeflavor.io/stale'] },
-      matches: false,
-    },
-    'an extra taint does not match': {
-      node: { ...flavoredNode, taints: [...flavoredNode.taints, NOT_READY] },
-      desired: want,
-      matches: false,
-    },
-    'a missing taint does not match': {
-      node: { ...flavoredNode, taints: [] },
-      desired: want,
-      matches: false,
-    },
-    'a taint with another value does not match': {
-      node: { ...flavoredNode, taints: [{ key: 'example.com/dedicated', value: 'x', effect: 'NoSchedule' }] },
-      desired: want,
-      matches: false,
-    },
-    'a taint with another effect does not match': {
-      node: {
-        ...flavoredNode,
-        taints: [{ key: 'example.com/dedicated', value: 'sweet', effect: 'NoExecute' }],
-      },
-      desired: want,
-      matches: false,
-    },
-  };
-
-  for (const [name, c] of Object.entries(cases)) {
-    test(name, () => {
-      assert.equal(nodeMatches(c.node, c.desired), c.matches);
-    });
-  }
-
-  test('an untouched fresh node does not match its flavored state', () => {
-    const fresh = node({ labels: { [TOKEN_LABEL_KEY]: GOOD }, taints: [QUARANTINE] });
-    assert.equal(nodeMatches(fresh, desiredNodeState(fresh, sweet, KEYS)), false);
-    assert.equal(nodeMatches(fresh, desiredNodeState(fresh, undefined, KEYS)), true);
-  });
-});
-
-describe('desiredNodeState / nodeMatches properties', () => {
-  const labelKeys = [
-    TOKEN_LABEL_KEY,
-    'nodeflavor.io/flavor',
-    'nodeflavor.io/other',
-    'example.com/tier',
-    'example.com/sour',
-    'kubernetes.io/hostname',
-    'team.io/x',
-  ];
-  const annotationKeys = [VERIFIED_ANNOTATION, 'nodeflavor.io/note', 'example.com/contact', 'team.io/y'];
-  const taintKeys = [
-    QUARANTINE_TAINT_KEY,
-    'example.com/dedicated',
-    'example.com/sour-only',
-    'nodeflavor.io/x',
-    'node.kubernetes.io/not-ready',
-    'team.io/z',
-  ];
-  const effects = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const;
-  const value = fc.constantFrom('a', 'b', 'sweet', 'gold');
-  const taint = fc.record(
-    { key: fc.constantFrom(...taintKeys), value: value, effect: fc.constantFrom(...effects) },
-    { requiredKeys: ['key', 'effect'] },
-  );
-  // The API server keeps one taint per (key, effect); FlavorClasses too.
-  const taints = fc.uniqueArray(taint, { selector: (t) => `${t.key}\u0000${t.effect}`, maxLength: 6 });
-  const stringMap = (keys: string[]) =>
-    fc.dictionary(fc.constantFrom(...keys), value, { maxKeys: keys.length });
-  const nodeArb = fc.record({
-    labels: stringMap(labelKeys),
-    annotations: stringMap(annotationKeys),
-    taints,
-  });
-  const classArb: fc.Arbitrary<FlavorClassSpec> = fc.record(
-    {
-      labels: stringMap(labelKeys.filter((k) => k !== TOKEN_LABEL_KEY)),
-      annotations: stringMap(annotationKeys.filter((k) => k !== VERIFIED_ANNOTATION)),
-      taints: taints.map((ts) => ts.filter((t) => t.key !== QUARANTINE_TAINT_KEY)),
-    },
-    { requiredKeys: [] },
-  );
-  const flavorArb = fc.option(fc.record({ flavorClass: classArb, annotation: fc.constant(ANNOTATION) }), {
-    nil: undefined,
-  });
-
-  test('reconciling twice writes nothing the second time', () => {
-    fc.assert(
-      fc.property(nodeArb, flavorArb, classArb, (facts, flavor, otherClass) => {
-        const n = node(facts);
-        const keys = managedKeys([...CLASSES.values(), otherClass, ...(flavor ? [flavor.flavorClass] : [])]);
-        const first = desiredNodeState(n, flavor, keys);
-        const written = applied(n, first);
-        const second = desiredNodeState(written, flavor, keys);
-        assert.ok(nodeMatches(written, second), JSON.stringify({ written, second }));
-        assert.ok(nodeMatches(applied(written, second), second));
-        // The second pass asks for the same keys and removes nothing more.
-        assert.deepEqual(second.labels, first.labels);
-        assert.deepEqual(second.annotations, first.annotations);
-        assert.deepEqual(second.removeLabels, []);
-        assert.deepEqual(second.removeAnnotations, []);
-      }),
-      { numRuns: 1000, seed: 20300101 },
-    );
-  });
-
-  test('the written node carries every wanted key, no unwanted protected key and keeps the rest', () => {
-    fc.assert(
-      fc.property(nodeArb, flavorArb, (facts, flavor) => {
-        const n = node(facts);
-        const keys = managedKeys([...CLASSES.values(), ...(flavor ? [flavor.flavorClass] : [])]);
-        const written = applied(n, desiredNodeState(n, flavor, keys));
-        for (const [k, v] of Object.entries(n.labels)) {
-          if (!keys.isProtectedLabel(k)) assert.equal(written.labels[k], v, `label ${k} kept`);
-        }
-        for (const t of n.taints) {
-          if (keys.isProtectedTaint(t.key)) continue;
-          assert.ok(
-            written.taints.some((w) => w.key === t.key && w.effect === t.effect),
-            `taint ${t.key} kept`,
-          );
-        }
-        const wantedLabels = flavor?.flavorClass.labels ?? {};
-        for (const k of Object.keys(written.labels)) {
-          if (!keys.isProtectedLabel(k) || Object.hasOwn(wantedLabels, k)) continue;
-          // Only the token label may stay unwanted, and only on an unflavored node.
-          assert.equal(k, TOKEN_LABEL_KEY);
-          assert.equal(flavor, undefined);
-        }
-        const quarantined = written.taints.some((t) => t.key === QUARANTINE_TAINT_KEY);
-        assert.equal(quarantined, flavor === undefined);
-      }),
-      { numRuns: 500, seed: 7 },
-    );
   });
 });
 
