@@ -113,7 +113,10 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
     host = await RealNodeHost.start(plane.server, [image]);
     // The platform team's own node, joined with a plain kubeadm token: the operator runs here.
     const token = await createBootstrapToken(env);
-    const system = await host.startNode({ name: 'system-1', joinConfiguration: joinConfiguration(env, token.token) });
+    const system = await host.startNode({
+      name: 'system-1',
+      joinConfiguration: joinConfiguration(env, token.token),
+    });
     await system.joined();
     await helm(
       'install',
@@ -162,7 +165,10 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
       body: { spec: { audiences: ['nodeflavor-issuer'], expirationSeconds: 3600 } },
     });
     portalToken = request.status?.token ?? '';
-    const caMap = await env.core.readNamespacedConfigMap({ name: `${RELEASE}-issuer-ca`, namespace: NAMESPACE });
+    const caMap = await env.core.readNamespacedConfigMap({
+      name: `${RELEASE}-issuer-ca`,
+      namespace: NAMESPACE,
+    });
     issuerCa = caMap.data?.['ca.crt'] ?? '';
   });
 
@@ -180,7 +186,10 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
     assert.equal(pods.items.length, 2);
     for (const pod of pods.items) {
       assert.equal(pod.spec?.nodeName, 'system-1');
-      assert.ok(pod.status?.containerStatuses?.every((c) => c.ready), `${pod.metadata?.name} is not ready`);
+      assert.ok(
+        pod.status?.containerStatuses?.every((c) => c.ready),
+        `${pod.metadata?.name} is not ready`,
+      );
     }
     const holder = await waitFor(
       async () => {
@@ -331,8 +340,10 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
     await waitFor(
       async () => {
         const n = await readNode('unverified-1');
-        return JSON.stringify(n.spec?.taints?.map((t) => `${t.key}:${t.effect}`)) ===
-          JSON.stringify([`${QUARANTINE}:NoSchedule`]);
+        return (
+          JSON.stringify(n.spec?.taints?.map((t) => `${t.key}:${t.effect}`)) ===
+          JSON.stringify([`${QUARANTINE}:NoSchedule`])
+        );
       },
       { what: 'unverified-1 to be Ready with only the quarantine taint', timeoutMs: 60_000 },
     );
@@ -388,7 +399,10 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
       'GET',
       '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations',
     );
-    assert.ok(before.items.some((w) => w.metadata.name === RELEASE), 'the operator registered no webhook');
+    assert.ok(
+      before.items.some((w) => w.metadata.name === RELEASE),
+      'the operator registered no webhook',
+    );
     await helm('uninstall', RELEASE, '--wait', '--timeout', '120s');
     await waitFor(
       async () => {

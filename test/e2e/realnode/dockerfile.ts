@@ -50,7 +50,9 @@ export function parseDockerfile(text: string): Stage[] {
 export function execForm(instruction: Instruction): string[] {
   const parsed: unknown = JSON.parse(instruction.args);
   if (!Array.isArray(parsed) || !parsed.every((part) => typeof part === 'string')) {
-    throw new Error(`Dockerfile line ${instruction.line}: ${instruction.keyword} must be a JSON list of strings`);
+    throw new Error(
+      `Dockerfile line ${instruction.line}: ${instruction.keyword} must be a JSON list of strings`,
+    );
   }
   return parsed;
 }
@@ -67,11 +69,13 @@ export function copyArgs(instruction: Instruction): Copy {
   while (words[0]?.startsWith('--')) {
     const flag = words.shift() ?? '';
     const fromFlag = /^--from=(.+)$/.exec(flag);
-    if (!fromFlag?.[1]) throw new Error(`Dockerfile line ${instruction.line}: COPY flag ${flag} is not supported here`);
+    if (!fromFlag?.[1])
+      throw new Error(`Dockerfile line ${instruction.line}: COPY flag ${flag} is not supported here`);
     from = fromFlag[1];
   }
   const destination = words.pop();
-  if (!destination || words.length === 0) throw new Error(`Dockerfile line ${instruction.line}: COPY needs a source and a destination`);
+  if (!destination || words.length === 0)
+    throw new Error(`Dockerfile line ${instruction.line}: COPY needs a source and a destination`);
   return { from, sources: words, destination };
 }
 
@@ -134,7 +138,9 @@ export function finalStageConfig(stages: Stage[]): FinalStageConfig {
         config.user = instruction.args;
         break;
       case 'EXPOSE':
-        config.exposedPorts.push(...instruction.args.split(/\s+/).map((port) => Number(port.replace(/\/tcp$/, ''))));
+        config.exposedPorts.push(
+          ...instruction.args.split(/\s+/).map((port) => Number(port.replace(/\/tcp$/, ''))),
+        );
         break;
       case 'ENTRYPOINT':
         config.entrypoint = execForm(instruction);

@@ -22,7 +22,13 @@ import { dirname, isAbsolute, join, posix, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cacheDir } from '../cluster/versions.ts';
 import { writeDockerArchive } from './docker-archive.ts';
-import { copyArgs, type FinalStageConfig, finalStageConfig, parseDockerfile, type Stage } from './dockerfile.ts';
+import {
+  copyArgs,
+  type FinalStageConfig,
+  finalStageConfig,
+  parseDockerfile,
+  type Stage,
+} from './dockerfile.ts';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 /** The base the final stage must name for the stand-in below to be faithful. */
@@ -44,7 +50,6 @@ export function readDockerfile(): { stages: Stage[]; final: FinalStageConfig } {
 function log(line: string): void {
   process.stderr.write(`[operator-image] ${line}\n`);
 }
-
 
 /**
  * Runs one build stage (WORKDIR, COPY from the build context, RUN) in a scratch directory and
@@ -68,10 +73,15 @@ function runStage(stage: Stage, scratch: string): string {
         break;
       case 'COPY': {
         const copy = copyArgs(instruction);
-        if (copy.from) throw new Error(`Dockerfile line ${instruction.line}: COPY --from in a build stage is not reproduced`);
+        if (copy.from)
+          throw new Error(
+            `Dockerfile line ${instruction.line}: COPY --from in a build stage is not reproduced`,
+          );
         const toDir = copy.destination.endsWith('/') || copy.sources.length > 1;
         for (const source of copy.sources) {
-          const target = toDir ? join(cwd, copy.destination, posix.basename(source)) : join(cwd, copy.destination);
+          const target = toDir
+            ? join(cwd, copy.destination, posix.basename(source))
+            : join(cwd, copy.destination);
           cpSync(inContext(source), target, { recursive: true, verbatimSymlinks: true });
         }
         break;
@@ -210,7 +220,12 @@ export function buildPauseImage(pauseBinary: string, outDir: string, reference: 
     cpSync(pauseBinary, join(rootfs, 'pause'));
     chmodSync(join(rootfs, 'pause'), 0o755);
     const tarball = join(outDir, 'pause.tar');
-    const imageId = writeDockerArchive(rootfs, reference, { entrypoint: ['/pause'], user: '65535:65535' }, tarball);
+    const imageId = writeDockerArchive(
+      rootfs,
+      reference,
+      { entrypoint: ['/pause'], user: '65535:65535' },
+      tarball,
+    );
     return { reference, tarball, imageId };
   } finally {
     rmSync(scratch, { recursive: true, force: true });

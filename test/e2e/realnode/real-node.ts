@@ -32,7 +32,8 @@ export function realNodesUnsupported(): string | undefined {
   if (process.platform !== 'linux') return 'real nodes need Linux';
   if (process.getuid?.() !== 0) return 'real nodes need root (mounts, cgroups, cni0, iptables)';
   for (const [name, path] of Object.entries(HOST_PACKAGES)) {
-    if (!existsSync(path)) return `${path} is missing: run 'make tools' as root (installs the Debian package ${name})`;
+    if (!existsSync(path))
+      return `${path} is missing: run 'make tools' as root (installs the Debian package ${name})`;
   }
   for (const path of Object.values(nodeBinaryPaths())) {
     if (!existsSync(path)) return `${path} is missing: run 'make binaries'`;
@@ -127,7 +128,13 @@ export class RealNode {
   private readonly lifeline: Lifeline;
   private readonly janitor: { release: () => void };
 
-  constructor(name: string, dir: string, kubeletPort: number, lifeline: Lifeline, janitor: { release: () => void }) {
+  constructor(
+    name: string,
+    dir: string,
+    kubeletPort: number,
+    lifeline: Lifeline,
+    janitor: { release: () => void },
+  ) {
     this.name = name;
     this.dir = dir;
     this.kubeletPort = kubeletPort;
@@ -196,7 +203,12 @@ export class RealNodeHost {
   private readonly nodes: RealNode[] = [];
   private nextIndex = 1;
 
-  private constructor(dir: string, network: Lifeline, janitor: { release: () => void }, images: BuiltImage[]) {
+  private constructor(
+    dir: string,
+    network: Lifeline,
+    janitor: { release: () => void },
+    images: BuiltImage[],
+  ) {
     this.dir = dir;
     this.network = network;
     this.janitor = janitor;
@@ -276,9 +288,12 @@ interface NodePorts {
 function writeNodeFiles(dir: string, options: RealNodeOptions, ports: NodePorts, images: BuiltImage[]): void {
   const join_ = parse(options.joinConfiguration) as Record<string, Record<string, unknown>>;
   if (join_.apiVersion !== ('kubeadm.k8s.io/v1beta4' as unknown)) {
-    throw new Error(`real nodes run kubeadm ${'v1.37'}: the JoinConfiguration must be kubeadm.k8s.io/v1beta4`);
+    throw new Error(
+      'real nodes run the pinned kubeadm: the JoinConfiguration must be kubeadm.k8s.io/v1beta4',
+    );
   }
-  const registration = (join_.nodeRegistration ??= {});
+  join_.nodeRegistration ??= {};
+  const registration = join_.nodeRegistration;
   registration.name ??= options.name;
   // This host is a VM on cgroup v1 (SystemVerification), without IP forwarding (pods only talk to
   // the API server and each other), and runs several kubelets (the port check is for 10250 only).
