@@ -12,10 +12,10 @@ export PATH := $(BIN):$(PATH)
 export NODEFLAVOR_CACHE ?= $(HOME)/.cache/nodeflavor
 SCALE ?= full
 
-.PHONY: help tools node deps binaries helm build lint format test test-unit test-e2e demo cluster-up cluster-down bench clean
+.PHONY: help tools node deps binaries host-packages helm build lint format test test-unit test-e2e demo cluster-up cluster-down bench clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 # Node 24: use the system node when it is already >= 24, else install the registry binary.
 $(BIN)/node:
@@ -39,10 +39,13 @@ node_modules/.installed: package.json package-lock.json | $(BIN)/node
 
 deps: node_modules/.installed ## Node 24 + npm packages
 
-binaries: ## build (once) kube-apiserver, kube-controller-manager, etcd and helm from Go modules
+binaries: ## build (once) the Kubernetes binaries (control plane, kubeadm, kubelet, kube-scheduler), etcd and helm from Go modules
 	@bash test/e2e/cluster/build-binaries.sh all
 
-tools: deps binaries
+host-packages: ## as root on Linux: install what real nodes need from Debian (containerd, runc, CNI plugins, iptables, conntrack)
+	@bash test/e2e/realnode/install-host-packages.sh
+
+tools: deps binaries host-packages
 
 build: deps ## compile TypeScript to dist/
 	npm run build

@@ -70,9 +70,6 @@ export const IssuanceSettingsSchema = z
     maxTtl: TtlSchema.default('168h'),
     /** host:port nodes join through; default: the server in kube-public/cluster-info. */
     apiServerEndpoint: z.string().min(1).optional(),
-    kubeadmApiVersion: z
-      .enum(['kubeadm.k8s.io/v1beta4', 'kubeadm.k8s.io/v1beta3'])
-      .default('kubeadm.k8s.io/v1beta4'),
     /** Join material registers the node with the quarantine taint that only verification lifts. */
     quarantineTaint: z.boolean().default(true),
   })

@@ -138,7 +138,6 @@ export async function issueToken(deps: IssuanceDeps, input: IssueInput): Promise
           token,
           flavorToken,
           expiresAt,
-          apiVersion: deps.settings.kubeadmApiVersion,
           ...(deps.settings.quarantineTaint ? {} : { quarantineTaint: null }),
         }),
       );

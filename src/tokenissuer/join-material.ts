@@ -16,10 +16,13 @@ export const DEFAULT_QUARANTINE_TAINT: QuarantineTaint = {
   key: 'nodeflavor.io/unverified',
   effect: 'NoSchedule',
 };
-export const DEFAULT_KUBEADM_API_VERSION = 'kubeadm.k8s.io/v1beta4';
+/**
+ * kubeadm's config API the material uses: v1beta4 serves kubeadm 1.31 and later. v1beta3 (kubeadm
+ * 1.22–1.36) was dropped because kubeadm 1.37 refuses it ("uses an old API spec"); every variant
+ * rendered here passes `kubeadm config validate` of the pinned kubeadm (test/e2e/join-config-validate).
+ */
+export const KUBEADM_API_VERSION = 'kubeadm.k8s.io/v1beta4';
 export const JOIN_CONFIG_PATH = '/etc/kubernetes/nodeflavor-join.yaml';
-
-export type KubeadmApiVersion = 'kubeadm.k8s.io/v1beta4' | 'kubeadm.k8s.io/v1beta3';
 
 export interface QuarantineTaint {
   key: string;
@@ -37,7 +40,6 @@ export interface JoinMaterialInput {
   tokenLabelKey?: string;
   /** Taint the node registers with until the controller verifies it; null registers none. */
   quarantineTaint?: QuarantineTaint | null;
-  apiVersion?: KubeadmApiVersion;
 }
 
 /**
@@ -79,14 +81,13 @@ export function renderJoinMaterial(input: JoinMaterialInput): JoinMaterial {
   const tokenLabelKey = input.tokenLabelKey ?? DEFAULT_TOKEN_LABEL_KEY;
   const quarantineTaint =
     input.quarantineTaint === undefined ? DEFAULT_QUARANTINE_TAINT : input.quarantineTaint;
-  const apiVersion = input.apiVersion ?? DEFAULT_KUBEADM_API_VERSION;
   checkInput(input, tokenLabelKey, quarantineTaint);
 
   const token = formatBootstrapToken(input.token);
   const nodeLabels = `${tokenLabelKey}=${input.flavorToken.reveal()}`;
   const joinConfiguration = stringify(
     {
-      apiVersion,
+      apiVersion: KUBEADM_API_VERSION,
       kind: 'JoinConfiguration',
       discovery: {
         bootstrapToken: {
@@ -99,10 +100,7 @@ export function renderJoinMaterial(input: JoinMaterialInput): JoinMaterial {
       // No `name`: the node's own hostname (kubeadm's default) names it; the controller binds
       // the name from the CSR the node makes, not from anything in this file.
       nodeRegistration: {
-        kubeletExtraArgs:
-          apiVersion === 'kubeadm.k8s.io/v1beta4'
-            ? [{ name: 'node-labels', value: nodeLabels }]
-            : { 'node-labels': nodeLabels },
+        kubeletExtraArgs: [{ name: 'node-labels', value: nodeLabels }],
         taints: quarantineTaint ? [{ key: quarantineTaint.key, effect: quarantineTaint.effect }] : [],
       },
     },

@@ -45,16 +45,6 @@ describe('renderJoinMaterial', () => {
     });
   });
 
-  it('renders v1beta3 kubeletExtraArgs as a map', () => {
-    const material = renderJoinMaterial(input({ apiVersion: 'kubeadm.k8s.io/v1beta3' }));
-    const config = parse(material.joinConfiguration);
-    assert.equal(config.apiVersion, 'kubeadm.k8s.io/v1beta3');
-    assert.deepEqual(config.discovery, expectedDiscovery);
-    assert.deepEqual(config.nodeRegistration.kubeletExtraArgs, {
-      'node-labels': `nodeflavor.io/token=${FLAVOR_TOKEN}`,
-    });
-  });
-
   it('leaves the node name to the node', () => {
     const config = parse(renderJoinMaterial(input()).joinConfiguration);
     assert.equal('name' in config.nodeRegistration, false);

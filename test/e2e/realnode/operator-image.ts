@@ -21,7 +21,7 @@ import {
 import { dirname, isAbsolute, join, posix, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cacheDir } from '../cluster/versions.ts';
-import { writeDockerArchive } from './docker-archive.ts';
+import { type ImageConfig, writeDockerArchive } from './docker-archive.ts';
 import {
   copyArgs,
   type FinalStageConfig,
@@ -154,6 +154,18 @@ function standInBase(rootfs: string): void {
   chmodSync(join(rootfs, 'tmp'), 0o1777);
 }
 
+/** The image config a runtime sees: the final stage's, over the distroless base's PATH. */
+export function operatorImageConfig(final: FinalStageConfig): ImageConfig {
+  return {
+    entrypoint: final.entrypoint,
+    ...(final.cmd ? { cmd: final.cmd } : {}),
+    env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', ...final.env],
+    ...(final.workingDir ? { workingDir: final.workingDir } : {}),
+    ...(final.user ? { user: final.user } : {}),
+    exposedPorts: final.exposedPorts,
+  };
+}
+
 /** Carries out the Dockerfile and writes `reference` as a docker-archive into `outDir`. */
 export function buildOperatorImage(outDir: string, reference = 'nodeflavor:e2e'): BuiltImage {
   const started = Date.now();
@@ -191,19 +203,7 @@ export function buildOperatorImage(outDir: string, reference = 'nodeflavor:e2e')
       }
     }
     const tarball = join(outDir, `${reference.replace(/[^A-Za-z0-9.-]/g, '_')}.tar`);
-    const imageId = writeDockerArchive(
-      rootfs,
-      reference,
-      {
-        entrypoint: final.entrypoint,
-        ...(final.cmd ? { cmd: final.cmd } : {}),
-        env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', ...final.env],
-        ...(final.workingDir ? { workingDir: final.workingDir } : {}),
-        ...(final.user ? { user: final.user } : {}),
-        exposedPorts: final.exposedPorts,
-      },
-      tarball,
-    );
+    const imageId = writeDockerArchive(rootfs, reference, operatorImageConfig(final), tarball);
     log(`${reference} built in ${((Date.now() - started) / 1000).toFixed(0)} s (${imageId.slice(0, 12)})`);
     return { reference, tarball, imageId };
   } finally {
