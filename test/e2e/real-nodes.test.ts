@@ -76,6 +76,13 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
   }
 
   const readNode = (name: string) => env.core.readNode({ name });
+  const kubeFetchText = async (path: string) => {
+    const { kubeFetch } = await import('../../src/kube/fetch.ts');
+    const response = await kubeFetch(env.kubeConfig, path, { method: 'GET' });
+    const text = await response.text();
+    assert.equal(response.status, 200, `${path}: ${text.slice(0, 200)}`);
+    return text;
+  };
   const hasQuarantine = (node: V1Node) => (node.spec?.taints ?? []).some((t) => t.key === QUARANTINE);
 
   async function podScheduling(name: string): Promise<{ node?: string; unschedulable?: string }> {
@@ -269,6 +276,12 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
       const query = type === APPLY ? '?fieldManager=kubelet&force=true' : '';
       const result = await kubelet.request('PATCH', `${path}${sub}${query}`, body, type);
       assert.equal(result.status, 403, `${what}: HTTP ${result.status} ${result.text.slice(0, 300)}`);
+      // Our guard refused it, called by the API server through the webhook Service.
+      assert.match(
+        (JSON.parse(result.text) as { message: string }).message,
+        /admission webhook "[^"]+" denied the request/,
+        what,
+      );
     }
     // Lifting its own flavor taint: refused (NodeRestriction refuses taint changes by kubelets).
     const untaint = await kubelet.request('PATCH', path, { spec: { taints: [] } }, MERGE);
@@ -276,6 +289,47 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
     const node = await readNode('flavored-1');
     assert.equal(node.metadata?.labels?.['nodeflavor.io/flavor'], 'sweet');
     assert.equal(node.metadata?.labels?.['example.com/trust'], undefined);
+  });
+
+  it('the API server calls the webhook through its Service, and /metrics answers through the metrics Service', async () => {
+    const registration = await kubeJson<{
+      webhooks: { clientConfig: { service?: { name: string; namespace: string } } }[];
+    }>(
+      env.kubeConfig,
+      'GET',
+      `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${RELEASE}`,
+    );
+    for (const webhook of registration.webhooks) {
+      assert.deepEqual(
+        { name: webhook.clientConfig.service?.name, namespace: webhook.clientConfig.service?.namespace },
+        { name: `${RELEASE}-webhook`, namespace: NAMESPACE },
+      );
+    }
+    const scrape = await kubeFetchText(
+      `/api/v1/namespaces/${NAMESPACE}/services/${RELEASE}-metrics:metrics/proxy/metrics`,
+    );
+    assert.match(scrape, /^nodeflavor_keyring_available 1$/m);
+    // Across the replicas (each scraped through its pod, as Prometheus does): one leader, and it
+    // verified the node that joined.
+    const pods = await env.core.listNamespacedPod({
+      namespace: NAMESPACE,
+      labelSelector: 'app.kubernetes.io/component=operator',
+    });
+    let leaders = 0;
+    let verified = 0;
+    for (const pod of pods.items) {
+      const text = await kubeFetchText(
+        `/api/v1/namespaces/${NAMESPACE}/pods/${pod.metadata?.name}:8080/proxy/metrics`,
+      );
+      leaders += Number(/^nodeflavor_leader (\d+)/m.exec(text)?.[1] ?? 0);
+      for (const match of text.matchAll(
+        /^nodeflavor_verifications_total\{[^}]*result="verified"[^}]*\} (\d+)/gm,
+      )) {
+        verified += Number(match[1]);
+      }
+    }
+    assert.equal(leaders, 1);
+    assert.ok(verified >= 1, 'no replica counted the verification');
   });
 
   it('keeps its flavor across a kubelet restart', async () => {

@@ -493,6 +493,34 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     );
   });
 
+  test('runs the operator on trusted nodes: control-plane tolerated and preferred, never an unverified node', async () => {
+    const objects = await render();
+    const pod = objects.find((o) => o.kind === 'Deployment').spec.template.spec;
+    assert.deepEqual(pod.tolerations, [
+      { key: 'node-role.kubernetes.io/control-plane', operator: 'Exists', effect: 'NoSchedule' },
+    ]);
+    assert.equal(
+      pod.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference
+        .matchExpressions[0].key,
+      'node-role.kubernetes.io/control-plane',
+    );
+    for (const toleration of [
+      'tolerations[0].key=nodeflavor.io/unverified,tolerations[0].operator=Exists',
+      'tolerations[0].operator=Exists',
+    ]) {
+      const refused = await helmRun([
+        'template',
+        RELEASE,
+        chart,
+        '--namespace',
+        NAMESPACE,
+        `--set=${toleration}`,
+      ]);
+      assert.notEqual(refused.code, 0, toleration);
+      assert.match(refused.stderr, /must not tolerate the quarantine taint nodeflavor\.io\/unverified/);
+    }
+  });
+
   test('admission off without controller.allowUnguardedNodes fails to render, saying what to set', async () => {
     const refused = await helmRun([
       'template',
