@@ -3,7 +3,10 @@
 # ended or its process died): the cni0 bridge, a rule that drops whatever a pod sends off the
 # machine, the one "Service" pods need (the API server at the kubernetes Service's ClusterIP,
 # there being no kube-proxy), and the empty mount points the nodes' tmpfs mounts need.
-# Arguments: API_SERVER_PORT SERVICE_IP. stdout: "ready" once set up.
+# Arguments: API_SERVER_PORT SERVICE_IP. stdout: "ready" once set up. stdin lines "node PID" name
+# the nodes' scripts: teardown waits for them first, because removing a mount point here would
+# silently unmount a node's tmpfs there (the kernel detaches mounts on a removed directory in every
+# namespace) and leave its containers running.
 set -uo pipefail
 exec 3<&0 </dev/null
 # A dead reader of our events (the test process) must not kill us before teardown.
@@ -14,7 +17,14 @@ log() { printf '[host-network %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 forward_rule=(FORWARD -i cni0 ! -o cni0 -j DROP)
 dnat_rule=(PREROUTING -i cni0 -d "$service_ip/32" -p tcp --dport 443 -j DNAT --to-destination "127.0.0.1:$port")
 
+node_pids=()
 teardown() {
+  for _ in $(seq 600); do # up to 60 s: each node stops its kubelet and containers first
+    local alive=0
+    for pid in "${node_pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [[ $alive == 0 ]] && break
+    sleep 0.1
+  done
   while iptables -C "${forward_rule[@]}" 2>/dev/null; do iptables -D "${forward_rule[@]}"; done
   while iptables -t nat -C "${dnat_rule[@]}" 2>/dev/null; do iptables -t nat -D "${dnat_rule[@]}"; done
   ip link del cni0 2>/dev/null
@@ -44,5 +54,7 @@ sysctl -qw net.ipv4.conf.cni0.route_localnet=1
 iptables -C "${forward_rule[@]}" 2>/dev/null || iptables -I "${forward_rule[@]}"
 iptables -t nat -C "${dnat_rule[@]}" 2>/dev/null || iptables -t nat -I "${dnat_rule[@]}"
 echo ready
-while read -r -u 3 _; do :; done
+while read -r -u 3 command pid; do
+  [[ $command == node ]] && node_pids+=("$pid")
+done
 exit 0

@@ -56,7 +56,6 @@ teardown() {
   for id in "${ids[@]}"; do rmdir /sys/fs/cgroup/*/k8s.io/"$id" 2>/dev/null; done
   rmdir /sys/fs/cgroup/*/k8s.io 2>/dev/null
   ip addr del "$NODE_GATEWAY" dev cni0 2>/dev/null
-  log "torn down"
 }
 trap teardown EXIT
 trap 'exit 143' TERM INT HUP
@@ -70,6 +69,7 @@ done
 # The kubelet's volume mounts must reach containerd's view (same namespace, shared subtree).
 mount --make-rshared /var/lib/kubelet || fail "cannot make /var/lib/kubelet rshared"
 cp "$dir/cni.conflist" /etc/cni/net.d/10-nodeflavor.conflist
+mkdir -p /etc/kubernetes/manifests && cp "$dir"/manifests/*.yaml /etc/kubernetes/manifests/ 2>/dev/null
 ip addr add "$NODE_GATEWAY" dev cni0 2>>"$dir/node.log" || fail "cannot add $NODE_GATEWAY to cni0"
 
 containerd --config "$dir/containerd.toml" >>"$dir/containerd.log" 2>&1 &

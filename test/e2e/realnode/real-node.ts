@@ -102,6 +102,10 @@ class Lifeline {
     return this.seen.filter((e) => e.name === name).length;
   }
 
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
   send(command: string): void {
     this.child.stdin?.write(`${command}\n`);
   }
@@ -117,8 +121,8 @@ export interface RealNodeOptions {
   name: string;
   /** A JoinConfiguration YAML (kubeadm.k8s.io/v1beta4), as the issuer or an admin wrote it. */
   joinConfiguration: string;
-  /** How long to wait for `kubeadm join` (default 120 s). */
-  joinTimeoutMs?: number;
+  /** Static Pod manifests the kubelet runs from /etc/kubernetes/manifests (no scheduler involved). */
+  staticPods?: object[];
 }
 
 export class RealNode {
@@ -259,6 +263,7 @@ export class RealNodeHost {
       },
       join(dir, 'node.stderr.log'),
     );
+    if (lifeline.pid) this.network.send(`node ${lifeline.pid}`);
     const node = new RealNode(options.name, dir, kubeletPort, lifeline, janitor);
     this.nodes.push(node);
     await lifeline.event('containerd-ready', 120_000).catch((error: Error) => {
@@ -314,6 +319,10 @@ function writeNodeFiles(dir: string, options: RealNodeOptions, ports: NodePorts,
   );
   writeFileSync(join(dir, 'containerd.toml'), containerdConfig());
   writeFileSync(join(dir, 'cni.conflist'), JSON.stringify(cniConfig(ports.subnet)));
+  mkdirSync(join(dir, 'manifests'));
+  for (const [i, pod] of (options.staticPods ?? []).entries()) {
+    writeFileSync(join(dir, 'manifests', `static-${i}.yaml`), stringify(pod));
+  }
   mkdirSync(join(dir, 'images'));
   for (const image of images) {
     execFileSync('ln', ['-s', image.tarball, join(dir, 'images', `${image.imageId.slice(0, 12)}.tar`)]);
