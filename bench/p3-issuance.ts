@@ -190,7 +190,8 @@ function requestBreakdown(deltas: MetricDeltas, phase: string): string {
     .join(', ');
 }
 
-async function waitForFile(path: string, child: ManagedProcess, timeoutMs = 120_000): Promise<void> {
+/** Waits for a child process to write its ready file (and fails at once if it exits). */
+export async function waitForFile(path: string, child: ManagedProcess, timeoutMs = 120_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!existsSync(path)) {
     if (!child.running) throw new Error(`${child.name} exited:\n${child.lastLines()}`);

@@ -6,18 +6,22 @@
 // JSON, level info) go to a file. Writes {url, caPem, pid, statsUrl} to --ready-file once
 // listening; statsUrl (plain HTTP on 127.0.0.1) answers how many connections the process's HTTP
 // clients (undici, which @kubernetes/client-node uses) have opened so far. With --profile-dir,
-// SIGUSR2 starts and stops a CPU profile; SIGTERM closes the server and exits.
+// SIGUSR2 starts and stops a CPU profile; SIGTERM closes the server and exits. statsUrl + 'metrics'
+// answers the issuer's Prometheus metrics. --settings JSON sets further issuer settings (top-level
+// keys replace the ones above; the abuse benchmark uses it for trustedProxies).
 // --reuse-connections is a what-if for diagnosis only: @kubernetes/client-node 2.0.1 builds a new
 // undici Agent (so a new TLS connection) for every request; this wraps the KubeConfig so that every
 // request shares the first Agent, to show what connection reuse would be worth.
 //   node --import tsx bench/p3-issuer-server.ts --kubeconfig K --api-server-endpoint HOST:PORT
 //        --namespace NS --ready-file F --log-file L [--profile-dir D] [--reuse-connections]
+//        [--settings JSON]
 import { subscribe } from 'node:diagnostics_channel';
 import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig, type RequestContext } from '@kubernetes/client-node';
 import { pino } from 'pino';
+import type { Registry } from 'prom-client';
 import { createCertificateAuthority, issueCertificate } from '../src/pki/certs.ts';
 import { parseIssuerConfig } from '../src/tokenissuer/config.ts';
 import { startTokenIssuer } from '../src/tokenissuer/server.ts';
@@ -54,7 +58,12 @@ if (import.meta.main) {
   subscribe('undici:client:connected', () => {
     connections += 1;
   });
-  const stats = createServer((_req, res) => {
+  let registry: Registry | undefined;
+  const stats = createServer((req, res) => {
+    if (req.url === '/metrics' && registry) {
+      void registry.metrics().then((text) => res.writeHead(200, { 'content-type': 'text/plain' }).end(text));
+      return;
+    }
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ connections }));
   });
   await new Promise<void>((resolve) => stats.listen(0, '127.0.0.1', resolve));
@@ -75,6 +84,7 @@ if (import.meta.main) {
     issuance: { apiServerEndpoint: arg('api-server-endpoint') },
     rateLimit: { perCaller: P3_RATE_LIMIT },
     logLevel: 'info',
+    ...(JSON.parse(arg('settings', '{}')) as Record<string, unknown>),
   });
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(arg('kubeconfig'));
@@ -82,6 +92,7 @@ if (import.meta.main) {
   const issuer = await startTokenIssuer(config, kubeConfig, {
     logStream: pino.destination({ dest: arg('log-file'), sync: true }),
   });
+  registry = issuer.registry;
   writeFileSync(
     arg('ready-file'),
     JSON.stringify({ url: issuer.url, caPem: ca.certPem, pid: process.pid, statsUrl }),

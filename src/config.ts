@@ -2,6 +2,7 @@
 // NODEFLAVOR_* environment variables, then defaults) and passed down; nothing deeper reads
 // process.env.
 import { z } from 'zod';
+import { isAddressOrCidr } from './tokenissuer/client-address.ts';
 import { DEFAULT_AUTH_EXTRA_GROUP, DEFAULT_ISSUER_AUDIENCE } from './tokenissuer/config.ts';
 
 const FORBIDDEN_ADMIN_GROUPS = new Set([
@@ -104,7 +105,35 @@ export const ConfigSchema = z.object({
   issuerService: z.string().default('nodeflavor-issuer'),
   /** host:port nodes join through, when it differs from the server in kube-public/cluster-info. */
   joinApiServerEndpoint: z.string().optional(),
+  // The issuer's limits against abusive clients (docs/token-issuer.md, "Abusive clients").
+  /** The TLS handshake, and then each request's headers, must arrive within this. */
+  issuerHeadersTimeout: durationMs.refine((ms) => ms >= 100, 'must be at least 100ms').default(10_000),
+  /** Each whole request, body included, must arrive within this. */
+  issuerRequestTimeout: durationMs.refine((ms) => ms >= 100, 'must be at least 100ms').default(15_000),
+  /** A kept-alive connection with no request in flight is closed after this. */
+  issuerIdleTimeout: durationMs.refine((ms) => ms >= 100, 'must be at least 100ms').default(65_000),
+  issuerMaxConnectionsPerAddress: z.number().int().min(1).max(1_000_000).default(32),
+  issuerMaxConnections: z.number().int().min(1).max(1_000_000).default(1_024),
+  /** Proxies (IP addresses, CIDRs) whose X-Forwarded-For the issuer believes. */
+  issuerTrustedProxies: z
+    .array(z.string().refine(isAddressOrCidr, { message: 'must be IP addresses or CIDRs' }))
+    .default([]),
+  /** Failed authentications (reviews of unknown bearers) per client address: burst, then per second. */
+  issuerAuthFailureBurst: z.number().int().min(1).max(100_000).default(20),
+  issuerAuthFailuresPerSecond: z.number().positive().max(100_000).default(1),
+  /** Requests per authenticated caller: burst, then per second. */
+  issuerCallerBurst: z.number().int().min(1).max(100_000).default(30),
+  issuerCallerPerSecond: z.number().positive().max(100_000).default(1),
   logLevel: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+});
+
+/** Rules across settings, checked after each one alone (kept off ConfigSchema so its shape stays a plain object). */
+const CheckedConfigSchema = ConfigSchema.refine((c) => c.issuerHeadersTimeout <= c.issuerRequestTimeout, {
+  message: 'must not be longer than --issuer-request-timeout',
+  path: ['issuerHeadersTimeout'],
+}).refine((c) => c.issuerMaxConnectionsPerAddress <= c.issuerMaxConnections, {
+  message: 'must not be larger than --issuer-max-connections',
+  path: ['issuerMaxConnectionsPerAddress'],
 });
 
 export type Config = z.output<typeof ConfigSchema>;
@@ -115,7 +144,7 @@ export function controllerUsername(config: Pick<Config, 'namespace' | 'serviceAc
 
 /** Parses already-collected raw settings; the error lists every bad field in one line each. */
 export function parseConfig(raw: Record<string, unknown>): Config {
-  const result = ConfigSchema.safeParse(raw);
+  const result = CheckedConfigSchema.safeParse(raw);
   if (!result.success) {
     const lines = result.error.issues.map((issue) => `--${kebab(issue.path.join('.'))}: ${issue.message}`);
     throw new Error(`invalid configuration: ${lines.join('; ')}`);

@@ -11,8 +11,23 @@ const BOOLEANS = new Set([
   'csrApprover',
   'allowUnguardedNodes',
 ]);
-const NUMBERS = new Set(['workers']);
+const NUMBERS = new Set([
+  'workers',
+  'issuerMaxConnectionsPerAddress',
+  'issuerMaxConnections',
+  'issuerAuthFailureBurst',
+  'issuerAuthFailuresPerSecond',
+  'issuerCallerBurst',
+  'issuerCallerPerSecond',
+]);
 const LISTS: Record<string, string> = { 'admin-group': 'adminGroups', 'admin-groups': 'adminGroups' };
+/** Lists given as one comma-separated value, as a flag and in the environment. */
+const COMMA_LISTS = new Set(['adminGroups', 'issuerTrustedProxies']);
+const commaList = (value: string) =>
+  value
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean);
 
 const camel = (flag: string) => flag.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
 const KEYS = new Set(Object.keys(ConfigSchema.shape));
@@ -36,8 +51,8 @@ export function parseRunFlags(args: string[], env: NodeJS.ProcessEnv): Record<st
       ? parseBoolean(value, envName)
       : NUMBERS.has(key)
         ? Number(value)
-        : key === 'adminGroups'
-          ? value.split(',').filter(Boolean)
+        : COMMA_LISTS.has(key)
+          ? commaList(value)
           : value;
   }
   if (env.POD_NAMESPACE && raw.namespace === undefined) raw.namespace = env.POD_NAMESPACE;
@@ -70,7 +85,7 @@ export function parseRunFlags(args: string[], env: NodeJS.ProcessEnv): Record<st
     }
     const value = inline ?? args[++i];
     if (value === undefined) throw new UsageError(`--${flag} needs a value`);
-    raw[key] = NUMBERS.has(key) ? Number(value) : value;
+    raw[key] = NUMBERS.has(key) ? Number(value) : COMMA_LISTS.has(key) ? commaList(value) : value;
   }
   return raw;
 }

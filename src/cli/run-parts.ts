@@ -105,6 +105,21 @@ async function startIssuerPart({
       tokenReview: { enabled: config.issuerAuth === 'tokenreview', audiences: [config.issuerAudience] },
       ...(jwt ? { jwt } : {}),
     },
+    connections: {
+      headersTimeoutSeconds: config.issuerHeadersTimeout / 1000,
+      requestTimeoutSeconds: config.issuerRequestTimeout / 1000,
+      idleTimeoutSeconds: config.issuerIdleTimeout / 1000,
+      maxPerAddress: config.issuerMaxConnectionsPerAddress,
+      max: config.issuerMaxConnections,
+    },
+    trustedProxies: config.issuerTrustedProxies,
+    rateLimit: {
+      perCaller: { capacity: config.issuerCallerBurst, refillPerSecond: config.issuerCallerPerSecond },
+      unauthenticatedPerAddress: {
+        capacity: config.issuerAuthFailureBurst,
+        refillPerSecond: config.issuerAuthFailuresPerSecond,
+      },
+    },
     logLevel: config.logLevel,
   });
   const issuer = await startTokenIssuer(issuerConfig, kubeConfig, {

@@ -6,13 +6,16 @@
 //          another issuer (e.g. a ServiceAccount token) goes to the TokenReview.
 //   AuthZ: Kubernetes callers need RBAC verb `use` on flavorclasses.nodeflavor.io/<flavor>
 //          (SubjectAccessReview); JWT callers need the flavor in the configured claim.
-// Answers are cached for a few seconds: identities keyed by a hash of the token (never the token
-// itself), SubjectAccessReviews by everything the review depends on.
+// Answers are cached for a few seconds: identities keyed by a keyed hash of the token (never the
+// token itself), SubjectAccessReviews by everything the review depends on. Which bearers may cost a
+// review at all is auth-budget.ts's decision; concurrent requests with one bearer share one review.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { decodeJwt, type JWTPayload, jwtVerify } from 'jose';
 import { FLAVOR_CLASS_PLURAL, FLAVORED_TOKEN_PLURAL, GROUP } from '../flavor/resources.ts';
 import type { KubeUser, ResourceCheck, ReviewedToken } from '../kube/reviews.ts';
+import { AuthBudget, type BudgetSettings, type Ticket } from './auth-budget.ts';
+import { bearerKeyer } from './bearer-key.ts';
 import { BoundedCache } from './bounded-cache.ts';
 import type { IssuerConfig } from './config.ts';
 import { IssuerError } from './errors.ts';
@@ -38,9 +41,22 @@ export interface Reviews {
   userCan(user: KubeUser, check: ResourceCheck): Promise<boolean>;
 }
 
+/** What a review (TokenReview or JWT verification) found; `error`: it could not be made. */
+export type ReviewResult = 'valid' | 'invalid' | 'error';
+
+export interface AuthOptions {
+  /** The failed-authentication budget per client address (default: none). */
+  budget?: Pick<BudgetSettings, 'perAddress' | 'knownMs' | 'maxKeys'>;
+  /** Told of every review made (for metrics). */
+  onReview?: (result: ReviewResult) => void;
+}
+
 export interface CallerAuth {
-  /** The caller behind an Authorization header; IssuerError Unauthenticated otherwise. */
-  authenticate(authorization: string | undefined): Promise<Caller>;
+  /**
+   * The caller behind an Authorization header, sent from client address key `address`;
+   * IssuerError Unauthenticated, or RateLimited when the address has used up its budget.
+   */
+  authenticate(authorization: string | undefined, address?: string): Promise<Caller>;
   mayUse(caller: Caller, flavor: string): Promise<boolean>;
   /**
    * Whether the caller may `verb` FlavoredToken `name` whoever issued it: RBAC on
@@ -144,10 +160,6 @@ function unverifiedIssuer(token: string): string | undefined {
   }
 }
 
-function tokenHash(token: string): string {
-  return createHash('sha256').update(token).digest('base64url');
-}
-
 function ownerOf(parts: string[]): string {
   return `sha256:${createHash('sha256').update(JSON.stringify(parts)).digest('base64url')}`;
 }
@@ -181,12 +193,21 @@ export function createCallerAuth(
   config: IssuerConfig['auth'],
   reviews: Reviews | undefined,
   now: () => number = Date.now,
+  options: AuthOptions = {},
 ): CallerAuth {
   const jwt = config.jwt ? jwtVerifier(config.jwt, now) : undefined;
   const tokenReview = config.tokenReview.enabled ? reviews : undefined;
   const audiences = config.tokenReview.audiences;
   const cacheMs = config.cacheSeconds * 1000;
-  const callers = new BoundedCache<string, Caller>(CACHE_ENTRIES);
+  const budget = new AuthBudget<Caller>({
+    cacheMs,
+    knownMs: options.budget?.knownMs ?? 0,
+    maxKeys: options.budget?.maxKeys ?? CACHE_ENTRIES,
+    ...(options.budget?.perAddress ? { perAddress: options.budget.perAddress } : {}),
+  });
+  const keyOf = bearerKeyer();
+  /** Reviews in flight by bearer key: a second request with the same bearer waits for the first. */
+  const inFlight = new Map<string, Promise<Caller | undefined>>();
   const decisions = new BoundedCache<string, boolean>(CACHE_ENTRIES);
 
   async function identify(token: string): Promise<Caller | undefined> {
@@ -210,18 +231,53 @@ export function createCallerAuth(
     return allowed;
   }
 
-  return {
-    async authenticate(authorization) {
-      const token = bearerToken(authorization);
-      const key = tokenHash(token);
-      const cached = cacheMs > 0 ? callers.get(key, now()) : undefined;
-      if (cached) return cached;
-      const caller = await identify(token);
-      if (!caller) {
-        throw new IssuerError('Unauthenticated', 'the bearer token is invalid or expired');
+  function review(token: string, ticket: Ticket): Promise<Caller | undefined> {
+    const reviewed = (async () => {
+      try {
+        const caller = await identify(token);
+        if (caller) budget.valid(ticket, caller, now());
+        else budget.invalid(ticket, now());
+        options.onReview?.(caller ? 'valid' : 'invalid');
+        return caller;
+      } catch (error) {
+        budget.unanswered(ticket, now());
+        options.onReview?.('error');
+        throw error;
+      } finally {
+        inFlight.delete(ticket.bearer);
       }
-      if (cacheMs > 0) callers.set(key, caller, cacheMs, now());
-      return caller;
+    })();
+    inFlight.set(ticket.bearer, reviewed);
+    return reviewed;
+  }
+
+  const invalid = () => new IssuerError('Unauthenticated', 'the bearer token is invalid or expired');
+  const found = (caller: Caller | undefined): Caller => {
+    if (!caller) throw invalid();
+    return caller;
+  };
+
+  return {
+    async authenticate(authorization, address = '') {
+      const token = bearerToken(authorization);
+      const bearer = keyOf(token);
+      const pending = inFlight.get(bearer);
+      if (pending) return found(await pending);
+      const admission = budget.admit(bearer, address, now());
+      switch (admission.kind) {
+        case 'cached':
+          return admission.caller;
+        case 'refused':
+          throw invalid();
+        case 'limited':
+          throw new IssuerError(
+            'RateLimited',
+            `too many failed authentications from your address: retry in ${admission.retryAfterSeconds} s`,
+            undefined,
+            { retryAfterSeconds: admission.retryAfterSeconds },
+          );
+      }
+      return found(await review(token, admission.ticket));
     },
 
     async mayUse(caller, flavor) {

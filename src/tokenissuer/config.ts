@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { DEFAULT_TTL, parseDuration, TtlSchema } from '../flavor/resources.ts';
 import { DEFAULT_KEY_SECRET_NAME } from '../kube/keyring-store.ts';
+import { isAddressOrCidr } from './client-address.ts';
 
 /**
  * nodeflavor's own bootstrap group: every flavor's token carries exactly this one
@@ -36,6 +37,32 @@ const BucketSchema = z.strictObject({
   /** Requests a caller regains per second. */
   refillPerSecond: z.number().positive().max(100_000),
 });
+
+const ConnectionsSchema = z
+  .strictObject({
+    /** The TLS handshake, and then a request's line and headers, must each arrive within this. */
+    headersTimeoutSeconds: z.number().positive().max(300).default(10),
+    /** A whole request, body included, must arrive within this (from its first byte). */
+    requestTimeoutSeconds: z.number().positive().max(600).default(15),
+    /**
+     * A kept-alive connection with no request in flight is closed after this. Above the upstream
+     * idle timeout of common proxies (ingress-nginx, cloud load balancers: 60 s), so that a proxy
+     * never sends a request on a connection the issuer is closing.
+     */
+    idleTimeoutSeconds: z.number().positive().max(3_600).default(65),
+    /** Open connections per client socket address; trusted proxies are held to `max` only. */
+    maxPerAddress: z.number().int().min(1).max(1_000_000).default(32),
+    /** Open connections in all; beyond it new ones are closed at once (memory stays bounded). */
+    max: z.number().int().min(1).max(1_000_000).default(1_024),
+  })
+  .refine((c) => c.headersTimeoutSeconds <= c.requestTimeoutSeconds, {
+    message: 'headersTimeoutSeconds must not be longer than requestTimeoutSeconds',
+    path: ['headersTimeoutSeconds'],
+  })
+  .refine((c) => c.maxPerAddress <= c.max, {
+    message: 'maxPerAddress must not be larger than max',
+    path: ['maxPerAddress'],
+  });
 
 const JwtSchema = z
   .strictObject({
@@ -90,6 +117,16 @@ export const IssuerConfigSchema = z
     tls: z.union([TlsFilesSchema, TlsPemSchema]),
     /** Larger request bodies get 413. */
     bodyLimitBytes: z.number().int().min(1024).max(1_048_576).default(16_384),
+    /** What one client may hold open, and for how long (slow clients; see server-options.ts). */
+    connections: ConnectionsSchema.prefault({}),
+    /**
+     * Proxies (IP addresses or CIDRs) whose X-Forwarded-For is believed: behind them the client's
+     * address is the last one they forwarded. Empty: the socket's address, whatever the headers say.
+     */
+    trustedProxies: z
+      .array(z.string().refine(isAddressOrCidr, { message: 'must be an IP address or a CIDR' }))
+      .max(1000)
+      .default([]),
     issuance: IssuanceSettingsSchema.prefault({}),
     keyRing: z
       .strictObject({
@@ -119,8 +156,18 @@ export const IssuerConfigSchema = z
     rateLimit: z
       .strictObject({
         perCaller: BucketSchema.prefault({ capacity: 30, refillPerSecond: 1 }),
-        /** Failed authentications per client address: keeps a flood of bad tokens off TokenReview. */
+        /**
+         * The failed-authentication budget per client address: a bearer the issuer does not know
+         * reserves one unit before its review (so N at once cost at most the budget) and gets it
+         * back if it proves valid. Keeps a flood of bad tokens off TokenReview.
+         */
         unauthenticatedPerAddress: BucketSchema.prefault({ capacity: 20, refillPerSecond: 1 }),
+        /**
+         * A bearer that authenticated within this long is reviewed again outside its address's
+         * budget: a flood of bad tokens from a shared address (a proxy, a NAT) does not lock out
+         * the callers already known there. 0 turns it off.
+         */
+        knownBearerSeconds: z.number().int().min(0).max(86_400).default(3_600),
         maxTrackedCallers: z.number().int().min(1).max(1_000_000).default(10_000),
       })
       .prefault({}),

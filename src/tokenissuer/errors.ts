@@ -8,6 +8,7 @@ export const ERROR_STATUS = {
   Unauthenticated: 401,
   Forbidden: 403,
   NotFound: 404,
+  RequestTimeout: 408,
   Conflict: 409,
   PayloadTooLarge: 413,
   UnsupportedMediaType: 415,
@@ -26,12 +27,20 @@ export interface FieldError {
 export class IssuerError extends Error {
   readonly code: ErrorCode;
   readonly fields: FieldError[] | undefined;
+  /** For 429: whole seconds until a retry may succeed (the Retry-After header). */
+  readonly retryAfterSeconds: number | undefined;
 
-  constructor(code: ErrorCode, message: string, fields?: FieldError[]) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    fields?: FieldError[],
+    options: { retryAfterSeconds?: number } = {},
+  ) {
     super(message);
     this.name = 'IssuerError';
     this.code = code;
     this.fields = fields;
+    this.retryAfterSeconds = options.retryAfterSeconds;
   }
 
   get status(): number {

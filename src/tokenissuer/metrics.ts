@@ -2,7 +2,7 @@
 // operator's pod network, and a per-flavor counter that ticks when a token is issued would tell
 // its holder which flavor it got (by the time of issue). Routes are the route templates, so
 // label cardinality stays bounded whatever paths callers send.
-import { Counter, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
 export type IssueResult =
   | 'issued'
@@ -20,6 +20,10 @@ export class IssuerMetrics {
   readonly tokensRevoked: Counter;
   readonly authFailures: Counter<'reason'>;
   readonly rateLimited: Counter<'scope'>;
+  readonly reviews: Counter<'result'>;
+  readonly connections: Gauge;
+  readonly connectionsRefused: Counter<'reason'>;
+  readonly clientErrors: Counter<'reason'>;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -57,6 +61,29 @@ export class IssuerMetrics {
       name: 'nodeflavor_issuer_rate_limited_total',
       help: 'Requests refused with 429, by bucket (caller or unauthenticated address).',
       labelNames: ['scope'],
+      registers,
+    });
+    this.reviews = new Counter({
+      name: 'nodeflavor_issuer_bearer_reviews_total',
+      help: 'Bearer tokens reviewed (TokenReview or JWT verification), by result (valid, invalid, error); cached answers are not counted.',
+      labelNames: ['result'],
+      registers,
+    });
+    this.connections = new Gauge({
+      name: 'nodeflavor_issuer_connections',
+      help: 'Open connections to the token issuer.',
+      registers,
+    });
+    this.connectionsRefused = new Counter({
+      name: 'nodeflavor_issuer_connections_refused_total',
+      help: 'Connections closed on arrival, by cap (per_address or total).',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.clientErrors = new Counter({
+      name: 'nodeflavor_issuer_client_errors_total',
+      help: 'Connections closed before a request was read, by reason (timeout: headers or body too slow; headers_too_large; malformed; tls; reset).',
+      labelNames: ['reason'],
       registers,
     });
   }

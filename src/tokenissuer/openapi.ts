@@ -11,7 +11,12 @@ const errors = {
   '400': errorResponse('The request is invalid; `fields` names each failing field.'),
   '401': errorResponse('No credentials, or invalid ones.'),
   '403': errorResponse('The caller may not use the flavor (or the token’s flavor).'),
-  '429': errorResponse('Too many requests from this caller; see Retry-After.'),
+  '408': errorResponse(
+    'The request line, headers or body did not arrive within the server’s timeouts; the connection is closed.',
+  ),
+  '429': errorResponse(
+    'Too many requests from this caller, or too many failed authentications from its address; see Retry-After.',
+  ),
   '500': errorResponse('The issuer failed (e.g. missing RBAC); the message says what to fix.'),
   '503': errorResponse(
     'The Kubernetes API is unavailable, or the HMAC key ring is missing (an operator must restore it); retry later.',

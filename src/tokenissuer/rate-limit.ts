@@ -1,6 +1,7 @@
-// Per-caller token buckets: a caller may burst up to `capacity` requests, then gets
-// `refillPerSecond` more each second. Buckets of callers not seen for a while are forgotten
-// (a forgotten bucket comes back full, which is what it would have refilled to anyway).
+// Per-key token buckets: a key may burst up to `capacity` requests, then gets `refillPerSecond`
+// more each second. There is no peek: a check that does not take lets N concurrent requests all
+// pass it (take first, refund what did not count). Buckets of keys not seen for a while are
+// forgotten (a forgotten bucket comes back full, which is what it would have refilled to anyway).
 
 export interface BucketSettings {
   capacity: number;
@@ -40,12 +41,11 @@ export class RateLimiter {
     return { allowed: false, retryAfterSeconds: this.#secondsUntilOne(bucket) };
   }
 
-  /** Whether `key` has a token, without taking it. */
-  peek(key: string, now: number = Date.now()): RateDecision {
+  /** Gives back a token taken for something that turned out not to count (never above capacity). */
+  refund(key: string, now: number = Date.now()): void {
     const bucket = this.#refilled(key, now);
-    return bucket.tokens >= 1
-      ? { allowed: true, retryAfterSeconds: 0 }
-      : { allowed: false, retryAfterSeconds: this.#secondsUntilOne(bucket) };
+    bucket.tokens = Math.min(this.#settings.capacity, bucket.tokens + 1);
+    this.#store(key, bucket);
   }
 
   #refilled(key: string, now: number): Bucket {

@@ -7,6 +7,7 @@ import type { KeyRing } from '../flavor/keyring.ts';
 import type { FlavoredToken } from '../flavor/resources.ts';
 import { KeyRingUnavailableError } from '../kube/keyring-store.ts';
 import type { Caller, CallerAuth } from './auth.ts';
+import { addressKey, clientAddress, type TrustedProxies } from './client-address.ts';
 import type { IssuerConfig } from './config.ts';
 import { IssuerError } from './errors.ts';
 import type { IdempotencyCache } from './idempotency.ts';
@@ -31,7 +32,7 @@ export interface IssuerContext {
   auth: CallerAuth;
   idempotency: IdempotencyCache<IssueResponse>;
   callerLimiter: RateLimiter;
-  addressLimiter: RateLimiter;
+  trustedProxies: TrustedProxies;
   metrics: IssuerMetrics;
   keyRing: { readonly loaded: boolean; get(): Promise<KeyRing> };
   now: () => Date;
@@ -93,34 +94,34 @@ export function registerRoutes(app: FastifyInstance, ctx: IssuerContext): void {
 }
 
 async function authenticate(ctx: IssuerContext, request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  // Failed authentications are limited per client address, so a flood of bad tokens cannot turn
-  // into a flood of TokenReviews; the check comes before the review.
-  const address = request.ip;
-  const before = ctx.addressLimiter.peek(address);
-  if (!before.allowed) {
-    ctx.metrics.rateLimited.inc({ scope: 'address' });
-    reply.header('Retry-After', String(before.retryAfterSeconds));
-    throw new IssuerError(
-      'RateLimited',
-      `too many failed authentications: retry in ${before.retryAfterSeconds} s`,
-    );
-  }
+  // The failed-authentication budget is kept per client address (the forwarded one behind a
+  // trusted proxy), and spent before a review, so a flood of bad tokens cannot become a flood of
+  // TokenReviews (auth-budget.ts).
+  const address = addressKey(
+    clientAddress(request.socket.remoteAddress, request.headers['x-forwarded-for'], ctx.trustedProxies),
+  );
   let caller: Caller;
   try {
-    caller = await ctx.auth.authenticate(request.headers.authorization);
+    caller = await ctx.auth.authenticate(request.headers.authorization, address);
   } catch (error) {
     if (error instanceof IssuerError && error.code === 'Unauthenticated') {
-      ctx.addressLimiter.take(address);
       ctx.metrics.authFailures.inc({ reason: 'unauthenticated' });
       reply.header('WWW-Authenticate', 'Bearer');
+    }
+    if (error instanceof IssuerError && error.code === 'RateLimited') {
+      ctx.metrics.rateLimited.inc({ scope: 'address' });
     }
     throw error;
   }
   const decision = ctx.callerLimiter.take(caller.username);
   if (!decision.allowed) {
     ctx.metrics.rateLimited.inc({ scope: 'caller' });
-    reply.header('Retry-After', String(decision.retryAfterSeconds));
-    throw new IssuerError('RateLimited', `rate limit exceeded: retry in ${decision.retryAfterSeconds} s`);
+    throw new IssuerError(
+      'RateLimited',
+      `rate limit exceeded: retry in ${decision.retryAfterSeconds} s`,
+      undefined,
+      { retryAfterSeconds: decision.retryAfterSeconds },
+    );
   }
   callers.set(request, caller);
 }

@@ -4,6 +4,7 @@
 // `startTokenIssuer` builds the real dependencies from a KubeConfig and listens with TLS.
 
 import { readFileSync } from 'node:fs';
+import type { Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { KubeConfig } from '@kubernetes/client-node';
 import Fastify, {
@@ -24,7 +25,10 @@ import { KubeError } from '../kube/kube-error.ts';
 import { KubeReviews } from '../kube/reviews.ts';
 import { KubeTokenStore, type TokenKube } from '../kube/tokens.ts';
 import { createCallerAuth, type Reviews } from './auth.ts';
+import { TrustedProxies } from './client-address.ts';
+import { handleClientError } from './client-errors.ts';
 import type { IssuerConfig } from './config.ts';
+import { limitConnections } from './connection-limit.ts';
 import { type ErrorCode, errorBody, IssuerError, toIssuerError } from './errors.ts';
 import { IdempotencyCache } from './idempotency.ts';
 import { createIssuerLogger } from './log.ts';
@@ -32,6 +36,7 @@ import { IssuerMetrics } from './metrics.ts';
 import { RateLimiter } from './rate-limit.ts';
 import type { IssueResponse } from './response.ts';
 import { callerOf, registerRoutes } from './routes.ts';
+import { serverTimeouts } from './server-options.ts';
 
 export interface IssuerDeps {
   kube: TokenKube;
@@ -63,6 +68,8 @@ export function buildIssuerApp(
   const registry = deps.registry ?? new Registry();
   const metrics = new IssuerMetrics(registry);
   const now = deps.now ?? (() => new Date());
+  const timeouts = serverTimeouts(config.connections);
+  const trustedProxies = new TrustedProxies(config.trustedProxies);
   // Typed as the plain instance: with and without TLS it serves the same routes, and fastify's
   // generics for the https server and the pino logger add nothing the routes use.
   const app = Fastify({
@@ -71,7 +78,10 @@ export function buildIssuerApp(
     logController: new LogController({ disableRequestLogging: true }),
     exposeHeadRoutes: false,
     bodyLimit: config.bodyLimitBytes,
-    ...(https ? { https: { ...https, minVersion: 'TLSv1.2' as const } } : {}),
+    ...timeouts.fastify,
+    ...(https
+      ? { https: { ...https, minVersion: 'TLSv1.2' as const, ...timeouts.server, ...timeouts.tls } }
+      : { http: timeouts.server }),
     // Errors fastify raises before routing (a URL with bad percent-encoding) get our one error
     // shape too, and never echo the raw path back.
     frameworkErrors: (_error: Error, request: FastifyRequest, reply: FastifyReply) => {
@@ -81,25 +91,14 @@ export function buildIssuerApp(
         reply,
       );
     },
-    // Malformed HTTP (no request object exists yet): answered on the socket in the same shape.
-    clientErrorHandler: (error: NodeJS.ErrnoException, socket: import('node:net').Socket) => {
-      const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
-      const body = JSON.stringify({
-        error: {
-          code: 'InvalidRequest',
-          message: tooLarge ? 'request headers are too large' : 'malformed HTTP request',
-        },
-      });
-      if (socket.writable) {
-        socket.end(
-          `HTTP/1.1 ${tooLarge ? '431 Request Header Fields Too Large' : '400 Bad Request'}\r\nContent-Type: application/json\r\n` +
-            `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-        );
-      } else {
-        socket.destroy(error);
-      }
-    },
+    // Malformed or too slow HTTP (no request object exists yet): answered on the socket in the same shape.
+    clientErrorHandler: (error: NodeJS.ErrnoException, socket: Socket) =>
+      handleClientError(error, socket, (reason) => metrics.clientErrors.inc({ reason })),
   }) as unknown as FastifyInstance;
+  limitConnections(app.server, config.connections, trustedProxies, {
+    refused: (reason) => metrics.connectionsRefused.inc({ reason }),
+    open: (total) => metrics.connections.set(total),
+  });
 
   // JSON only: without the text/plain parser every other content type gets 415.
   app.removeContentTypeParser(['text/plain']);
@@ -142,14 +141,21 @@ export function buildIssuerApp(
       now,
       ...(deps.randomBytes ? { randomBytes: deps.randomBytes } : {}),
     },
-    auth: createCallerAuth(config.auth, deps.reviews, () => now().getTime()),
+    auth: createCallerAuth(config.auth, deps.reviews, () => now().getTime(), {
+      budget: {
+        perAddress: limits.unauthenticatedPerAddress,
+        knownMs: limits.knownBearerSeconds * 1000,
+        maxKeys: limits.maxTrackedCallers,
+      },
+      onReview: (result) => metrics.reviews.inc({ result }),
+    }),
     idempotency: new IdempotencyCache<IssueResponse>({
       ttlMs: config.idempotency.ttlSeconds * 1000,
       maxEntries: config.idempotency.maxEntries,
       now: () => now().getTime(),
     }),
     callerLimiter: new RateLimiter(limits.perCaller, limits.maxTrackedCallers),
-    addressLimiter: new RateLimiter(limits.unauthenticatedPerAddress, limits.maxTrackedCallers),
+    trustedProxies,
     metrics,
     keyRing: deps.keyRing,
     now,
@@ -189,6 +195,7 @@ function asIssuerError(error: FastifyError): IssuerError {
 
 function sendError(error: IssuerError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   if (error.status >= 500) request.log.error({ code: error.code, message: error.message }, 'request failed');
+  if (error.retryAfterSeconds !== undefined) reply.header('Retry-After', String(error.retryAfterSeconds));
   return reply.code(error.status).header('Cache-Control', 'no-store').send(errorBody(error));
 }
 

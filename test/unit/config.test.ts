@@ -40,6 +40,16 @@ describe('config defaults', () => {
       issuerTlsSecret: 'nodeflavor-issuer-tls',
       issuerCaConfigMap: 'nodeflavor-issuer-ca',
       issuerService: 'nodeflavor-issuer',
+      issuerHeadersTimeout: 10_000,
+      issuerRequestTimeout: 15_000,
+      issuerIdleTimeout: 65_000,
+      issuerMaxConnectionsPerAddress: 32,
+      issuerMaxConnections: 1_024,
+      issuerTrustedProxies: [],
+      issuerAuthFailureBurst: 20,
+      issuerAuthFailuresPerSecond: 1,
+      issuerCallerBurst: 30,
+      issuerCallerPerSecond: 1,
       logLevel: 'info',
     });
   });
@@ -332,6 +342,62 @@ describe('values checked by the schema', () => {
     assert.equal(configOf(['--metrics-address', ':9090']).metricsAddress, ':9090');
     assert.equal(configOf(['--webhook-address', '0.0.0.0:9443']).webhookAddress, '0.0.0.0:9443');
     assert.equal(configOf(['--issuer-address', '[::1]:8443']).issuerAddress, '[::1]:8443');
+  });
+});
+
+describe('issuer limits', () => {
+  test('timeouts are durations, caps and budgets numbers', () => {
+    const config = configOf([
+      '--issuer-headers-timeout',
+      '5s',
+      '--issuer-request-timeout=20s',
+      '--issuer-idle-timeout',
+      '2m',
+      '--issuer-max-connections-per-address',
+      '8',
+      '--issuer-max-connections=100',
+      '--issuer-auth-failure-burst',
+      '5',
+      '--issuer-auth-failures-per-second',
+      '0.5',
+      '--issuer-caller-burst',
+      '60',
+      '--issuer-caller-per-second',
+      '2',
+    ]);
+    assert.equal(config.issuerHeadersTimeout, 5_000);
+    assert.equal(config.issuerRequestTimeout, 20_000);
+    assert.equal(config.issuerIdleTimeout, 120_000);
+    assert.equal(config.issuerMaxConnectionsPerAddress, 8);
+    assert.equal(config.issuerMaxConnections, 100);
+    assert.equal(config.issuerAuthFailureBurst, 5);
+    assert.equal(config.issuerAuthFailuresPerSecond, 0.5);
+    assert.equal(config.issuerCallerBurst, 60);
+    assert.equal(config.issuerCallerPerSecond, 2);
+  });
+
+  test('trusted proxies: comma separated, as a flag or in NODEFLAVOR_ISSUER_TRUSTED_PROXIES', () => {
+    assert.deepEqual(configOf(['--issuer-trusted-proxies', '10.0.0.0/8, fd00::/8']).issuerTrustedProxies, [
+      '10.0.0.0/8',
+      'fd00::/8',
+    ]);
+    assert.deepEqual(
+      configOf([], { NODEFLAVOR_ISSUER_TRUSTED_PROXIES: '192.168.1.10,192.168.1.11' }).issuerTrustedProxies,
+      ['192.168.1.10', '192.168.1.11'],
+    );
+    assert.throws(() => configOf(['--issuer-trusted-proxies', 'ingress-nginx']), /--issuer-trusted-proxies/);
+  });
+
+  test('a headers timeout longer than the request timeout, or a per-address cap over the total, is refused', () => {
+    assert.throws(
+      () => configOf(['--issuer-headers-timeout', '30s']),
+      /--issuer-headers-timeout: must not be longer than --issuer-request-timeout/,
+    );
+    assert.throws(
+      () => configOf(['--issuer-max-connections', '10']),
+      /--issuer-max-connections-per-address: must not be larger than --issuer-max-connections/,
+    );
+    assert.throws(() => configOf(['--issuer-auth-failure-burst', '0']), /--issuer-auth-failure-burst/);
   });
 });
 

@@ -13,6 +13,8 @@ import { before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parseAllDocuments } from 'yaml';
+import { parseRunFlags } from '../../src/cli/run-flags.ts';
+import { type Config, parseConfig } from '../../src/config.ts';
 import { binaryPaths } from '../e2e/cluster/versions.ts';
 
 const run = promisify(execFile);
@@ -592,6 +594,38 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     assert.equal(flag(defaults, 'jwt-jwks-file'), undefined);
   });
 
+  test('issuer.limits and issuer.trustedProxies become flags; the chart defaults are the code defaults', async () => {
+    const limitKeys = [
+      'issuerHeadersTimeout',
+      'issuerRequestTimeout',
+      'issuerIdleTimeout',
+      'issuerMaxConnectionsPerAddress',
+      'issuerMaxConnections',
+      'issuerTrustedProxies',
+      'issuerAuthFailureBurst',
+      'issuerAuthFailuresPerSecond',
+      'issuerCallerBurst',
+      'issuerCallerPerSecond',
+    ] as const;
+    const pick = (config: Config) => Object.fromEntries(limitKeys.map((k) => [k, config[k]]));
+    const parsed = async (...setArgs: string[]) =>
+      parseConfig(parseRunFlags(args(await render(...setArgs)).slice(1), {}));
+    assert.deepEqual(pick(await parsed()), pick(parseConfig({})));
+    assert.equal(flag(await render(), 'issuer-trusted-proxies'), undefined);
+    const set = await parsed(
+      '--set=issuer.limits.headersTimeout=2s',
+      '--set=issuer.limits.maxConnections=500000',
+      '--set-json=issuer.limits.authFailuresPerSecond=0.25',
+      '--set=issuer.trustedProxies={10.0.0.0/8,fd00::/8}',
+    );
+    assert.equal(set.issuerHeadersTimeout, 2_000);
+    assert.equal(set.issuerMaxConnections, 500_000);
+    assert.equal(set.issuerAuthFailuresPerSecond, 0.25);
+    assert.deepEqual(set.issuerTrustedProxies, ['10.0.0.0/8', 'fd00::/8']);
+    const off = await render('--set=issuer.enabled=false');
+    assert.ok(!args(off).some((a) => a.startsWith('--issuer-max-connections')));
+  });
+
   test('metrics.serviceMonitor.enabled renders a ServiceMonitor for the metrics Service only', async () => {
     assert.equal((await render()).filter((o) => o.kind === 'ServiceMonitor').length, 0);
     const objects = await render(...MODES['service monitor']!);
@@ -699,6 +733,9 @@ describe('helm chart deploy/helm/nodeflavor', () => {
         /additional properties 'lables' not allowed/,
       ],
       [['--set=issuer.auth.mode=jwt'], /\/issuer\/auth\/jwt\/jwksSecret/],
+      [['--set=issuer.limits.headersTimeout=10'], /\/issuer\/limits\/headersTimeout/],
+      [['--set=issuer.limits.maxConnection=5'], /additional properties 'maxConnection' not allowed/],
+      [['--set=issuer.trustedProxies={ingress-nginx}'], /\/issuer\/trustedProxies\/0/],
     ];
     const results = await Promise.all(
       cases.map(([values]) => helmRun(['template', RELEASE, chart, '--namespace', NAMESPACE, ...values])),

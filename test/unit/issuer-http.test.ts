@@ -164,12 +164,74 @@ describe('token issuer HTTP API', () => {
     const { app, reviews } = await setup({
       rateLimit: { unauthenticatedPerAddress: { capacity: 2, refillPerSecond: 0.01 } },
     });
-    const get = () =>
-      app.inject({ method: 'GET', url: '/v1/flavors', headers: { authorization: 'Bearer wrong' } });
-    assert.equal((await get()).statusCode, 401);
-    assert.equal((await get()).statusCode, 401);
-    assertError(await get(), 429, 'RateLimited');
+    const get = (token: string) =>
+      app.inject({ method: 'GET', url: '/v1/flavors', headers: { authorization: `Bearer ${token}` } });
+    assert.equal((await get('wrong-1')).statusCode, 401);
+    assert.equal((await get('wrong-2')).statusCode, 401);
+    const limited = await get('wrong-3');
+    assertError(limited, 429, 'RateLimited');
+    assert.match(limited.body, /too many failed authentications from your address: retry in \d+ s/);
+    assert.ok(Number(limited.headers['retry-after']) >= 1);
     assert.equal(reviews.reviewCalls, 2);
+    // The same bad token again is refused from memory: 401, no review, no budget.
+    assert.equal((await get('wrong-1')).statusCode, 401);
+    assert.equal(reviews.reviewCalls, 2);
+  });
+
+  it('N bad tokens at once cost at most the budget in reviews (reserved before the review)', async () => {
+    const { app, reviews } = await setup({
+      rateLimit: { unauthenticatedPerAddress: { capacity: 3, refillPerSecond: 0.001 } },
+    });
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        app.inject({ method: 'GET', url: '/v1/flavors', headers: { authorization: `Bearer bad-${i}` } }),
+      ),
+    );
+    assert.equal(reviews.reviewCalls, 3);
+    assert.equal(answers.filter((a) => a.statusCode === 401).length, 3);
+    assert.equal(answers.filter((a) => a.statusCode === 429).length, 37);
+  });
+
+  it('a flood of bad tokens from a shared address does not lock out a caller known there', async () => {
+    const { app, reviews } = await setup({
+      auth: { cacheSeconds: 0 }, // every request is reviewed: the known-bearer rule alone lets it through
+      rateLimit: { unauthenticatedPerAddress: { capacity: 2, refillPerSecond: 0.001 } },
+    });
+    const get = (token: string) =>
+      app.inject({ method: 'GET', url: '/v1/flavors', headers: { authorization: `Bearer ${token}` } });
+    assert.equal((await get('portal-token')).statusCode, 200);
+    for (let i = 0; i < 5; i++) await get(`bad-${i}`);
+    assert.equal((await get('bad-x')).statusCode, 429, 'the address is over its budget');
+    assert.equal((await get('portal-token')).statusCode, 200, 'the known caller is reviewed and served');
+    assert.equal((await get('admin-token')).statusCode, 429, 'a caller not yet known there waits');
+    assert.equal(reviews.reviewCalls, 4);
+  });
+
+  it('behind a trusted proxy, the budget is kept per forwarded client; elsewhere X-Forwarded-For is ignored', async () => {
+    const { app } = await setup({
+      trustedProxies: ['10.0.0.0/8'],
+      rateLimit: { unauthenticatedPerAddress: { capacity: 1, refillPerSecond: 0.001 } },
+    });
+    const get = (token: string, remoteAddress: string, forwardedFor?: string) =>
+      app.inject({
+        method: 'GET',
+        url: '/v1/flavors',
+        remoteAddress,
+        headers: {
+          authorization: `Bearer ${token}`,
+          ...(forwardedFor ? { 'x-forwarded-for': forwardedFor } : {}),
+        },
+      });
+    assert.equal((await get('bad-1', '10.1.1.1', '198.51.100.7')).statusCode, 401);
+    assert.equal((await get('bad-2', '10.1.1.1', '198.51.100.7')).statusCode, 429);
+    // A spoofed entry left of the one the proxy appended changes nothing.
+    assert.equal((await get('bad-3', '10.1.1.1', '198.51.100.8, 198.51.100.7')).statusCode, 429);
+    // Another client behind the same proxy has a budget of its own, new valid callers included.
+    assert.equal((await get('admin-token', '10.2.2.2', '198.51.100.8')).statusCode, 200);
+    assert.equal((await get('bad-4', '10.1.1.1', '198.51.100.9')).statusCode, 401);
+    // An untrusted peer is its own address whatever it forwards.
+    assert.equal((await get('bad-5', '192.0.2.1', '198.51.100.10')).statusCode, 401);
+    assert.equal((await get('bad-6', '192.0.2.1', '198.51.100.11')).statusCode, 429);
   });
 
   it('lists only the flavors the caller may use', async () => {

@@ -29,12 +29,17 @@ describe('RateLimiter (token bucket per caller)', () => {
     assert.equal(limiter.take('bob', 0).allowed, true);
   });
 
-  it('peek does not take', () => {
-    const limiter = new RateLimiter({ capacity: 1, refillPerSecond: 1 }, 100);
-    assert.equal(limiter.peek('alice', 0).allowed, true);
-    assert.equal(limiter.peek('alice', 0).allowed, true);
+  it('refund gives back a token taken for nothing, never above capacity', () => {
+    const limiter = new RateLimiter({ capacity: 2, refillPerSecond: 0.001 }, 100);
     assert.equal(limiter.take('alice', 0).allowed, true);
-    assert.equal(limiter.peek('alice', 0).allowed, false);
+    assert.equal(limiter.take('alice', 0).allowed, true);
+    assert.equal(limiter.take('alice', 0).allowed, false);
+    limiter.refund('alice', 0);
+    assert.equal(limiter.take('alice', 0).allowed, true);
+    limiter.refund('bob', 0); // a full bucket stays at capacity
+    assert.equal(limiter.take('bob', 0).allowed, true);
+    assert.equal(limiter.take('bob', 0).allowed, true);
+    assert.equal(limiter.take('bob', 0).allowed, false);
   });
 
   it('never allows more than capacity + elapsed × rate (property)', () => {
