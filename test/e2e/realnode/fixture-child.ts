@@ -1,7 +1,8 @@
 // A process that starts one real node running a static Pod and then waits to be killed: the
 // cleanup test SIGKILLs it and checks the node left nothing behind. Prints "ready <host dir>".
-import { loadEnvironment } from '../support/environment.ts';
+
 import { createBootstrapToken, joinConfiguration } from '../support/bootstrap.ts';
+import { loadEnvironment } from '../support/environment.ts';
 import { PAUSE_IMAGE, RealNodeHost } from './real-node.ts';
 
 const kubeconfig = process.env.E2E_KUBECONFIG ?? '';
