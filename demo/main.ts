@@ -3,15 +3,25 @@
 //  2. the Helm chart's CRDs, RBAC and ServiceAccount applied; nodeflavor runs as that
 //     ServiceAccount (controller + admission webhook + token issuer);
 //  3. FlavorClasses sweet and sour; a node-admin "portal" identity asks the issuer API for one
-//     join token of each; two simulated kubelets join with the returned JoinConfigurations;
+//     join token of each; two nodes join with the returned JoinConfigurations: real ones (`kubeadm
+//     join`, kubelet, containerd) where the host allows it (root on Linux with the packages
+//     `make tools` installs), else simulated kubelets, and the demo says which;
 //  4. a table of the nodes with their flavor, taints and verification; one kubelet trying to
-//     label itself sweet, refused; then everything is shut down.
+//     label itself sweet, refused; on real nodes kube-scheduler places a sweet workload; then
+//     everything is shut down.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ControlPlane } from '../test/e2e/cluster/controlplane.ts';
 import { ManagedProcess } from '../test/e2e/cluster/process.ts';
+import { KubeHttp } from '../test/e2e/kubelet-sim/http.ts';
 import type { SimulatedKubelet } from '../test/e2e/kubelet-sim/kubelet.ts';
+import {
+  PAUSE_IMAGE,
+  type RealNode,
+  RealNodeHost,
+  realNodesUnsupported,
+} from '../test/e2e/realnode/real-node.ts';
 import { installChartOutOfCluster } from '../test/e2e/support/chart.ts';
 import { e2eEnvironment } from '../test/e2e/support/environment.ts';
 import { applyFlavorClass, joinWith } from '../test/e2e/support/nodeflavor.ts';
@@ -24,11 +34,22 @@ const say = (line: string) => console.log(`==> ${line}`);
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'nodeflavor-demo-'));
   const kubelets: SimulatedKubelet[] = [];
+  const realNodes: RealNode[] = [];
+  let host: RealNodeHost | undefined;
   let operator: ManagedProcess | undefined;
-  say('starting a local control plane (etcd, kube-apiserver, kube-controller-manager)');
-  const plane = await ControlPlane.start({ log: (line) => console.log(`    ${line}`) });
+  const noRealNodes = realNodesUnsupported();
+  say(
+    noRealNodes
+      ? `starting a local control plane (etcd, kube-apiserver, kube-controller-manager); the nodes will be SIMULATED kubelets: ${noRealNodes}`
+      : 'starting a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) for real nodes',
+  );
+  const plane = await ControlPlane.start({
+    log: (line) => console.log(`    ${line}`),
+    scheduler: !noRealNodes,
+  });
   const stopAll = async () => {
     for (const kubelet of kubelets) kubelet.stop();
+    await host?.stop();
     await operator?.stop();
     await plane.stop();
     rmSync(dir, { recursive: true, force: true });
@@ -92,11 +113,28 @@ async function main(): Promise<void> {
       `    POST /v1/tokens → ${sweet.id} and ${sour.id}: ${sweet.body.length} and ${sour.body.length} bytes (same size: nothing tells the flavors apart)`,
     );
 
-    say('two simulated kubelets join with the returned JoinConfigurations (kubeadm join --config)');
-    kubelets.push(await joinWith(sweet.joinConfiguration, 'node-a'));
-    kubelets.push(await joinWith(sour.joinConfiguration, 'node-b'));
-    // Like real kubelets: keep the Lease renewed and report Ready.
-    for (const kubelet of kubelets) kubelet.startHeartbeat(2000);
+    if (noRealNodes) {
+      say('two simulated kubelets join with the returned JoinConfigurations (kubeadm join --config)');
+      kubelets.push(await joinWith(sweet.joinConfiguration, 'node-a'));
+      kubelets.push(await joinWith(sour.joinConfiguration, 'node-b'));
+      // Like real kubelets: keep the Lease renewed and report Ready.
+      for (const kubelet of kubelets) kubelet.startHeartbeat(2000);
+    } else {
+      say('two real nodes run `kubeadm join --config join.yaml` with the returned JoinConfigurations');
+      host = await RealNodeHost.start(plane.server);
+      for (const [name, issued] of [
+        ['node-a', sweet],
+        ['node-b', sour],
+      ] as const) {
+        const started = Date.now();
+        const node = await host.startNode({ name, joinConfiguration: issued.joinConfiguration });
+        realNodes.push(node);
+        await node.joined();
+        console.log(
+          `    ${name}: kubeadm join exited 0 after ${((Date.now() - started) / 1000).toFixed(1)} s (real kubelet on containerd)`,
+        );
+      }
+    }
     await waitFor(
       async () => {
         const nodes = await env.core.listNode({ labelSelector: 'nodeflavor.io/flavor' });
@@ -112,19 +150,50 @@ async function main(): Promise<void> {
     console.log('');
 
     say('node-b (sour) tries to label itself sweet with its own kubelet credentials');
-    const attempt = await kubelets[1]
-      ?.client()
-      .request(
-        'PATCH',
-        '/api/v1/nodes/node-b',
-        { metadata: { labels: { 'nodeflavor.io/flavor': 'sweet' } } },
-        'application/merge-patch+json',
-      );
+    const nodeB = realNodes[1];
+    const kubeletB = nodeB
+      ? new KubeHttp(env.server, {
+          ca: env.caPem,
+          cert: nodeB.kubeletClientPem(),
+          key: nodeB.kubeletClientPem(),
+        })
+      : kubelets[1]?.client();
+    const attempt = await kubeletB?.request(
+      'PATCH',
+      '/api/v1/nodes/node-b',
+      { metadata: { labels: { 'nodeflavor.io/flavor': 'sweet' } } },
+      'application/merge-patch+json',
+    );
     const message = (attempt?.body as { message?: string } | undefined)?.message ?? attempt?.text;
     console.log(`    HTTP ${attempt?.status}: ${message}`);
     if (attempt?.status !== 403) throw new Error('the self-label attempt was not refused');
     const after = await env.core.readNode({ name: 'node-b' });
     console.log(`    node-b is still ${after.metadata?.labels?.['nodeflavor.io/flavor']}`);
+
+    if (realNodes.length > 0) {
+      say("kube-scheduler places a workload with the README's nodeSelector and toleration");
+      await env.core.createNamespacedPod({
+        namespace: 'default',
+        body: {
+          metadata: { name: 'payments' },
+          spec: {
+            nodeSelector: { 'nodeflavor.io/flavor': 'sweet' },
+            tolerations: [
+              { key: 'nodeflavor.io/dedicated', operator: 'Equal', value: 'sweet', effect: 'NoSchedule' },
+            ],
+            containers: [{ name: 'app', image: PAUSE_IMAGE, imagePullPolicy: 'Never' }],
+          },
+        },
+      });
+      const pod = await waitFor(
+        async () => {
+          const p = await env.core.readNamespacedPod({ name: 'payments', namespace: 'default' });
+          return p.status?.phase === 'Running' ? p : undefined;
+        },
+        { what: 'the payments Pod to run', timeoutMs: 90_000 },
+      );
+      console.log(`    pod payments is ${pod.status?.phase} on ${pod.spec?.nodeName}`);
+    }
 
     say('an insider with an unused sour token asks for a certificate as node-a (name squatting)');
     const squatter = await issueThroughApi(url, ca, bearer, 'sour');
@@ -140,6 +209,7 @@ async function main(): Promise<void> {
     say('shutting down');
   } catch (error) {
     console.error(`demo failed: ${(error as Error).message}`);
+    for (const node of realNodes) console.error(node.logTail(10));
     process.exitCode = 1;
   } finally {
     await stopAll();

@@ -29,6 +29,7 @@ const HOST_PACKAGES: Record<string, string> = {
 
 /** Why real nodes cannot run here, or undefined when they can. */
 export function realNodesUnsupported(): string | undefined {
+  if (process.env.NODEFLAVOR_REAL_NODES === '0') return 'NODEFLAVOR_REAL_NODES=0 is set';
   if (process.platform !== 'linux') return 'real nodes need Linux';
   if (process.getuid?.() !== 0) return 'real nodes need root (mounts, cgroups, cni0, iptables)';
   for (const [name, path] of Object.entries(HOST_PACKAGES)) {
