@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ControlPlane } from '../test/e2e/cluster/controlplane.ts';
-import { ManagedProcess } from '../test/e2e/cluster/process.ts';
+import { ManagedProcess, startJanitor } from '../test/e2e/cluster/process.ts';
 import { KubeHttp } from '../test/e2e/kubelet-sim/http.ts';
 import type { SimulatedKubelet } from '../test/e2e/kubelet-sim/kubelet.ts';
 import {
@@ -33,6 +33,8 @@ const say = (line: string) => console.log(`==> ${line}`);
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'nodeflavor-demo-'));
+  // Removed however the demo ends, also when it is killed (e.g. `make demo | head`).
+  const janitor = startJanitor(dir);
   const kubelets: SimulatedKubelet[] = [];
   const realNodes: RealNode[] = [];
   let host: RealNodeHost | undefined;
@@ -53,6 +55,7 @@ async function main(): Promise<void> {
     await operator?.stop();
     await plane.stop();
     rmSync(dir, { recursive: true, force: true });
+    janitor.release();
   };
   process.once('SIGINT', () => void stopAll().then(() => process.exit(130)));
   try {

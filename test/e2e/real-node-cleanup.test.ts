@@ -8,8 +8,9 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { describe, it } from 'node:test';
-import { realNodesUnsupported } from './realnode/real-node.ts';
-import { e2eEnvironment } from './support/environment.ts';
+import { ControlPlane } from './cluster/controlplane.ts';
+import { HOST_LOCK, HOST_LOCK_HELD_ENV, realNodesUnsupported } from './realnode/real-node.ts';
+import { loadEnvironment } from './support/environment.ts';
 import { waitFor } from './support/wait.ts';
 
 const unsupported = realNodesUnsupported();
@@ -76,8 +77,22 @@ function leftovers(dir: string, absentBefore: string[]): string[] {
 
 describe('real nodes leave nothing behind', { skip: unsupported }, () => {
   it('when the test process is SIGKILLed while the node runs a Pod', async () => {
-    const env = await e2eEnvironment();
+    // Its own control plane, as the real-node suite has, whatever cluster E2E_KUBECONFIG names.
+    const plane = await ControlPlane.start({ log: () => undefined });
+    const env = await loadEnvironment(plane.kubeconfigPath);
     const name = `cleanup-${Math.random().toString(36).slice(2, 6)}`;
+    // Hold the real-node host lock for the whole test, so no other suite's nodes are counted.
+    const lock = spawn(
+      'flock',
+      ['--exclusive', HOST_LOCK, 'bash', '-c', 'echo locked; while read -r _; do :; done'],
+      {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      },
+    );
+    await new Promise<void>((resolve, reject) => {
+      createInterface({ input: lock.stdout }).once('line', () => resolve());
+      lock.once('exit', (code) => reject(new Error(`flock exited ${code}`)));
+    });
     const absentBefore = MOUNT_POINTS.filter((m) => !existsSync(m));
     assert.deepEqual(nodeProcesses(), [], 'a real node is already running on this host');
     const child = spawn(
@@ -85,7 +100,7 @@ describe('real nodes leave nothing behind', { skip: unsupported }, () => {
       ['--import', 'tsx', join(import.meta.dirname, 'realnode', 'fixture-child.ts'), name],
       {
         stdio: ['ignore', 'pipe', 'inherit'],
-        env: process.env,
+        env: { ...process.env, E2E_KUBECONFIG: plane.kubeconfigPath, [HOST_LOCK_HELD_ENV]: '1' },
       },
     );
     try {
@@ -120,10 +135,8 @@ describe('real nodes leave nothing behind', { skip: unsupported }, () => {
       assert.deepEqual(left, []);
     } finally {
       child.kill('SIGKILL');
-      await env.core.deleteNode({ name }).catch(() => undefined);
-      await env.core
-        .deleteNamespacedPod({ name: `sleeper-${name}`, namespace: 'default' })
-        .catch(() => undefined);
+      await plane.stop();
+      lock.stdin?.end();
     }
   });
 });

@@ -18,6 +18,15 @@ import { nodeBinaryPaths } from '../cluster/versions.ts';
 import { type BuiltImage, buildPauseImage } from './operator-image.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
+/**
+ * One set of real nodes per host at a time (cni0, the DNAT rule and pod subnets are host-wide):
+ * RealNodeHost holds flock(1) on this directory for its lifetime, and a second suite on the same
+ * host waits. A directory that exists wherever real nodes run, so the lock leaves no file behind.
+ */
+export const HOST_LOCK = '/usr/lib/cni';
+const HOST_LOCK_WAIT_S = 900;
+/** Set by a caller that already holds HOST_LOCK (the cleanup test), so its nodes do not wait on it. */
+export const HOST_LOCK_HELD_ENV = 'NODEFLAVOR_REAL_NODES_LOCK_HELD';
 export const PAUSE_IMAGE = 'registry.k8s.io/pause:3.10.2';
 const HOST_PACKAGES: Record<string, string> = {
   containerd: '/usr/bin/containerd',
@@ -226,14 +235,18 @@ export class RealNodeHost {
     const dir = mkdtempSync(join(tmpdir(), 'nodeflavor-nodes-'));
     const janitor = startJanitor(dir);
     const port = new URL(server).port;
-    const network = new Lifeline(
-      'bash',
-      [join(here, 'host-network.sh'), port, KUBERNETES_SERVICE_IP],
-      process.env,
-      join(dir, 'host-network.log'),
-    );
+    const script = ['bash', join(here, 'host-network.sh'), port, KUBERNETES_SERVICE_IP];
+    const locked = process.env[HOST_LOCK_HELD_ENV] === '1';
+    const network = locked
+      ? new Lifeline(script[0] ?? 'bash', script.slice(1), process.env, join(dir, 'host-network.log'))
+      : new Lifeline(
+          'flock',
+          ['--exclusive', '--wait', String(HOST_LOCK_WAIT_S), HOST_LOCK, ...script],
+          process.env,
+          join(dir, 'host-network.log'),
+        );
     try {
-      await network.event('ready', 30_000);
+      await network.event('ready', (HOST_LOCK_WAIT_S + 30) * 1000);
     } catch (error) {
       await network.close();
       janitor.release();
