@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a real node needs from Debian (containerd, runc, the CNI plugins, iptables,
-# conntrack) when it runs as root on Linux and something is missing. Anywhere else it says why it
-# skipped and exits 0: the real-node tests then report themselves skipped with that reason.
+# conntrack, iproute2) when it runs as root on Linux and something is missing. Anywhere else it
+# says why it skipped and exits 0: the real-node tests then report themselves skipped with that
+# reason.
 set -euo pipefail
 log() { printf '[host-packages] %s\n' "$*" >&2; }
 if [[ $(uname -s) != Linux ]]; then log "not Linux: real nodes need Linux; skipped"; exit 0; fi
@@ -12,6 +13,7 @@ declare -A wanted=(
   [containernetworking-plugins]=/usr/lib/cni/bridge
   [iptables]=/usr/sbin/iptables
   [conntrack]=/usr/sbin/conntrack
+  [iproute2]=/usr/sbin/ip
 )
 missing=()
 for pkg in "${!wanted[@]}"; do [[ -e ${wanted[$pkg]} ]] || missing+=("$pkg"); done

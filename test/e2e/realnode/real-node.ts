@@ -34,6 +34,7 @@ const HOST_PACKAGES: Record<string, string> = {
   'containernetworking-plugins': '/usr/lib/cni/bridge',
   iptables: '/usr/sbin/iptables',
   conntrack: '/usr/sbin/conntrack',
+  iproute2: '/usr/sbin/ip',
 };
 
 /** Why real nodes cannot run here, or undefined when they can. */
