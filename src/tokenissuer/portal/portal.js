@@ -90,7 +90,7 @@ async function signIn(event) {
     show('signin-section', false);
     show('request-section', true);
     show('tokens-section', true);
-    $('request-heading').focus?.();
+    $('request-heading').focus();
     void refreshTokens();
   } catch (error) {
     session = null;
