@@ -118,7 +118,7 @@ const BASE_CLUSTER_GRANTS = [
   'authentication.k8s.io tokenreviews *any*: create',
   'authorization.k8s.io subjectaccessreviews *any*: create',
   'certificates.k8s.io certificatesigningrequests *any*: list,watch',
-  'core events *any*: create',
+  'core events *any*: create,get,patch',
   'core nodes *any*: list,patch,watch',
   'nodeflavor.io flavorclasses *any*: get,list,watch',
   'nodeflavor.io flavoredtokens *any*: create,delete,get,list,patch,watch',
