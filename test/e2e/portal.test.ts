@@ -136,9 +136,20 @@ describe('the self-service page in headless Chromium', { skip }, () => {
     await page.getByLabel('Valid for').fill('1h');
     await page.getByRole('button', { name: 'Request join token' }).click();
     const material = page.getByRole('textbox', { name: 'Join material' });
-    await waitFor(async () => (await material.inputValue()).includes('kind: JoinConfiguration'), {
-      what: 'the join configuration on the page',
-    });
+    await waitFor(
+      async () => {
+        const error = page.locator('#request-error');
+        if (await error.isVisible()) throw new Error(`the page says: ${await error.textContent()}`);
+        const value = await material.inputValue();
+        if (/kind: "?JoinConfiguration/.test(value)) return true;
+        throw new Error(
+          `not yet: ${value.length} characters shown; requests ${requests.map((r) => new URL(r.url).pathname).join(' ')}`,
+        );
+      },
+      {
+        what: 'the join configuration on the page',
+      },
+    );
     const joinConfiguration = await material.inputValue();
     await page.getByRole('status').filter({ hasText: 'Issued' }).waitFor();
     // The node administrator copies the text to the machine, which joins with it as it is.
