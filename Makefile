@@ -42,8 +42,9 @@ deps: node_modules/.installed ## Node 24 + npm packages
 binaries: ## build (once) the Kubernetes binaries (control plane, kubeadm, kubelet, kube-scheduler), etcd and helm from Go modules
 	@bash test/e2e/cluster/build-binaries.sh all
 
-host-packages: ## as root on Linux: install what real nodes need from Debian (containerd, runc, CNI plugins, iptables, conntrack)
+host-packages: ## as root on Linux: install from Debian what real nodes need (containerd, runc, CNI plugins, iptables, conntrack) and the page tests' chromium
 	@bash test/e2e/realnode/install-host-packages.sh
+	@bash test/e2e/portal/install-chromium.sh
 
 tools: deps binaries host-packages
 

@@ -124,6 +124,8 @@ export const ConfigSchema = z.object({
   /** Requests per authenticated caller: burst, then per second. */
   issuerCallerBurst: z.number().int().min(1).max(100_000).default(30),
   issuerCallerPerSecond: z.number().positive().max(100_000).default(1),
+  /** Serve the self-service page for node administrators at /portal/ on the issuer. */
+  issuerPortal: z.boolean().default(false),
   logLevel: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
 });
 

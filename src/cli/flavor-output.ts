@@ -50,19 +50,30 @@ export function tokensTable(tokens: TokenStatusView[], now: Date): string {
 
 /**
  * What the controller made of each node: its verification record (annotation
- * nodeflavor.io/verified: flavor, token ID, time), else whether it still waits in quarantine.
+ * nodeflavor.io/verified: flavor, token ID, time), else whether it still waits in quarantine, and
+ * why (`reasonOf`: the failure reason, see explain.ts).
  */
-export function nodesTable(nodes: NodeFacts[]): string {
+export function nodesTable(
+  nodes: NodeFacts[],
+  reasonOf: (node: NodeFacts) => string = () => '<none>',
+): string {
   const rows = nodes
     .slice()
     .sort((a, b) => a.name.localeCompare(b.name))
     .map((node) => {
       const record = readVerificationRecord(node);
-      if (record) return [node.name, record.flavorClass, 'verified', record.verifiedAt, record.tokenID];
-      const waiting =
-        Object.hasOwn(node.labels, TOKEN_LABEL_KEY) ||
-        node.taints.some((t) => t.key === QUARANTINE_TAINT_KEY);
-      return [node.name, '<none>', waiting ? 'unverified' : 'unmanaged', '<none>', '<none>'];
+      const quarantined = node.taints.some((t) => t.key === QUARANTINE_TAINT_KEY);
+      if (record && !quarantined)
+        return [node.name, record.flavorClass, 'verified', record.verifiedAt, record.tokenID, '<none>'];
+      const waiting = Object.hasOwn(node.labels, TOKEN_LABEL_KEY) || quarantined;
+      return [
+        node.name,
+        '<none>',
+        waiting ? 'unverified' : 'unmanaged',
+        '<none>',
+        record?.tokenID ?? '<none>',
+        waiting ? reasonOf(node) : '<none>',
+      ];
     });
-  return table(['NODE', 'FLAVOR', 'STATE', 'VERIFIED-AT', 'TOKEN-ID'], rows);
+  return table(['NODE', 'FLAVOR', 'STATE', 'VERIFIED-AT', 'TOKEN-ID', 'REASON'], rows);
 }

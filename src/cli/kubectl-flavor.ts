@@ -4,8 +4,9 @@
 // Exit codes: 0 success, 1 runtime error, 2 usage error; errors are one line on stderr.
 import { parseArgs } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { FLAVOR_CLASS_PLURAL, GROUP } from '../flavor/resources.ts';
+import { FLAVOR_CLASS_PLURAL, GROUP, isDnsSubdomain } from '../flavor/resources.ts';
 import { loadKubeConfig } from '../kube/config.ts';
+import { ExplainReader } from '../kube/explain-facts.ts';
 import { DEFAULT_KEY_SECRET_NAME, loadKeyRing } from '../kube/keyring-store.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import { listNodeFacts } from '../kube/node-list.ts';
@@ -16,6 +17,7 @@ import { IssuerError } from '../tokenissuer/errors.ts';
 import { type IssuanceDeps, issueToken, listTokens, revokeToken } from '../tokenissuer/issue.ts';
 import { type IssueRequest, validateIssueRequest } from '../tokenissuer/request.ts';
 import { issueResponse } from '../tokenissuer/response.ts';
+import { explainNode, explainToken, nodeReason } from './explain.ts';
 import { keysUsageError, runKeys } from './flavor-keys.ts';
 import { asJson, asYaml, nodesTable, table, tokensTable } from './flavor-output.ts';
 
@@ -33,7 +35,10 @@ Commands:
   list [-o table|json|yaml]               list issued tokens (no secrets)
   revoke ID                               revoke a token (its name ft-<id> or its token ID)
   flavors                                 list FlavorClasses and whether you may use them
-  nodes                                   list nodes with their flavor and verification state
+  nodes                                   list nodes with their flavor, verification state and,
+                                          for unverified ones, the REASON
+  explain NODE | node NODE | token ID     what nodeflavor concluded about a node (or a token) and
+                                          why: the token, the CSR, the check that failed, what to do
   keys list [-o table|json|yaml]          list the HMAC keys: ids and states, never key material
   keys add                                add a verify-only key (verifies at once, signs nothing yet)
   keys activate ID                        make key ID active; the old active key turns verify-only
@@ -89,6 +94,7 @@ const COMMAND_FLAGS: Readonly<Record<string, readonly string[]>> = {
   revoke: [],
   flavors: [],
   nodes: [],
+  explain: [],
   keys: ['output', 'key-secret'],
 };
 const COMMON_FLAGS = ['kubeconfig', 'help'];
@@ -144,9 +150,10 @@ export async function main(argv: string[], io: Io): Promise<number> {
         return await flavors(kubeConfig, io);
       case 'keys':
         return await runKeys(kubeConfig, keySecret!, rest, values.output ?? 'table', io);
+      case 'explain':
+        return await explain(kubeConfig, rest, io);
       default:
-        io.stdout(nodesTable(await listNodeFacts(kubeConfig)));
-        return 0;
+        return await nodes(kubeConfig, io);
     }
   } catch (error) {
     return fail(io, error);
@@ -155,7 +162,7 @@ export async function main(argv: string[], io: Io): Promise<number> {
 
 function checkUsage(command: string | undefined, values: Values, rest: string[]): asserts command is string {
   if (command === undefined)
-    throw new UsageError('a command is required (issue, list, revoke, flavors, nodes, keys)');
+    throw new UsageError('a command is required (issue, list, revoke, flavors, nodes, explain, keys)');
   const allowed = COMMAND_FLAGS[command];
   if (!allowed) throw new UsageError(`unknown command '${command}'`);
   for (const flag of Object.keys(values)) {
@@ -166,6 +173,17 @@ function checkUsage(command: string | undefined, values: Values, rest: string[])
   if (command === 'revoke') {
     if (rest.length !== 1 || !rest[0])
       throw new UsageError('revoke takes exactly one token (its name or token ID)');
+  } else if (command === 'explain') {
+    const [first, second, ...more] = rest;
+    const kinds = ['node', 'token'];
+    if (!first || more.length > 0 || (second !== undefined && !kinds.includes(first)))
+      throw new UsageError('explain takes a node name, or node NAME, or token ID');
+    if (kinds.includes(first) && !second) throw new UsageError(`explain ${first} needs a name`);
+    const name = second ?? first;
+    if (!kinds.includes(name) && !isDnsSubdomain(name))
+      throw new UsageError(
+        `'${name}' is not a node name or token (a DNS subdomain, or a 6-character token ID)`,
+      );
   } else if (command === 'keys') {
     const problem = keysUsageError(rest);
     if (problem) throw new UsageError(problem);
@@ -290,6 +308,51 @@ async function flavors(kubeConfig: KubeConfig, io: Io): Promise<number> {
   io.stdout(
     rows.length === 0 ? 'No FlavorClasses found.\n' : table(['NAME', 'YOU-MAY-USE', 'DESCRIPTION'], rows),
   );
+  return 0;
+}
+
+async function nodes(kubeConfig: KubeConfig, io: Io): Promise<number> {
+  const reader = new ExplainReader(kubeConfig);
+  const [facts, tokens, events] = await Promise.all([
+    listNodeFacts(kubeConfig),
+    reader.tokens(),
+    reader.events('Node'),
+  ]);
+  io.stdout(nodesTable(facts, (node) => nodeReason(node, tokens, events)));
+  return 0;
+}
+
+/** `explain NAME` is a node, or else a token; `explain node NAME` and `explain token ID` say which. */
+async function explain(kubeConfig: KubeConfig, args: string[], io: Io): Promise<number> {
+  const reader = new ExplainReader(kubeConfig);
+  const [first = '', second] = args;
+  const kind = second === undefined ? undefined : first;
+  const name = second ?? first;
+  const node = kind === 'token' ? undefined : await reader.node(name);
+  const now = new Date();
+  if (node) {
+    const [tokens, csrs, events] = await Promise.all([
+      reader.tokens(),
+      reader.kubeletCsrs(),
+      reader.events('Node', node.name),
+    ]);
+    io.stdout(explainNode(node, tokens, csrs, events, now));
+    return 0;
+  }
+  const token = kind === 'node' ? undefined : await reader.findToken(name);
+  if (!token) {
+    const what = kind === 'node' ? 'node' : kind === 'token' ? 'token' : 'node or token';
+    throw new KubeError(
+      404,
+      'NotFound',
+      `no ${what} '${name}' found: check the name (kubectl flavor nodes, kubectl flavor list)`,
+    );
+  }
+  const [csrs, events] = await Promise.all([
+    reader.kubeletCsrs(),
+    reader.events('FlavoredToken', token.metadata.name ?? ''),
+  ]);
+  io.stdout(explainToken(token, csrs, events, now));
   return 0;
 }
 

@@ -10,6 +10,7 @@ const BOOLEANS = new Set([
   'leaderElect',
   'csrApprover',
   'allowUnguardedNodes',
+  'issuerPortal',
 ]);
 const NUMBERS = new Set([
   'workers',

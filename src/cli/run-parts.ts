@@ -120,6 +120,7 @@ async function startIssuerPart({
         refillPerSecond: config.issuerAuthFailuresPerSecond,
       },
     },
+    portal: { enabled: config.issuerPortal },
     logLevel: config.logLevel,
   });
   const issuer = await startTokenIssuer(issuerConfig, kubeConfig, {

@@ -20,10 +20,11 @@ import {
   provenApplied,
 } from '../flavor/converge.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
-import type { FlavorClassSpec } from '../flavor/resources.ts';
+import { type FlavorClassSpec, LIMITS, type TokenBinding } from '../flavor/resources.ts';
 import {
   type BoundToken,
   decideNode,
+  type Failure,
   type NodeFacts,
   VERIFIED_ANNOTATION,
   type VerificationRecord,
@@ -40,12 +41,15 @@ export function flavorClassMap(ctx: ControllerContext): Map<string, FlavorClassS
   return new Map(ctx.caches.classes.list().map((c) => [c.metadata.name, c.spec ?? {}]));
 }
 
-/** Records nodeUID (and verifiedAt when verifying) in the token's binding for this node. */
+/**
+ * Records on the token's binding for this node: nodeUID; verifiedAt when verifying (which clears a
+ * failure); or why the node is not verified (kept with its first time while the reason stays).
+ */
 async function recordOnBinding(
   ctx: ControllerContext,
   bound: BoundToken,
   uid: string,
-  verifiedAt?: string,
+  outcome: { verifiedAt?: string; failure?: Failure } = {},
 ): Promise<string | undefined> {
   let recorded: string | undefined;
   await updateTokenStatus(ctx, bound.token.name, async (token) => {
@@ -55,8 +59,15 @@ async function recordOnBinding(
     if (!current) return undefined;
     if (current.nodeUID && current.nodeUID !== uid)
       throw new Error(`binding of ${current.nodeName} holds another node UID`);
-    const next = { ...current, nodeUID: uid };
-    if (verifiedAt && !current.verifiedAt) next.verifiedAt = verifiedAt;
+    const next: TokenBinding = { ...current, nodeUID: uid };
+    if (outcome.verifiedAt && !current.verifiedAt) next.verifiedAt = outcome.verifiedAt;
+    if (next.verifiedAt) delete next.failure;
+    else if (outcome.failure && current.failure?.reason !== outcome.failure.reason)
+      next.failure = {
+        reason: outcome.failure.reason,
+        message: outcome.failure.message.slice(0, LIMITS.messageLength),
+        since: rfc3339(ctx.now()),
+      };
     recorded = next.verifiedAt;
     const updated = [...bindings];
     updated[index] = next;
@@ -177,7 +188,7 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
             ctx,
             verdict.bound,
             facts.uid,
-            verdict.kind === 'verify' ? rfc3339(now) : undefined,
+            verdict.kind === 'verify' ? { verifiedAt: rfc3339(now) } : {},
           )) ??
           verdict.bound.binding.verifiedAt ??
           rfc3339(now);
@@ -223,8 +234,15 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
       return;
     }
     case 'unflavored': {
-      const own = bindings.length === 1 ? bindings[0] : undefined;
-      if (own && !own.binding.nodeUID) await recordOnBinding(ctx, own, facts.uid);
+      // The node's own binding (not one left by a Node of this name that is gone) records why,
+      // so the token's holder sees it where they look: the token's status and its Events.
+      const candidate = bindings.length === 1 ? bindings[0] : undefined;
+      const own =
+        candidate && (!candidate.binding.nodeUID || candidate.binding.nodeUID === facts.uid)
+          ? candidate
+          : undefined;
+      if (own && (!own.binding.nodeUID || own.binding.failure?.reason !== verdict.failure.reason))
+        await recordOnBinding(ctx, own, facts.uid, { failure: verdict.failure });
       const desired = converge(facts, keyRing, applied, keys, undefined);
       const changed = !nodeMatches(facts, desired);
       if (changed && !(await write(ctx, node, desired))) return;
@@ -232,6 +250,19 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
       if (changed || !ctx.indexes.reported(facts.uid, verdict.failure.reason)) {
         ctx.metrics.verifications.inc({ result: 'rejected', reason: verdict.failure.reason });
         ctx.events.emit(involved, 'Warning', verdict.failure.reason, verdict.failure.message);
+        const token = own ? ctx.caches.tokens.get(own.token.name) : undefined;
+        if (token)
+          ctx.events.emit(
+            {
+              apiVersion: token.apiVersion,
+              kind: 'FlavoredToken',
+              name: token.metadata.name,
+              uid: token.metadata.uid,
+            },
+            'Warning',
+            verdict.failure.reason,
+            verdict.failure.message,
+          );
       }
       return;
     }

@@ -5,6 +5,7 @@
 // revocation before a deleted token goes (finalizer).
 import { bootstrapSecretDeleteAfterMs } from '../flavor/bootstrap-secret.ts';
 import { type FlavoredTokenStatus, ISSUED_ANNOTATION, type TokenBinding } from '../flavor/resources.ts';
+import { withRejections } from '../flavor/token-lifecycle.ts';
 import { decideBinding, type Failure, type NameFacts, readVerificationRecord } from '../flavor/verdict.ts';
 import { kubeJson } from '../kube/fetch.ts';
 import {
@@ -150,8 +151,21 @@ async function judge(ctx: ControllerContext, token: StoredToken, now: Date): Pro
     },
     now,
   );
+  // The refusals stay on the record (a denied CSR is never judged again), so the portal and
+  // `kubectl flavor explain` can say why a node did not get this token.
+  const rejections = withRejections(
+    token.status?.rejections ?? [],
+    rejected.map((r) => ({
+      csrName: r.csrName,
+      nodeName: r.nodeName,
+      reason: r.failure.reason,
+      message: r.failure.message,
+    })),
+    rfc3339(now),
+  );
   const status: FlavoredTokenStatus = {
     ...token.status,
+    ...(rejections.length > 0 ? { rejections } : {}),
     tokenID: tokenId,
     expiresAt: rfc3339(expiresAt),
     uses,

@@ -65,6 +65,9 @@ export const LIMITS = {
   ttlLength: 32,
   nodeNameLength: 253,
   nodeUIDLength: 128,
+  rejections: 10,
+  reasonLength: 64,
+  messageLength: 1024,
 } as const;
 
 /** Condition types of a FlavoredToken. */
@@ -122,6 +125,8 @@ const NODE_NAME_GLOB_RE = new RegExp(NODE_NAME_GLOB_PATTERN);
 const TOKEN_ID_RE = new RegExp(TOKEN_ID_PATTERN);
 const CONDITION_TYPE_RE = new RegExp(CONDITION_TYPE_PATTERN);
 const CONDITION_REASON_RE = new RegExp(CONDITION_REASON_PATTERN);
+/** A failure reason (FAILURE_REASONS in verdict.ts), as the status stores it. */
+const REASON_RE = /^[A-Za-z][A-Za-z0-9]*$/;
 /** Characters a node name may hold; the only ones a `*` in a nodeNamePattern can match. */
 const NODE_NAME_CHARS_RE = /^[a-z0-9.-]*$/;
 
@@ -402,8 +407,26 @@ export const TokenBindingSchema = z.object({
   nodeUID: z.string().max(LIMITS.nodeUIDLength).optional(),
   /** When the node's flavor token was verified and the flavor applied. */
   verifiedAt: DateTimeSchema.optional(),
+  /** Why the node is not verified, while it is not (cleared once it is). */
+  failure: z
+    .object({
+      reason: z.string().max(LIMITS.reasonLength).regex(REASON_RE),
+      message: z.string().max(LIMITS.messageLength),
+      since: DateTimeSchema,
+    })
+    .optional(),
 });
 export type TokenBinding = z.infer<typeof TokenBindingSchema>;
+
+/** A CSR made with the token that was not bound, and why (the reason is also the Event's). */
+export const TokenRejectionSchema = z.object({
+  csrName: z.string().max(253),
+  nodeName: z.string().max(LIMITS.nodeNameLength).optional(),
+  reason: z.string().max(LIMITS.reasonLength).regex(REASON_RE),
+  message: z.string().max(LIMITS.messageLength),
+  at: DateTimeSchema,
+});
+export type TokenRejection = z.infer<typeof TokenRejectionSchema>;
 
 export const FlavoredTokenStatusSchema = z.object({
   /** The bootstrap token's public ID; never a secret. */
@@ -416,6 +439,12 @@ export const FlavoredTokenStatusSchema = z.object({
     .array(TokenBindingSchema)
     .max(LIMITS.bindings)
     .superRefine(uniqueBy((b: TokenBinding) => b.nodeName, 'binding nodeName'))
+    .optional(),
+  /** The latest CSRs made with the token that were not bound (newest last). */
+  rejections: z
+    .array(TokenRejectionSchema)
+    .max(LIMITS.rejections)
+    .superRefine(uniqueBy((r: TokenRejection) => r.csrName, 'rejection csrName'))
     .optional(),
   conditions: ConditionsSchema.optional(),
   observedGeneration: int64.min(0).optional(),

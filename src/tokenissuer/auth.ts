@@ -63,7 +63,7 @@ export interface CallerAuth {
    * flavoredtokens.nodeflavor.io (SubjectAccessReview). JWT callers never may: they manage the
    * tokens they issued, and administrators use kubectl with their RBAC.
    */
-  mayManageAny(caller: Caller, verb: 'get' | 'delete', name: string): Promise<boolean>;
+  mayManageAny(caller: Caller, verb: 'get' | 'delete' | 'list', name?: string): Promise<boolean>;
 }
 
 const BEARER_PATTERN = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
@@ -293,7 +293,12 @@ export function createCallerAuth(
 
     async mayManageAny(caller, verb, name) {
       if (caller.via === 'jwt' || !caller.kubeUser) return false;
-      return userCan(caller.kubeUser, { group: GROUP, resource: FLAVORED_TOKEN_PLURAL, verb, name });
+      return userCan(caller.kubeUser, {
+        group: GROUP,
+        resource: FLAVORED_TOKEN_PLURAL,
+        verb,
+        ...(name ? { name } : {}),
+      });
     },
   };
 }

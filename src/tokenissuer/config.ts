@@ -178,6 +178,15 @@ export const IssuerConfigSchema = z
         maxEntries: z.number().int().min(1).max(1_000_000).default(10_000),
       })
       .prefault({}),
+    /** Open GET /v1/tokens/{id}?watch=true streams: per caller, and in all (beyond either, 429). */
+    watches: z
+      .strictObject({
+        perCaller: z.number().int().min(1).max(1_000).default(4),
+        max: z.number().int().min(1).max(100_000).default(256),
+      })
+      .prefault({}),
+    /** The self-service page for node administrators at /portal/ (off unless asked for). */
+    portal: z.strictObject({ enabled: z.boolean().default(false) }).prefault({}),
     logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   })
   .refine((config) => config.auth.tokenReview.enabled || config.auth.jwt !== undefined, {

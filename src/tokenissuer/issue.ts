@@ -27,6 +27,7 @@ import {
   tokenExpiry,
 } from '../flavor/resources.ts';
 import type { Secret } from '../flavor/secret.ts';
+import { type TokenNode, type TokenPhase, tokenLifecycle } from '../flavor/token-lifecycle.ts';
 import { isAlreadyExists, KubeError } from '../kube/kube-error.ts';
 import type { TokenKube } from '../kube/tokens.ts';
 import { type ClusterJoinFacts, clusterJoinFacts } from './cluster-info.ts';
@@ -89,6 +90,15 @@ export interface TokenStatusView {
   nodeNamePattern: string | null;
   description: string | null;
   createdAt: string | null;
+  /** Where the token is in its life: Issued, Bound, Verified, Failed, Expired or Revoked. */
+  phase: TokenPhase;
+  /** For Failed: the reason (the same name as the Warning Event), and its message. */
+  reason: string | null;
+  message: string | null;
+  /** When the phase began, as far as the record tells. */
+  phaseSince: string | null;
+  /** The nodes that used the token, or tried to (with the reason when they did not get it). */
+  nodes: TokenNode[];
   conditions: Pick<Condition, 'type' | 'status' | 'reason' | 'message' | 'lastTransitionTime'>[];
 }
 
@@ -331,6 +341,7 @@ function expiryFromSpec(token: FlavoredToken): string | null {
 }
 
 export function tokenStatusView(token: FlavoredToken, now: Date): TokenStatusView {
+  const lifecycle = tokenLifecycle(token, now);
   const uses = token.status?.uses ?? 0;
   const maxUses = token.spec.maxUses;
   const expiresAt = token.status?.expiresAt ?? expiryFromSpec(token);
@@ -355,6 +366,11 @@ export function tokenStatusView(token: FlavoredToken, now: Date): TokenStatusVie
     nodeNamePattern: token.spec.nodeNamePattern ?? null,
     description: token.spec.description ?? null,
     createdAt: token.metadata.creationTimestamp ?? null,
+    phase: lifecycle.phase,
+    reason: lifecycle.reason,
+    message: lifecycle.message,
+    phaseSince: lifecycle.since,
+    nodes: lifecycle.nodes,
     conditions: (token.status?.conditions ?? []).map(
       ({ type, status, reason, message, lastTransitionTime }) => ({
         type,

@@ -1,7 +1,11 @@
 // The token issuer's API, described by hand (OpenAPI 3.1) and served at /openapi.json. A unit
 // test checks that every route the server registers is described here and vice versa.
 import { LIMITS } from '../flavor/resources.ts';
+import { TOKEN_PHASES } from '../flavor/token-lifecycle.ts';
+import { FAILURE_REASONS } from '../flavor/verdict.ts';
 import { ERROR_STATUS } from './errors.ts';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './token-list.ts';
+import { DEFAULT_WATCH_SECONDS, MAX_WATCH_SECONDS } from './token-watch.ts';
 
 const json = (schema: object) => ({ 'application/json': { schema } });
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
@@ -52,6 +56,47 @@ export const OPENAPI_DOCUMENT = {
   security: [{ bearer: [] }],
   paths: {
     '/v1/tokens': {
+      get: {
+        operationId: 'listTokens',
+        summary: 'The caller’s tokens, newest first, a page at a time (no secrets)',
+        description:
+          'scope=own (default): the tokens the caller issued and may still use the flavor of. scope=all: every ' +
+          'token, for a Kubernetes caller whose RBAC allows `list` on flavoredtokens.nodeflavor.io (else 403). ' +
+          'Served from the issuer’s watch of FlavoredTokens: a token issued a moment ago may take a moment to appear.',
+        parameters: [
+          {
+            name: 'phase',
+            in: 'query',
+            required: false,
+            description: `Only tokens in these phases, comma-separated (${TOKEN_PHASES.join(', ')}).`,
+            schema: { type: 'string', maxLength: 200 },
+          },
+          {
+            name: 'limit',
+            in: 'query',
+            required: false,
+            description: `Page size, 1 to ${MAX_PAGE_SIZE} (default ${DEFAULT_PAGE_SIZE}).`,
+            schema: { type: 'integer', minimum: 1, maximum: MAX_PAGE_SIZE },
+          },
+          {
+            name: 'continue',
+            in: 'query',
+            required: false,
+            description: 'The `continue` of the previous page.',
+            schema: { type: 'string', maxLength: 1024 },
+          },
+          {
+            name: 'scope',
+            in: 'query',
+            required: false,
+            schema: { type: 'string', enum: ['own', 'all'], default: 'own' },
+          },
+        ],
+        responses: {
+          '200': { description: 'One page of tokens.', content: json(ref('TokenList')) },
+          ...errors,
+        },
+      },
       post: {
         operationId: 'issueToken',
         summary: 'Issue a join token for a flavor',
@@ -86,10 +131,43 @@ export const OPENAPI_DOCUMENT = {
     '/v1/tokens/{id}': {
       get: {
         operationId: 'getToken',
-        summary: 'Status of a token the caller issued (no secrets)',
-        parameters: [tokenRef],
+        summary: 'Status of a token the caller issued (no secrets), or a stream of it (watch=true)',
+        description:
+          'With watch=true the answer is `text/event-stream`: an `event: token` with the status at once and ' +
+          'after every change, a comment line every 15 s, and at the end `event: timeout` (after ' +
+          'timeoutSeconds: reconnect to go on waiting) or `event: deleted`. A portal waits for `phase` ' +
+          '`Verified` (or `Failed`, with `reason`) this way without polling. EventSource cannot send a bearer ' +
+          'token: read the stream with fetch(). Open watches are limited per caller and per replica (429).',
+        parameters: [
+          tokenRef,
+          {
+            name: 'watch',
+            in: 'query',
+            required: false,
+            schema: { type: 'string', enum: ['true', 'false'] },
+          },
+          {
+            name: 'timeoutSeconds',
+            in: 'query',
+            required: false,
+            description: `With watch=true: end the stream after this long (1 to ${MAX_WATCH_SECONDS}, default ${DEFAULT_WATCH_SECONDS}).`,
+            schema: { type: 'integer', minimum: 1, maximum: MAX_WATCH_SECONDS },
+          },
+        ],
         responses: {
-          '200': { description: 'The token’s status.', content: json(ref('TokenStatus')) },
+          '200': {
+            description: 'The token’s status; with watch=true, a stream of it.',
+            content: {
+              ...json(ref('TokenStatus')),
+              'text/event-stream': {
+                schema: {
+                  type: 'string',
+                  description:
+                    'Events `token` (data: TokenStatus), `deleted` (data: {id}) and `timeout` (data: {}).',
+                },
+              },
+            },
+          },
           ...errors,
           '404': notYours,
         },
@@ -244,6 +322,9 @@ export const OPENAPI_DOCUMENT = {
           'uses',
           'revoked',
           'state',
+          'phase',
+          'reason',
+          'nodes',
           'conditions',
         ],
         properties: {
@@ -259,6 +340,21 @@ export const OPENAPI_DOCUMENT = {
           nodeNamePattern: { type: ['string', 'null'] },
           description: { type: ['string', 'null'] },
           createdAt: { type: ['string', 'null'], format: 'date-time' },
+          phase: {
+            type: 'string',
+            enum: [...TOKEN_PHASES],
+            description:
+              'Issued → Bound (a node’s CSR named the token) → Verified (its flavor token checked out); or ' +
+              'Expired (unused in time), Revoked, or Failed (see reason).',
+          },
+          reason: {
+            type: ['string', 'null'],
+            enum: [...FAILURE_REASONS, null],
+            description: 'For Failed: why, named as the Warning Event (see the operations guide).',
+          },
+          message: { type: ['string', 'null'] },
+          phaseSince: { type: ['string', 'null'], format: 'date-time' },
+          nodes: { type: 'array', items: ref('TokenNode') },
           conditions: {
             type: 'array',
             items: {
@@ -273,6 +369,30 @@ export const OPENAPI_DOCUMENT = {
               },
             },
           },
+        },
+      },
+      TokenList: {
+        type: 'object',
+        required: ['items', 'continue'],
+        properties: {
+          items: { type: 'array', items: ref('TokenStatus') },
+          continue: {
+            type: ['string', 'null'],
+            description: 'Pass as `continue` for the next page; null on the last.',
+          },
+        },
+      },
+      TokenNode: {
+        type: 'object',
+        description: 'A node that used the token (boundAt set) or whose request was refused (boundAt null).',
+        required: ['nodeName', 'csrName', 'boundAt', 'verifiedAt', 'reason', 'message'],
+        properties: {
+          nodeName: { type: 'string' },
+          csrName: { type: 'string' },
+          boundAt: { type: ['string', 'null'], format: 'date-time' },
+          verifiedAt: { type: ['string', 'null'], format: 'date-time' },
+          reason: { type: ['string', 'null'], enum: [...FAILURE_REASONS, null] },
+          message: { type: ['string', 'null'] },
         },
       },
       Flavor: {

@@ -1,6 +1,7 @@
 // The token issuer's HTTP routes. Every /v1 request is authenticated (and rate limited) in an
 // onRequest hook, before its body is even read; each handler then validates, authorises against
 // the flavor, and calls the issuance library. Answers that carry secrets are marked no-store.
+import type { PassThrough } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { TOKEN_ID_PATTERN } from '../flavor/bootstrap-token.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
@@ -22,9 +23,19 @@ import {
 } from './issue.ts';
 import type { IssueResult, IssuerMetrics } from './metrics.ts';
 import { OPENAPI_DOCUMENT } from './openapi.ts';
+import { registerPortal } from './portal-routes.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import { validateIssueRequest } from './request.ts';
 import { type IssueResponse, issueResponse } from './response.ts';
+import type { TokenFeed } from './token-feed.ts';
+import { parseTokenListQuery, type TokenPage, tokenPage } from './token-list.ts';
+import {
+  DEFAULT_WATCH_SECONDS,
+  parseTokenGetQuery,
+  type TokenGetQuery,
+  tokenEventStream,
+  type WatchSlots,
+} from './token-watch.ts';
 
 export interface IssuerContext {
   config: IssuerConfig;
@@ -36,6 +47,11 @@ export interface IssuerContext {
   metrics: IssuerMetrics;
   keyRing: { readonly loaded: boolean; get(): Promise<KeyRing> };
   now: () => Date;
+  /** The FlavoredToken watch lists and watches read from (without it: lists ask the API server, no watches). */
+  tokens: TokenFeed | undefined;
+  watches: WatchSlots;
+  /** Open watch streams, ended when the server closes. */
+  streams: Set<PassThrough>;
 }
 
 const callers = new WeakMap<FastifyRequest, Caller>();
@@ -62,12 +78,24 @@ export function registerRoutes(app: FastifyInstance, ctx: IssuerContext): void {
     return { status: 'ok' };
   });
   app.get('/openapi.json', async () => OPENAPI_DOCUMENT);
+  if (ctx.config.portal.enabled) registerPortal(app);
+  // Open watches would hold app.close() for up to their timeout: end them first.
+  app.addHook('preClose', async () => {
+    for (const stream of [...ctx.streams]) stream.end();
+  });
 
   app.register(
     async (v1) => {
       v1.addHook('onRequest', async (request, reply) => authenticate(ctx, request, reply));
       v1.post('/tokens', async (request, reply) => postToken(ctx, request, reply));
-      v1.get<{ Params: { id: string } }>('/tokens/:id', async (request) => {
+      // Every /v1 answer is about one caller: no cache may keep it for anyone else.
+      v1.addHook('onSend', async (_request, reply) => {
+        if (!reply.hasHeader('Cache-Control')) reply.header('Cache-Control', 'no-store');
+      });
+      v1.get('/tokens', async (request) => listCallerTokens(ctx, request));
+      v1.get<{ Params: { id: string } }>('/tokens/:id', async (request, reply) => {
+        const query = parseTokenGetQuery(request.query);
+        if (query.watch === 'true') return watchToken(ctx, request, reply, query);
         const token = await authorisedToken(ctx, request, request.params.id, 'get');
         return tokenStatusView(token, ctx.now());
       });
@@ -124,6 +152,80 @@ async function authenticate(ctx: IssuerContext, request: FastifyRequest, reply: 
     );
   }
   callers.set(request, caller);
+}
+
+/**
+ * The caller's tokens (scope=own: those it issued and may still use the flavor of; scope=all:
+ * every token, for a caller whose RBAC may list FlavoredTokens), a page at a time. Read from the
+ * issuer's FlavoredToken watch, or from the API server until that has synced.
+ */
+async function listCallerTokens(ctx: IssuerContext, request: FastifyRequest): Promise<TokenPage> {
+  const caller = requireCaller(request);
+  const query = parseTokenListQuery(request.query);
+  const all = query.scope === 'all';
+  if (all && !(await ctx.auth.mayManageAny(caller, 'list'))) {
+    ctx.metrics.authFailures.inc({ reason: 'forbidden' });
+    throw new IssuerError(
+      'Forbidden',
+      `${caller.username} may not list every token: scope=all needs RBAC verb 'list' on flavoredtokens.nodeflavor.io (scope=own lists your own)`,
+    );
+  }
+  const tokens = ctx.tokens?.synced ? ctx.tokens.list() : await ctx.issuance.kube.listFlavoredTokens();
+  let visible = all
+    ? tokens
+    : tokens.filter((t) => t.metadata.annotations?.[OWNER_ANNOTATION] === caller.owner);
+  if (!all) {
+    const flavors = [...new Set(visible.map((t) => t.spec.flavorClassName))];
+    const allowed = new Set(
+      (
+        await Promise.all(flavors.map(async (f) => ((await ctx.auth.mayUse(caller, f)) ? f : undefined)))
+      ).filter((f): f is string => f !== undefined),
+    );
+    visible = visible.filter((t) => allowed.has(t.spec.flavorClassName));
+  }
+  const now = ctx.now();
+  return tokenPage(
+    visible.map((t) => tokenStatusView(t, now)),
+    query,
+  );
+}
+
+/** Server-sent events of one token's status (see token-watch.ts). */
+async function watchToken(
+  ctx: IssuerContext,
+  request: FastifyRequest<{ Params: { id: string } }>,
+  reply: FastifyReply,
+  query: TokenGetQuery,
+): Promise<FastifyReply> {
+  const feed = ctx.tokens;
+  if (!feed?.synced) {
+    throw new IssuerError('Unavailable', 'watching is not available yet (the token cache is loading): retry');
+  }
+  const caller = requireCaller(request);
+  const token = await authorisedToken(ctx, request, request.params.id, 'get');
+  const release = ctx.watches.acquire(caller.username);
+  const name = token.metadata.name ?? '';
+  const stream = tokenEventStream({
+    token,
+    cached: feed.get(name),
+    subscribe: (listener) => feed.subscribe(name, listener),
+    view: (t) => tokenStatusView(t, ctx.now()),
+    timeoutMs: (query.timeoutSeconds ?? DEFAULT_WATCH_SECONDS) * 1000,
+    onEnd: () => {
+      release();
+      ctx.streams.delete(stream);
+    },
+  });
+  ctx.streams.add(stream);
+  // A client that goes away ends its stream at once (its slot is free again).
+  // (The response's close: the request's own fires as soon as its body has been read.)
+  reply.raw.on('close', () => stream.end());
+  return reply
+    .code(200)
+    .header('Content-Type', 'text/event-stream; charset=utf-8')
+    .header('Cache-Control', 'no-store')
+    .header('X-Accel-Buffering', 'no')
+    .send(stream);
 }
 
 function requireCaller(request: FastifyRequest): Caller {

@@ -20,6 +20,7 @@ import type { RandomBytes } from '../flavor/bootstrap-token.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import { withConnectionReuse } from '../kube/connection-reuse.ts';
 import { FlavorClassWatch } from '../kube/flavor-class-watch.ts';
+import { FlavoredTokenWatch } from '../kube/flavored-token-watch.ts';
 import { KeyRingWatch } from '../kube/keyring-watch.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import { KubeReviews } from '../kube/reviews.ts';
@@ -37,6 +38,8 @@ import { RateLimiter } from './rate-limit.ts';
 import type { IssueResponse } from './response.ts';
 import { callerOf, registerRoutes } from './routes.ts';
 import { serverTimeouts } from './server-options.ts';
+import type { TokenFeed } from './token-feed.ts';
+import { WatchSlots } from './token-watch.ts';
 
 export interface IssuerDeps {
   kube: TokenKube;
@@ -50,6 +53,8 @@ export interface IssuerDeps {
   registry?: Registry;
   now?: () => Date;
   randomBytes?: RandomBytes;
+  /** FlavoredTokens from a watch, for lists and watches (see token-feed.ts). */
+  tokens?: TokenFeed;
 }
 
 export interface IssuerApp {
@@ -159,6 +164,9 @@ export function buildIssuerApp(
     metrics,
     keyRing: deps.keyRing,
     now,
+    tokens: deps.tokens,
+    watches: new WatchSlots(config.watches.perCaller, config.watches.max),
+    streams: new Set(),
   });
   return { app, metrics, registry, logger };
 }
@@ -250,10 +258,15 @@ export async function startTokenIssuer(
     logger.debug({ reason, message: error?.message }, 'FlavorClass watch restarted'),
   );
   classes.start();
+  const tokens = new FlavoredTokenWatch(kubeConfig, (reason, error) =>
+    logger.debug({ reason, message: error?.message }, 'FlavoredToken watch restarted'),
+  );
+  tokens.start();
   const built = buildIssuerApp(
     config,
     {
       kube: new KubeTokenStore(kubeConfig, classes),
+      tokens,
       reviews: new KubeReviews(kubeConfig),
       keyRing,
       logger,
@@ -272,6 +285,7 @@ export async function startTokenIssuer(
     notReadyReason: () => keyRing.unavailableReason,
     close: async () => {
       classes.stop();
+      tokens.stop();
       if (ownKeyRing) keyRing.stop();
       await built.app.close();
     },

@@ -51,6 +51,14 @@ const NOT_EXERCISED: { grant: Grant; why: string }[] = [
     grant: { apiGroup: 'nodeflavor.io', resource: 'flavorclasses', verb: 'get' },
     why: "the issuer reads a FlavorClass directly only while its FlavorClass watch has not synced (just after start, or after the watch failed); the scenario's requests come after the sync",
   },
+  {
+    grant: { apiGroup: '', resource: 'events', verb: 'patch' },
+    why: "an aggregated Event's count is patched only when its reason recurs on the same object with a new message; the scenario meets each reason once per object (test/e2e/issuer-lifecycle.test.ts counts one to 2)",
+  },
+  {
+    grant: { apiGroup: '', resource: 'events', verb: 'get' },
+    why: 'an aggregated Event is read only when its create meets one made by another replica or before a restart (409); one operator process makes every Event here',
+  },
 ];
 
 const repoRoot = join(import.meta.dirname, '..', '..');

@@ -1,7 +1,8 @@
 // Fuzzing the token issuer's HTTP API on the real control plane (fast-check, fixed seeds, ~300
 // requests): random JSON bodies, records with the right field names and wrong types or values,
 // malformed bodies, random and malformed headers (Content-Type, Authorization, Idempotency-Key)
-// and methods, against every route (POST /v1/tokens, GET and DELETE /v1/tokens/{id}, GET
+// and methods, against every route (POST /v1/tokens, GET /v1/tokens?{random query}, GET (also
+// ?watch=...) and DELETE /v1/tokens/{id}, GET
 // /v1/flavors, /healthz, /readyz, /openapi.json, unknown paths), as a caller allowed to use every
 // flavor, as one allowed none, and as no or an invalid caller. Every answer is a 2xx or a 4xx,
 // never a 5xx; a 4xx is the issuer's JSON error with a message and no stack trace; and nothing is
@@ -385,6 +386,34 @@ describe('fuzz: the token issuer API answers any request with a 2xx or a 4xx and
       '%E2%82%AC',
     ),
   );
+  const queryValue = fc.oneof(
+    fc.constantFrom(
+      'Issued',
+      'Verified,Failed',
+      'Done',
+      '',
+      '0',
+      '1',
+      '500',
+      '501',
+      '-1',
+      'all',
+      'own',
+      'true',
+      'false',
+      '600',
+      '601',
+    ),
+    fc.string({ maxLength: 30 }),
+    fc.base64String({ maxLength: 60 }),
+  );
+  const queryOf = (keys: string[]) =>
+    fc
+      .array(fc.tuple(fc.constantFrom(...keys), queryValue), { maxLength: 4 })
+      .map((pairs) => pairs.map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v)}`).join('&'));
+  const listQuery = queryOf(['phase', 'limit', 'continue', 'scope', 'watch', 'bogus']);
+  // Never watch=true with a valid timeout on a token that would answer: the fuzz refs do not exist.
+  const watchQuery = queryOf(['watch', 'timeoutSeconds', 'x']);
   const unknownPath = fc.oneof(
     fc.constantFrom(
       '/',
@@ -453,11 +482,18 @@ describe('fuzz: the token issuer API answers any request with a 2xx or a 4xx and
     );
   });
 
-  it('GET and DELETE /v1/tokens/{random id}, GET /v1/flavors, /healthz, /readyz, /openapi.json (90)', async () => {
+  it('GET and DELETE /v1/tokens/{random id} (plain and ?watch), GET /v1/tokens?{random query}, GET /v1/flavors, /healthz, /readyz, /openapi.json (120)', async () => {
     const route = fc.oneof(
       tokenRef.map((id) => ({ method: 'GET', path: `/v1/tokens/${id}` })),
       tokenRef.map((id) => ({ method: 'DELETE', path: `/v1/tokens/${id}` })),
       fc.constant({ method: 'GET', path: '/v1/flavors' }),
+      // The caller's token list with random queries (phase, limit, continue, scope, unknown keys).
+      listQuery.map((query) => ({ method: 'GET', path: `/v1/tokens?${query}` })),
+      // Watches with random parameters, of tokens that are not the caller's or do not exist
+      // (404 before any stream) or with a bad query (400).
+      fc
+        .tuple(tokenRef, watchQuery)
+        .map(([id, query]) => ({ method: 'GET', path: `/v1/tokens/${id}?${query}` })),
       fc
         .constantFrom('/healthz', '/readyz', '/openapi.json', '/v1/flavors?limit=-1')
         .map((path) => ({ method: 'GET', path })),
@@ -472,7 +508,7 @@ describe('fuzz: the token issuer API answers any request with a 2xx or a 4xx and
         (who, garbage, r, body, type) =>
           fuzzOne(who, garbage, r.method, r.path, r.method === 'GET' ? undefined : body, type, undefined),
       ),
-      { numRuns: 90, seed: 4243 },
+      { numRuns: 120, seed: 4243 },
     );
   });
 

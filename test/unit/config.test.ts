@@ -50,6 +50,7 @@ describe('config defaults', () => {
       issuerAuthFailuresPerSecond: 1,
       issuerCallerBurst: 30,
       issuerCallerPerSecond: 1,
+      issuerPortal: false,
       logLevel: 'info',
     });
   });

@@ -118,7 +118,7 @@ const BASE_CLUSTER_GRANTS = [
   'authentication.k8s.io tokenreviews *any*: create',
   'authorization.k8s.io subjectaccessreviews *any*: create',
   'certificates.k8s.io certificatesigningrequests *any*: list,watch',
-  'core events *any*: create',
+  'core events *any*: create,get,patch',
   'core nodes *any*: list,patch,watch',
   'nodeflavor.io flavorclasses *any*: get,list,watch',
   'nodeflavor.io flavoredtokens *any*: create,delete,get,list,patch,watch',
@@ -592,6 +592,18 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     assert.deepEqual(mount, { name: 'jwks', mountPath: '/etc/nodeflavor/jwt', readOnly: true });
     const defaults = await render();
     assert.equal(flag(defaults, 'jwt-jwks-file'), undefined);
+  });
+
+  test('issuer.portal.enabled: off by default (and so in the code); one value turns the page on', async () => {
+    const defaults = await render();
+    assert.ok(!args(defaults).includes('--issuer-portal'), 'no page unless asked for');
+    assert.equal(parseConfig({}).issuerPortal, false, 'nodeflavor run serves no page by default either');
+    const on = await render('--set', 'issuer.portal.enabled=true');
+    assert.ok(args(on).includes('--issuer-portal'));
+    // The flag parses as nodeflavor run parses it.
+    assert.equal(parseConfig(parseRunFlags(['--issuer-portal'], {})).issuerPortal, true);
+    const noIssuer = await render('--set', 'issuer.portal.enabled=true', '--set', 'issuer.enabled=false');
+    assert.ok(!args(noIssuer).includes('--issuer-portal'), 'no page without the issuer');
   });
 
   test('issuer.limits and issuer.trustedProxies become flags; the chart defaults are the code defaults', async () => {

@@ -47,6 +47,11 @@ describe('kubectl-flavor usage', () => {
     [['revoke'], /revoke takes exactly one token/],
     [['revoke', 'a', 'b'], /revoke takes exactly one token/],
     [['nodes', 'extra'], /unexpected argument 'extra'/],
+    [['explain'], /explain takes a node name, or node NAME, or token ID/],
+    [['explain', 'a', 'b'], /explain takes a node name/],
+    [['explain', 'node'], /explain node needs a name/],
+    [['explain', 'token', 'Bad_Name'], /'Bad_Name' is not a node name or token/],
+    [['explain', 'edge-1', '-o', 'json'], /flag --output does not apply to 'explain'/],
     [['keys'], /keys needs a command \(list, add, activate, retire, init\)/],
     [['keys', 'rotate'], /unknown keys command 'rotate'/],
     [['keys', 'activate'], /keys activate takes exactly one key id/],
@@ -100,10 +105,10 @@ describe('kubectl-flavor nodes table', () => {
     assert.deepEqual(
       text.split('\n').map((line) => line.split(/\s+/)),
       [
-        ['NODE', 'FLAVOR', 'STATE', 'VERIFIED-AT', 'TOKEN-ID'],
-        ['a-verified', 'sweet', 'verified', '2030-01-01T00:00:00Z', 'abc123'],
-        ['b-waiting', '<none>', 'unverified', '<none>', '<none>'],
-        ['c-plain', '<none>', 'unmanaged', '<none>', '<none>'],
+        ['NODE', 'FLAVOR', 'STATE', 'VERIFIED-AT', 'TOKEN-ID', 'REASON'],
+        ['a-verified', 'sweet', 'verified', '2030-01-01T00:00:00Z', 'abc123', '<none>'],
+        ['b-waiting', '<none>', 'unverified', '<none>', '<none>', '<none>'],
+        ['c-plain', '<none>', 'unmanaged', '<none>', '<none>', '<none>'],
         [''],
       ],
     );

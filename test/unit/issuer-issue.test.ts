@@ -204,6 +204,11 @@ describe('revokeToken and listTokens', () => {
       nodeNamePattern: null,
       description: null,
       createdAt: '2030-01-01T00:00:00Z',
+      phase: 'Issued',
+      reason: null,
+      message: null,
+      phaseSince: '2030-01-01T00:00:00Z',
+      nodes: [],
       conditions: [],
     });
   });

@@ -1,0 +1,149 @@
+// The reads behind `kubectl flavor explain` and the REASON column of `kubectl flavor nodes`: the
+// Node, the FlavoredTokens that name it, the kubelet client CSRs that asked for its name, and
+// nodeflavor's Events. Read with the caller's own kubeconfig (their RBAC); every failure becomes a
+// KubeError. The conclusions are drawn purely in src/cli/explain.ts.
+import { CertificatesV1Api, CoreV1Api, type CoreV1Event, type KubeConfig } from '@kubernetes/client-node';
+import { parseKubeletCsr } from '../flavor/csr.ts';
+import type { FlavoredToken } from '../flavor/resources.ts';
+import { KUBELET_CLIENT_SIGNER, type NodeFacts } from '../flavor/verdict.ts';
+import { isNotFound, toKubeError } from './kube-error.ts';
+import { KubeTokenStore } from './tokens.ts';
+
+/** Where Events about cluster-scoped objects are (the controller records them there). */
+const EVENT_NAMESPACE = 'default';
+
+export interface CsrSummary {
+  name: string;
+  /** spec.username: system:bootstrap:<token ID> for a bootstrap-token join. */
+  username: string;
+  nodeName: string | undefined;
+  createdAt: string;
+  /** Approved, Denied, Failed or Pending; with the approver's reason and message. */
+  state: 'Approved' | 'Denied' | 'Failed' | 'Pending';
+  reason: string | undefined;
+  message: string | undefined;
+}
+
+export interface EventSummary {
+  kind: string;
+  name: string;
+  type: string;
+  reason: string;
+  message: string;
+  count: number;
+  firstAt: string | undefined;
+  lastAt: string | undefined;
+  component: string | undefined;
+}
+
+export function nodeFactsOf(node: {
+  metadata?: {
+    name?: string;
+    uid?: string;
+    creationTimestamp?: Date | string;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+  };
+  spec?: { taints?: { key: string; value?: string; effect: string }[] };
+}): NodeFacts {
+  return {
+    name: node.metadata?.name ?? '',
+    uid: node.metadata?.uid ?? '',
+    createdAt: new Date(node.metadata?.creationTimestamp ?? 0),
+    labels: node.metadata?.labels ?? {},
+    annotations: node.metadata?.annotations ?? {},
+    taints: (node.spec?.taints ?? []).map((t) => ({
+      key: t.key,
+      effect: t.effect,
+      ...(t.value !== undefined ? { value: t.value } : {}),
+    })),
+  };
+}
+
+function eventSummary(event: CoreV1Event): EventSummary {
+  const time = (t: Date | string | undefined) => (t === undefined ? undefined : new Date(t).toISOString());
+  return {
+    kind: event.involvedObject.kind ?? '',
+    name: event.involvedObject.name ?? '',
+    type: event.type ?? '',
+    reason: event.reason ?? '',
+    message: event.message ?? '',
+    count: event.count ?? 1,
+    firstAt: time(event.firstTimestamp ?? event.eventTime),
+    lastAt: time(event.lastTimestamp ?? event.eventTime ?? event.firstTimestamp),
+    component: event.source?.component ?? event.reportingComponent,
+  };
+}
+
+export class ExplainReader {
+  readonly #core: CoreV1Api;
+  readonly #certificates: CertificatesV1Api;
+  readonly #tokens: KubeTokenStore;
+
+  constructor(kubeConfig: KubeConfig) {
+    this.#core = kubeConfig.makeApiClient(CoreV1Api);
+    this.#certificates = kubeConfig.makeApiClient(CertificatesV1Api);
+    this.#tokens = new KubeTokenStore(kubeConfig);
+  }
+
+  async node(name: string): Promise<NodeFacts | undefined> {
+    try {
+      return nodeFactsOf(await this.#core.readNode({ name }));
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw toKubeError(error, `read Node ${name}`);
+    }
+  }
+
+  tokens(): Promise<FlavoredToken[]> {
+    return this.#tokens.listFlavoredTokens();
+  }
+
+  findToken(ref: string): Promise<FlavoredToken | undefined> {
+    return /^[a-z0-9]{6}$/.test(ref)
+      ? this.#tokens.findFlavoredTokenByTokenId(ref)
+      : this.#tokens.getFlavoredToken(ref);
+  }
+
+  /** Kubelet client CSRs, with the node name each asks for (parsed from its request). */
+  async kubeletCsrs(): Promise<CsrSummary[]> {
+    const items = await this.#certificates.listCertificateSigningRequest().then(
+      (list) => list.items,
+      (error: unknown) => {
+        throw toKubeError(error, 'list CertificateSigningRequests');
+      },
+    );
+    const kubelet = items.filter((csr) => csr.spec.signerName === KUBELET_CLIENT_SIGNER);
+    return Promise.all(
+      kubelet.map(async (csr) => {
+        const subject = await parseKubeletCsr(csr.spec.request);
+        const condition =
+          csr.status?.conditions?.find((c) => c.type === 'Denied' || c.type === 'Failed') ??
+          csr.status?.conditions?.find((c) => c.type === 'Approved');
+        return {
+          name: csr.metadata?.name ?? '',
+          username: csr.spec.username ?? '',
+          nodeName: subject.ok ? subject.nodeName : undefined,
+          createdAt: new Date(csr.metadata?.creationTimestamp ?? 0).toISOString(),
+          state: (condition?.type as CsrSummary['state'] | undefined) ?? 'Pending',
+          reason: condition?.reason,
+          message: condition?.message,
+        };
+      }),
+    );
+  }
+
+  /** nodeflavor's Events about objects of `kind` (and of `name`, if given). */
+  async events(kind: 'Node' | 'FlavoredToken', name?: string): Promise<EventSummary[]> {
+    const selector = [`involvedObject.kind=${kind}`, ...(name ? [`involvedObject.name=${name}`] : [])];
+    try {
+      const list = await this.#core.listNamespacedEvent({
+        namespace: EVENT_NAMESPACE,
+        fieldSelector: selector.join(','),
+      });
+      return list.items.map(eventSummary);
+    } catch (error) {
+      throw toKubeError(error, `list Events about ${kind}s`);
+    }
+  }
+}

@@ -1,0 +1,390 @@
+// The self-service page's one script. Security rules it keeps (docs/portal.md):
+// - the bearer token lives in the `session` variable only: never in localStorage, sessionStorage,
+//   a cookie or a URL; signing out (or closing the tab) forgets it;
+// - every request carries it in the Authorization header, so the browser never attaches a
+//   credential by itself and a page on another site cannot make a request in the user's name;
+// - the join material is put in a read-only text field (never parsed as HTML), shown once, and
+//   removed from the page on request, on sign-out, and when the next token is requested;
+// - nothing is built from strings into HTML: every answer is untrusted text.
+
+/** @type {{ bearer: string } | null} */
+let session = null;
+/** @type {{ id: string, joinConfiguration: string, cloudInit: string, joinCommand: string } | null} */
+let material = null;
+/** The watch in progress (aborted on sign-out or a new request). */
+let watching = null;
+
+const $ = (id) => {
+  const element = document.getElementById(id);
+  if (!element) throw new Error(`missing #${id}`);
+  return element;
+};
+
+class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+async function api(method, path, body) {
+  if (!session) throw new ApiError(401, 'not signed in');
+  const headers = { Authorization: `Bearer ${session.bearer}`, Accept: 'application/json' };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const response = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    cache: 'no-store',
+    credentials: 'omit',
+    redirect: 'error',
+  });
+  const text = await response.text();
+  let parsed = null;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {
+    parsed = null;
+  }
+  if (!response.ok) {
+    const message = parsed?.error?.message ?? `the issuer answered ${response.status}`;
+    throw new ApiError(response.status, message);
+  }
+  return parsed;
+}
+
+function show(id, visible) {
+  $(id).hidden = !visible;
+}
+
+function say(id, text) {
+  const element = $(id);
+  element.textContent = text;
+  element.hidden = text === '';
+}
+
+function busy(button, on) {
+  button.disabled = on;
+  button.setAttribute('aria-busy', on ? 'true' : 'false');
+}
+
+// ---- sign in / out -----------------------------------------------------------------------------
+
+async function signIn(event) {
+  event.preventDefault();
+  const input = $('bearer');
+  const bearer = input.value.trim();
+  say('signin-error', '');
+  if (bearer === '') {
+    say('signin-error', 'Paste your token first.');
+    input.focus();
+    return;
+  }
+  session = { bearer };
+  // The field is emptied at once: the token lives in `session` only.
+  input.value = '';
+  busy($('signin-button'), true);
+  try {
+    const flavors = await api('GET', '/v1/flavors');
+    renderFlavors(flavors.items);
+    show('signin-section', false);
+    show('request-section', true);
+    show('tokens-section', true);
+    $('request-heading').focus();
+    void refreshTokens();
+  } catch (error) {
+    session = null;
+    say(
+      'signin-error',
+      error.status === 401
+        ? 'That token was not accepted (invalid, expired or for another audience).'
+        : error.message,
+    );
+    input.focus();
+  } finally {
+    busy($('signin-button'), false);
+  }
+}
+
+function signOut() {
+  session = null;
+  stopWatching();
+  forgetMaterial();
+  $('flavors').replaceChildren();
+  $('tokens').replaceChildren();
+  for (const id of ['request-section', 'material-section', 'status-section', 'tokens-section'])
+    show(id, false);
+  show('signin-section', true);
+  $('bearer').focus();
+}
+
+// ---- flavors and the request -------------------------------------------------------------------
+
+function renderFlavors(items) {
+  const list = $('flavors');
+  list.replaceChildren();
+  items.forEach((flavor, index) => {
+    const label = document.createElement('label');
+    const radio = document.createElement('input');
+    radio.type = 'radio';
+    radio.name = 'flavor';
+    radio.value = flavor.name;
+    radio.checked = index === 0;
+    label.append(radio, ` ${flavor.name}`);
+    if (flavor.description) {
+      const note = document.createElement('span');
+      note.className = 'hint';
+      note.textContent = ` — ${flavor.description}`;
+      label.append(note);
+    }
+    list.append(label);
+  });
+  show('no-flavors', items.length === 0);
+  $('request-button').disabled = items.length === 0;
+}
+
+function selected(name) {
+  return document.querySelector(`input[name="${name}"]:checked`)?.value;
+}
+
+function nodeModeChanged() {
+  const mode = selected('node-mode');
+  const input = $('node');
+  input.disabled = mode === 'any';
+  $('node-label').textContent = mode === 'pattern' ? 'Node name pattern' : 'Node name';
+}
+
+function requestBody() {
+  const body = { flavorClassName: selected('flavor') ?? '', maxUses: 1 };
+  const ttl = $('ttl').value.trim();
+  if (ttl !== '') body.ttl = ttl;
+  const node = $('node').value.trim();
+  const mode = selected('node-mode');
+  if (mode === 'name' && node !== '') body.nodeName = node;
+  if (mode === 'pattern' && node !== '') body.nodeNamePattern = node;
+  const description = $('description').value.trim();
+  if (description !== '') body.description = description;
+  return body;
+}
+
+async function requestToken(event) {
+  event.preventDefault();
+  say('request-error', '');
+  const mode = selected('node-mode');
+  if (mode !== 'any' && $('node').value.trim() === '') {
+    say('request-error', mode === 'pattern' ? 'Enter a node name pattern.' : 'Enter the node name.');
+    $('node').focus();
+    return;
+  }
+  stopWatching();
+  forgetMaterial();
+  const button = $('request-button');
+  busy(button, true);
+  try {
+    const issued = await api('POST', '/v1/tokens', requestBody());
+    material = {
+      id: issued.id,
+      joinConfiguration: issued.joinConfiguration,
+      cloudInit: issued.cloudInit,
+      joinCommand: issued.joinCommand,
+    };
+    renderMaterial();
+    show('material-section', true);
+    $('material-heading').focus();
+    startWatching(issued.id);
+    void refreshTokens();
+  } catch (error) {
+    say('request-error', error.message);
+  } finally {
+    busy(button, false);
+  }
+}
+
+// ---- the join material -------------------------------------------------------------------------
+
+function renderMaterial() {
+  if (!material) return;
+  const format = selected('format') ?? 'joinConfiguration';
+  $('material').value = material[format];
+  $('material-usage').textContent =
+    format === 'cloudInit'
+      ? 'Give this to the new machine as its cloud-init user data: it writes the configuration and joins.'
+      : `Save it on the node as join.yaml, then run: ${material.joinCommand}`;
+}
+
+async function copyMaterial() {
+  if (!material) return;
+  const text = $('material').value;
+  try {
+    await navigator.clipboard.writeText(text);
+    say('copy-status', 'Copied.');
+  } catch {
+    // No clipboard permission (an older browser, a locked-down profile): select it for Ctrl+C.
+    $('material').focus();
+    $('material').select();
+    say('copy-status', 'Selected: press Ctrl+C (or ⌘C) to copy.');
+  }
+}
+
+function forgetMaterial() {
+  material = null;
+  $('material').value = '';
+  $('material-usage').textContent = '';
+  say('copy-status', '');
+  show('material-section', false);
+}
+
+// ---- watching the token ------------------------------------------------------------------------
+
+const FINAL = new Set(['Verified', 'Failed', 'Expired', 'Revoked']);
+const ORDER = ['Issued', 'Bound', 'Verified'];
+
+function renderPhase(view) {
+  $('token-id').textContent = view.id;
+  const node = view.nodes.find((n) => n.boundAt !== null) ?? view.nodes[0];
+  const bound = view.nodes.some((n) => n.boundAt !== null);
+  const bad = ['Failed', 'Expired', 'Revoked'].includes(view.phase);
+  // How far it got: a failed or expired token stops at the step after the last one it reached.
+  const reached = bad ? (bound ? 1 : 0) : ORDER.indexOf(view.phase);
+  for (const step of $('steps').children) {
+    const index = ORDER.indexOf(step.dataset.phase);
+    step.classList.toggle('done', index <= reached);
+    step.classList.toggle('failed', bad && index === reached + 1);
+  }
+  const phase = $('phase');
+  phase.classList.toggle('ok', view.phase === 'Verified');
+  phase.classList.toggle('bad', bad);
+  const texts = {
+    Issued: 'Issued: waiting for a node to join with it.',
+    Bound: `Bound: node ${node?.nodeName ?? ''} joined; verifying its flavor token.`,
+    Verified: `Verified: node ${node?.nodeName ?? ''} is verified and ready for workloads.`,
+    Failed: `Failed: ${view.reason ?? 'unknown reason'}.`,
+    Expired: 'Expired: no node joined before the token expired. Request a new one.',
+    Revoked: 'Revoked: this token can no longer be used.',
+  };
+  phase.textContent = texts[view.phase] ?? view.phase;
+  $('phase-detail').textContent =
+    view.phase === 'Failed'
+      ? `${view.message ?? ''} (see the operations guide for ${view.reason}; your cluster operator can run kubectl flavor explain ${node?.nodeName || view.id})`
+      : view.phaseSince
+        ? `Since ${new Date(view.phaseSince).toLocaleString()}.`
+        : '';
+}
+
+function stopWatching() {
+  watching?.abort();
+  watching = null;
+}
+
+/** Follows the token's event stream (fetch, so the bearer goes in a header), reconnecting until a final phase. */
+function startWatching(id) {
+  const controller = new AbortController();
+  watching = controller;
+  show('status-section', true);
+  $('token-id').textContent = id;
+  void (async () => {
+    let failures = 0;
+    while (!controller.signal.aborted && session) {
+      try {
+        const done = await followOnce(id, controller.signal);
+        failures = 0;
+        if (done) return;
+      } catch (error) {
+        if (controller.signal.aborted) return;
+        failures += 1;
+        $('phase-detail').textContent = `Lost the connection to the issuer (${error.message}); retrying.`;
+        await new Promise((resolve) => setTimeout(resolve, Math.min(30_000, 1000 * 2 ** failures)));
+      }
+    }
+  })();
+}
+
+async function followOnce(id, signal) {
+  const response = await fetch(`/v1/tokens/${encodeURIComponent(id)}?watch=true&timeoutSeconds=300`, {
+    headers: { Authorization: `Bearer ${session?.bearer ?? ''}`, Accept: 'text/event-stream' },
+    cache: 'no-store',
+    credentials: 'omit',
+    redirect: 'error',
+    signal,
+  });
+  if (!response.ok || !response.body) throw new Error(`HTTP ${response.status}`);
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return false;
+    buffer += decoder.decode(value, { stream: true });
+    let end = buffer.indexOf('\n\n');
+    while (end >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      end = buffer.indexOf('\n\n');
+      const event = /^event: (.*)$/m.exec(block)?.[1];
+      const data = /^data: (.*)$/m.exec(block)?.[1];
+      if (event === 'token' && data) {
+        const view = JSON.parse(data);
+        renderPhase(view);
+        if (FINAL.has(view.phase)) {
+          await reader.cancel();
+          void refreshTokens();
+          return true;
+        }
+      } else if (event === 'deleted') {
+        $('phase').textContent = 'The token was deleted.';
+        return true;
+      }
+    }
+  }
+}
+
+// ---- the caller's tokens -----------------------------------------------------------------------
+
+async function refreshTokens() {
+  if (!session) return;
+  try {
+    const page = await api('GET', '/v1/tokens?limit=20');
+    const rows = page.items.map((token) => {
+      const row = document.createElement('tr');
+      const node = token.nodes.find((n) => n.boundAt !== null) ?? token.nodes[0];
+      const cells = [
+        token.id,
+        token.flavor,
+        token.phase === 'Failed' ? `Failed (${token.reason})` : token.phase,
+        node?.nodeName ?? token.nodeName ?? token.nodeNamePattern ?? '—',
+        token.expiresAt ? new Date(token.expiresAt).toLocaleString() : '—',
+      ];
+      for (const text of cells) {
+        const cell = document.createElement('td');
+        cell.textContent = text;
+        row.append(cell);
+      }
+      return row;
+    });
+    $('tokens').replaceChildren(...rows);
+    show('tokens-empty', rows.length === 0);
+  } catch (error) {
+    if (error.status === 401) signOut();
+  }
+}
+
+// ---- wiring ------------------------------------------------------------------------------------
+
+document.addEventListener('DOMContentLoaded', () => {
+  $('signin-form').addEventListener('submit', signIn);
+  $('request-form').addEventListener('submit', requestToken);
+  $('signout-button').addEventListener('click', signOut);
+  $('copy-button').addEventListener('click', () => void copyMaterial());
+  $('forget-button').addEventListener('click', forgetMaterial);
+  $('refresh-button').addEventListener('click', () => void refreshTokens());
+  for (const radio of document.querySelectorAll('input[name="node-mode"]'))
+    radio.addEventListener('change', nodeModeChanged);
+  for (const radio of document.querySelectorAll('input[name="format"]'))
+    radio.addEventListener('change', renderMaterial);
+  nodeModeChanged();
+  // A page restored from the back/forward cache must not show what the user left behind.
+  window.addEventListener('pagehide', () => {
+    session = null;
+    forgetMaterial();
+  });
+});

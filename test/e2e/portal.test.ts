@@ -1,0 +1,227 @@
+// The self-service page in headless Chromium (Debian's chromium, driven by playwright-core) against
+// the issuer on the real control plane, with the controller running: a node administrator signs in
+// with a ServiceAccount token, sees the flavors they may use, requests a token, reads the join
+// configuration off the page, a simulated node joins with exactly that text, and the page shows
+// "Verified". Along the way: the strict CSP is served and nothing violates it, the bearer never
+// reaches a URL, a cookie or browser storage, and the join material can be removed from the page.
+// UPDATE_SCREENSHOT=1 writes the README's screenshot (docs/images/portal.png, secrets blanked).
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import type { RunningIssuer } from '../../src/tokenissuer/server.ts';
+import { applyObjects } from './cluster/apply.ts';
+import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
+import { controllerHarness } from './support/controller-harness.ts';
+import {
+  clusterRoleBindingObject,
+  serviceAccountObject,
+  serviceAccountToken,
+  startTestIssuer,
+  useFlavorClassesRole,
+} from './support/issuer.ts';
+import { applyFlavorClass, ensureNamespace, joinWith } from './support/nodeflavor.ts';
+import { uniqueName, waitFor } from './support/wait.ts';
+
+const CHROMIUM = '/usr/bin/chromium';
+const NAMESPACE = 'nodeflavor-e2e-portal';
+/** Without the background-networking flags Chromium floods the closed network (docs/FACTS). */
+const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+];
+const skip = existsSync(CHROMIUM)
+  ? false
+  : `${CHROMIUM} is missing: run 'make host-packages' as root (installs Debian's chromium)`;
+
+describe('the self-service page in headless Chromium', { skip }, () => {
+  const h = controllerHarness({});
+  let issuer: RunningIssuer;
+  let browser: Browser;
+  let page: Page;
+  let bearer: string;
+  const kubelets: SimulatedKubelet[] = [];
+  const requests: { url: string; authorization: string | undefined }[] = [];
+  const problems: string[] = [];
+
+  before(async () => {
+    await ensureNamespace(h.env, NAMESPACE);
+    await applyFlavorClass(h.env, h.sweet, {
+      labels: { 'nodeflavor.io/flavor': h.sweet },
+      description: 'Nodes in our own racks',
+    });
+    await applyObjects(
+      h.env.kubeconfigPath,
+      [
+        serviceAccountObject('edge-admin', NAMESPACE),
+        useFlavorClassesRole('nodeflavor-e2e-portal-use', [h.sweet]),
+        clusterRoleBindingObject(
+          'nodeflavor-e2e-portal',
+          'nodeflavor-e2e-portal-use',
+          'edge-admin',
+          NAMESPACE,
+        ),
+      ],
+      'nodeflavor-e2e-portal',
+    );
+    bearer = await serviceAccountToken(h.env, NAMESPACE, 'edge-admin');
+    ({ issuer } = await startTestIssuer(h.env, { portal: { enabled: true }, logLevel: 'silent' }));
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
+    // The issuer's certificate is from the test's throwaway CA, which this browser does not know.
+    const context = await browser.newContext({
+      ignoreHTTPSErrors: true,
+      viewport: { width: 1000, height: 1500 },
+    });
+    page = await context.newPage();
+    page.on('request', (request) =>
+      requests.push({ url: request.url(), authorization: request.headers().authorization }),
+    );
+    // The browser asks for /favicon.ico by itself (404): that alone is not the page's doing.
+    page.on('response', (response) => {
+      if (response.status() === 404 && new URL(response.url()).pathname !== '/favicon.ico')
+        problems.push(`404 ${response.url()}`);
+    });
+    page.on('console', (message) => {
+      if (message.type() === 'error' && /Failed to load resource: .* 404/.test(message.text())) return;
+      if (message.type() === 'error') problems.push(message.text());
+    });
+    page.on('pageerror', (error) => problems.push(error.message));
+  });
+
+  after(async () => {
+    for (const kubelet of kubelets) kubelet.stop();
+    await browser?.close();
+    await issuer?.close();
+  });
+
+  it('serves the page with the strict CSP', async () => {
+    const response = await page.goto(`${issuer.url}/portal/`);
+    assert.equal(response?.status(), 200);
+    const headers = response?.headers() ?? {};
+    assert.equal(
+      headers['content-security-policy'],
+      "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; " +
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    );
+    assert.equal(headers['cache-control'], 'no-store');
+    await page.getByRole('heading', { name: 'Join a node' }).waitFor();
+  });
+
+  it('refuses a bad token with a message, and signs in with a good one', async () => {
+    await page.getByLabel('Your token', { exact: true }).fill('not-a-token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').filter({ hasText: 'not accepted' }).waitFor();
+    await page.getByLabel('Your token', { exact: true }).fill(bearer);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: '2. Request a join token' }).waitFor();
+    // The flavor this caller may use is offered (and only the ones it may use).
+    await page.getByRole('radio', { name: h.sweet }).waitFor();
+    assert.equal(await page.getByRole('radio', { name: h.sour }).count(), 0);
+    assert.equal(
+      await page.getByLabel('Your token', { exact: true }).inputValue(),
+      '',
+      'the field is emptied at once',
+    );
+  });
+
+  it('issues, shows the join configuration, and shows "Verified" once the node joins with it', async () => {
+    const name = uniqueName('portal-node');
+    await page.getByLabel('Node name', { exact: true }).fill(name);
+    await page.getByLabel('Valid for').fill('1h');
+    await page.getByRole('button', { name: 'Request join token' }).click();
+    const material = page.getByRole('textbox', { name: 'Join material' });
+    await waitFor(
+      async () => {
+        const error = page.locator('#request-error');
+        if (await error.isVisible()) throw new Error(`the page says: ${await error.textContent()}`);
+        const value = await material.inputValue();
+        if (/kind: "?JoinConfiguration/.test(value)) return true;
+        throw new Error(
+          `not yet: ${value.length} characters shown; requests ${requests.map((r) => new URL(r.url).pathname).join(' ')}`,
+        );
+      },
+      {
+        what: 'the join configuration on the page',
+      },
+    );
+    const joinConfiguration = await material.inputValue();
+    await page.getByRole('status').filter({ hasText: 'Issued' }).waitFor();
+    // The node administrator copies the text to the machine, which joins with it as it is.
+    kubelets.push(await joinWith(joinConfiguration, name));
+    await page
+      .getByRole('status')
+      .filter({ hasText: `Verified: node ${name}` })
+      .waitFor({ timeout: 60_000 });
+    await h.waitForFlavor(name, h.sweet);
+    const steps = await page.locator('#steps li.done').allTextContents();
+    assert.deepEqual(steps, ['Issued', 'Bound to a node', 'Verified']);
+    await page.getByRole('cell', { name: 'Verified' }).first().waitFor();
+    await screenshot(page, joinConfiguration);
+    // The cloud-init form of the same material, then off the page on request.
+    await page.getByRole('radio', { name: 'cloud-init' }).check();
+    assert.match(await material.inputValue(), /^#cloud-config/);
+    await page.getByRole('button', { name: 'Remove from page' }).click();
+    assert.equal(await page.locator('#material').inputValue(), '');
+  });
+
+  it('kept the bearer out of URLs, cookies and storage; broke no CSP rule; every input is labelled', async () => {
+    assert.ok(requests.length >= 6);
+    for (const request of requests) {
+      assert.ok(!request.url.includes(bearer), `a URL held the bearer: ${request.url.slice(0, 80)}`);
+      if (new URL(request.url).pathname.startsWith('/v1/'))
+        assert.match(
+          request.authorization ?? '',
+          /^Bearer /,
+          `${request.url} carried the bearer in its header`,
+        );
+    }
+    // (Expressions as strings: they run in the page, whose DOM types this Node project does not load.)
+    const stored = await page.evaluate(
+      '({ local: localStorage.length, session: sessionStorage.length, cookie: document.cookie })',
+    );
+    assert.deepEqual(stored, { local: 0, session: 0, cookie: '' });
+    assert.deepEqual(await page.context().cookies(), []);
+    assert.deepEqual(
+      problems.filter((p) => !p.includes('401')),
+      [],
+      'no script error and no CSP violation',
+    );
+    const unlabelled = await page.evaluate(
+      `[...document.querySelectorAll('input, textarea, select, button')]
+        .filter((el) => !el.labels?.length && !el.textContent.trim() && !el.getAttribute('aria-label'))
+        .map((el) => el.id || el.outerHTML.slice(0, 60))`,
+    );
+    assert.deepEqual(unlabelled, []);
+  });
+
+  it('signing out forgets the bearer: the next request would need a new sign-in', async () => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { name: '1. Sign in' }).waitFor();
+    assert.equal(await page.locator('#request-section').isVisible(), false);
+    assert.equal(await page.locator('#tokens').textContent(), '');
+  });
+});
+
+/** The README's screenshot, with the secrets blanked out (UPDATE_SCREENSHOT=1), else a scratch copy. */
+async function screenshot(page: Page, joinConfiguration: string): Promise<void> {
+  const update = process.env.UPDATE_SCREENSHOT === '1';
+  const dir = update ? join(import.meta.dirname, '..', '..', 'docs', 'images') : tmpdir();
+  mkdirSync(dir, { recursive: true });
+  const blanked = joinConfiguration
+    .replace(/\b[a-z0-9]{6}\.[a-z0-9]{16}\b/g, 'abcdef.0123456789abcdef')
+    .replace(/\b[a-z2-7]{52}\b/g, 'x'.repeat(52));
+  const setMaterial = (text: string) =>
+    page.evaluate(`document.getElementById('material').value = ${JSON.stringify(text)}`);
+  await setMaterial(blanked);
+  await page.screenshot({
+    path: join(dir, update ? 'portal.png' : 'nodeflavor-portal-e2e.png'),
+    fullPage: true,
+  });
+  await setMaterial(joinConfiguration);
+}
