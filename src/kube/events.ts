@@ -38,6 +38,21 @@ export function aggregatedEventName(object: InvolvedObject, type: EventType, rea
   return `${prefix}.${digest}`;
 }
 
+/** True when a stored Event already says `message` and was last seen within `dedupeMs`. Pure. */
+export function isRecentRepeat(
+  stored: { message?: string; lastTimestamp?: string },
+  message: string,
+  at: Date,
+  dedupeMs: number,
+): boolean {
+  const last = Date.parse(stored.lastTimestamp ?? '');
+  return (
+    stored.message === message.slice(0, MAX_MESSAGE) &&
+    Number.isFinite(last) &&
+    at.getTime() - last < dedupeMs
+  );
+}
+
 /** The merge patch that records one more occurrence of an existing Event. Pure. */
 export function occurrencePatch(count: number, message: string, at: Date) {
   return { count, lastTimestamp: at.toISOString(), message: message.slice(0, MAX_MESSAGE) };
@@ -114,10 +129,19 @@ export class EventRecorder {
       this.aggregates.set(name, { count: 1 });
     } catch (error) {
       if (!(error instanceof KubeError && error.status === 409)) throw error;
-      // Another replica, or this process before a restart, recorded it: one more occurrence.
-      const stored = await kubeJson<{ count?: number }>(this.kubeConfig, 'GET', `${path}/${name}`, {
-        action: 'read an Event',
-      });
+      // Another replica, or this process before a restart, recorded it: one more occurrence,
+      // unless it is the same message within dedupeMs (a restart or failover re-judging a node
+      // that has not changed is no new occurrence, and must not write).
+      const stored = await kubeJson<{ count?: number; message?: string; lastTimestamp?: string }>(
+        this.kubeConfig,
+        'GET',
+        `${path}/${name}`,
+        { action: 'read an Event' },
+      );
+      if (isRecentRepeat(stored, message, at, this.dedupeMs)) {
+        this.aggregates.set(name, { count: stored.count ?? 1 });
+        return;
+      }
       await this.bump(path, name, (stored.count ?? 1) + 1, message, at);
     }
   }

@@ -75,6 +75,9 @@ export function registerRoutes(app: FastifyInstance, ctx: IssuerContext): void {
         throw new IssuerError('Unavailable', `not ready: ${why}`);
       }
     }
+    if (ctx.tokens && !ctx.tokens.synced) {
+      throw new IssuerError('Unavailable', 'not ready: the FlavoredToken cache has not synced yet');
+    }
     return { status: 'ok' };
   });
   app.get('/openapi.json', async () => OPENAPI_DOCUMENT);

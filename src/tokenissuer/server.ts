@@ -281,8 +281,11 @@ export async function startTokenIssuer(
   return {
     ...built,
     url: `https://${host}:${port}`,
-    ready: () => keyRing.available,
-    notReadyReason: () => keyRing.unavailableReason,
+    // A replica takes portal traffic only once it can answer lists and watches from its cache.
+    ready: () => keyRing.available && tokens.synced,
+    notReadyReason: () =>
+      keyRing.unavailableReason ??
+      (tokens.synced ? undefined : 'the FlavoredToken cache has not synced yet (lists and watches need it)'),
     close: async () => {
       classes.stop();
       tokens.stop();

@@ -591,9 +591,9 @@ describe('token issuer on the real control plane', () => {
       assert.match(flavors.stdout, /^sweet\s+yes\s+sweet nodes$/m);
       const nodes = await cli(['nodes']);
       assert.equal(nodes.code, 0, nodes.stderr);
-      assert.match(nodes.stdout, /^NODE\s+FLAVOR\s+STATE\s+VERIFIED-AT\s+TOKEN-ID$/m);
+      assert.match(nodes.stdout, /^NODE\s+FLAVOR\s+STATE\s+VERIFIED-AT\s+TOKEN-ID\s+REASON$/m);
       // No controller runs here: the joined node waits, quarantined, for verification.
-      assert.match(nodes.stdout, /^issued-[a-z0-9]+\s+<none>\s+unverified\s/m);
+      assert.match(nodes.stdout, /^issued-[a-z0-9]+\s+<none>\s+unverified\s.*\sNotJudgedYet$/m);
     });
 
     it('exits 2 with one line on bad usage', async () => {

@@ -11,7 +11,7 @@ import { nodesTable } from '../../src/cli/flavor-output.ts';
 import { REMEDIES } from '../../src/flavor/reasons.ts';
 import type { FlavoredToken, FlavoredTokenStatus } from '../../src/flavor/resources.ts';
 import { FAILURE_REASONS, type NodeFacts } from '../../src/flavor/verdict.ts';
-import { aggregatedEventName, occurrencePatch } from '../../src/kube/events.ts';
+import { aggregatedEventName, isRecentRepeat, occurrencePatch } from '../../src/kube/events.ts';
 import type { CsrSummary, EventSummary } from '../../src/kube/explain-facts.ts';
 
 const NOW = new Date('2030-01-01T12:00:00Z');
@@ -222,5 +222,26 @@ describe('aggregated Events', () => {
     assert.equal(patch.count, 4);
     assert.equal(patch.lastTimestamp, NOW.toISOString());
     assert.equal(patch.message.length, 1024);
+  });
+
+  it('a stored Event with the same message seen within the dedupe window is no new occurrence', () => {
+    const tenMinutes = 10 * 60_000;
+    const seen = (ago: number, message = 'm') => ({
+      message,
+      lastTimestamp: new Date(NOW.getTime() - ago).toISOString(),
+    });
+    assert.equal(
+      isRecentRepeat(seen(60_000), 'm', NOW, tenMinutes),
+      true,
+      'a restart re-judging an unchanged node',
+    );
+    assert.equal(isRecentRepeat(seen(60_000, 'other'), 'm', NOW, tenMinutes), false, 'a new message');
+    assert.equal(isRecentRepeat(seen(tenMinutes + 1), 'm', NOW, tenMinutes), false, 'outside the window');
+    assert.equal(isRecentRepeat({ message: 'm' }, 'm', NOW, tenMinutes), false, 'no timestamp');
+    assert.equal(
+      isRecentRepeat(seen(0, 'm'.repeat(1024)), 'm'.repeat(2000), NOW, tenMinutes),
+      true,
+      'capped',
+    );
   });
 });

@@ -12,6 +12,7 @@ import { type RunningIssuer, type StartOptions, startTokenIssuer } from '../../.
 import { prepareOperatorIdentity } from './chart.ts';
 import type { E2EEnvironment } from './environment.ts';
 import { OPERATOR_NAMESPACE } from './nodeflavor.ts';
+import { waitFor } from './wait.ts';
 
 export interface TestIssuer {
   issuer: RunningIssuer;
@@ -49,6 +50,13 @@ export async function startTestIssuer(
     (await prepareOperatorIdentity(env)).kubeConfig,
     startOptions,
   );
+  // As a Service would: no traffic before the replica's caches have synced (a cluster shared with
+  // other test files can hold thousands of FlavoredTokens). Other not-ready reasons (a missing key
+  // ring) are what some tests are about, so only the cache is waited for.
+  await waitFor(() => !/FlavoredToken cache/.test(issuer.notReadyReason() ?? ''), {
+    what: "the issuer's FlavoredToken cache to sync",
+    timeoutMs: 60_000,
+  });
   return { issuer, ca };
 }
 
