@@ -60,15 +60,15 @@ describe('the self-service page in headless Chromium', { skip }, () => {
       h.env.kubeconfigPath,
       [
         serviceAccountObject('edge-admin', NAMESPACE),
-        useFlavorClassesRole('nodeflavor-e2e-portal-use', [h.sweet]),
+        useFlavorClassesRole('nodeflavor-e2e-page-use', [h.sweet]),
         clusterRoleBindingObject(
-          'nodeflavor-e2e-portal',
-          'nodeflavor-e2e-portal-use',
+          'nodeflavor-e2e-page',
+          'nodeflavor-e2e-page-use',
           'edge-admin',
           NAMESPACE,
         ),
       ],
-      'nodeflavor-e2e-portal',
+      'nodeflavor-e2e-page',
     );
     bearer = await serviceAccountToken(h.env, NAMESPACE, 'edge-admin');
     ({ issuer } = await startTestIssuer(h.env, { portal: { enabled: true }, logLevel: 'silent' }));
