@@ -61,12 +61,7 @@ describe('the self-service page in headless Chromium', { skip }, () => {
       [
         serviceAccountObject('edge-admin', NAMESPACE),
         useFlavorClassesRole('nodeflavor-e2e-page-use', [h.sweet]),
-        clusterRoleBindingObject(
-          'nodeflavor-e2e-page',
-          'nodeflavor-e2e-page-use',
-          'edge-admin',
-          NAMESPACE,
-        ),
+        clusterRoleBindingObject('nodeflavor-e2e-page', 'nodeflavor-e2e-page-use', 'edge-admin', NAMESPACE),
       ],
       'nodeflavor-e2e-page',
     );
