@@ -15,7 +15,7 @@ import { LeaderElector } from '../kube/leader.ts';
 import { ListWatch, type RestartReason, withoutManagedFields } from '../kube/listwatch.ts';
 import { type TrimmedNode, trimNode } from '../kube/node-writes.ts';
 import { KubeReviews } from '../kube/reviews.ts';
-import { type CsrObject, decideCsr, type StoredToken } from '../kube/token-writes.ts';
+import { type CsrObject, decideCsr, flavoredTokenExists, type StoredToken } from '../kube/token-writes.ts';
 import { checkAutoApproval } from './auto-approval.ts';
 import type { Caches, ControllerContext } from './context.ts';
 import { controllerMetrics } from './metrics.ts';
@@ -218,8 +218,15 @@ export function startController(options: {
     }
     // Only CSRs of our bootstrap group are ours to decide: plain kubeadm tokens (another group)
     // are left to kube-controller-manager's auto-approval, untouched.
-    if (config.csrApprover && csr.spec.groups?.includes(config.bootstrapGroup))
+    if (config.csrApprover && csr.spec.groups?.includes(config.bootstrapGroup)) {
+      // A denial is final for the CSR: never deny from a cache that may lag (a new leader right
+      // after a failover, a token issued a moment ago). The issuer names records ft-<token ID>.
+      if (tokenId && (await flavoredTokenExists(kubeConfig, `ft-${tokenId}`))) {
+        tokenQueue.addAfter(`${CSR_KEY_PREFIX}${csrName}`, 1_000);
+        return;
+      }
       await approveCsr(csrName, false, 'UnknownToken', 'the bootstrap token was not issued by nodeflavor');
+    }
   }
 
   const enqueueAll = () => {

@@ -38,6 +38,17 @@ export function tokenPath(name: string): string {
   return `${TOKENS_PATH}/${encodeURIComponent(name)}`;
 }
 
+/** Whether FlavoredToken `name` exists, read from the API server (not a cache). */
+export async function flavoredTokenExists(kubeConfig: KubeConfig, name: string): Promise<boolean> {
+  try {
+    await kubeJson(kubeConfig, 'GET', tokenPath(name), { action: 'read a FlavoredToken' });
+    return true;
+  } catch (error) {
+    if (error instanceof KubeError && error.status === 404) return false;
+    throw error;
+  }
+}
+
 export async function writeTokenStatus(
   kubeConfig: KubeConfig,
   token: StoredToken,
