@@ -8,12 +8,16 @@
 // `nodeflavor_keyring_available 0` tell an operator how to restore it. A fresh ring is created
 // only on first install (no FlavoredToken exists). When the Secret comes back, everything resumes.
 // A watch that merely fails (API server down) keeps the last ring: nothing says it changed.
+// A watch can also lag or go quiet without failing; `refresh()` reads the Secret now, for a
+// verdict that is about to say a MAC is wrong (it may only be that we missed a rotation).
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { RandomBytes } from '../flavor/bootstrap-token.ts';
 import { type KeyRing, keyRingKeys, newKeyRing } from '../flavor/keyring.ts';
+import { faultEnabled } from '../ops/failpoints.ts';
 import type { EventRecorder } from './events.ts';
+import { kubeJson } from './fetch.ts';
 import {
   createKeyRingSecret,
   describeLocation,
@@ -50,6 +54,9 @@ export interface KeyRingWatchOptions extends KeyRingLocation {
   /** Retry delay of a first-install check that failed (default 5 s). */
   retryMs?: number;
 }
+
+/** A fresh read this recent is fresh enough: a burst of failing verdicts costs one read. */
+const REFRESH_REUSE_MS = 1_000;
 
 interface RingMetrics {
   available: Gauge;
@@ -89,6 +96,8 @@ export class KeyRingWatch {
   #retryTimer: NodeJS.Timeout | undefined;
   #stopped = false;
   #started: Promise<void> | undefined;
+  #refreshing: Promise<KeyRing> | undefined;
+  #refreshedAt = 0;
 
   constructor(options: KeyRingWatchOptions) {
     this.#options = options;
@@ -100,6 +109,7 @@ export class KeyRingWatch {
       path: `/api/v1/namespaces/${options.namespace}/secrets`,
       fieldSelector: `metadata.name=${options.name}`,
       onEvent: (type, secret) => {
+        if (this.#state.status === 'available' && faultEnabled('freeze-keyring-watch')) return;
         this.#generation += 1;
         if (type === 'DELETED') void this.#onMissing();
         else this.#onSecret(secret);
@@ -166,6 +176,35 @@ export class KeyRingWatch {
           : 'KeyRingNotLoaded',
       state.message,
     );
+  }
+
+  /**
+   * The ring as the API server has it now (one list by name, which the chart's RBAC allows),
+   * adopted as if the watch had brought it. Concurrent callers share one read, and a read less
+   * than a second old is reused. A ring that cannot be read now leaves the watched one in use.
+   */
+  async refresh(): Promise<KeyRing> {
+    if (Date.now() - this.#refreshedAt < REFRESH_REUSE_MS && !this.#refreshing) return this.get();
+    this.#refreshing ??= this.#readNow().finally(() => {
+      this.#refreshedAt = Date.now();
+      this.#refreshing = undefined;
+    });
+    return this.#refreshing;
+  }
+
+  async #readNow(): Promise<KeyRing> {
+    const list = await kubeJson<{ items?: SecretObject[] }>(
+      this.#options.kubeConfig,
+      'GET',
+      `/api/v1/namespaces/${this.#options.namespace}/secrets`,
+      {
+        query: { fieldSelector: `metadata.name=${this.#options.name}` },
+        action: `read the HMAC key ring ${this.#where}`,
+      },
+    );
+    const secret = list.items?.[0];
+    if (secret) this.#onSecret(secret);
+    return this.get();
   }
 
   #onSecret(secret: SecretObject): void {
