@@ -185,10 +185,11 @@ export function startController(options: {
   });
   const caches: Caches = { nodes, csrs, tokens, classes };
 
+  const recorder = new EventRecorder(kubeConfig, { component: 'nodeflavor-controller' });
   /** The context of one term: every write (and Event) goes through the term's fenced KubeConfig. */
   const termContext = (term: AbortSignal): ControllerContext => {
     const termKubeConfig = fencedKubeConfig(kubeConfig, term);
-    const events = new EventRecorder(termKubeConfig, { component: 'nodeflavor-controller' });
+    const events = recorder.through(termKubeConfig);
     events.onError = (error) => {
       if (!term.aborted) log.warn({ err: error.message }, 'could not record an Event');
     };
