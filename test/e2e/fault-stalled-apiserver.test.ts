@@ -11,21 +11,20 @@
 //     answering within its timeout, so every Node registers, and B verifies every node; nothing
 //     is lost (every node flavored, every token used once).
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { CoordinationV1Api } from '@kubernetes/client-node';
-import { parse } from 'yaml';
 import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
-import { AUDIT_LOG, ControlPlane, kubeconfigYaml } from './cluster/controlplane.ts';
+import { AUDIT_LOG, ControlPlane } from './cluster/controlplane.ts';
 import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
 import { TcpProxy } from './cluster/tcp-proxy.ts';
 import { binaryPaths } from './cluster/versions.ts';
 import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
 import { describeEvent, isWrite, readAuditEvents } from './support/audit-log.ts';
-import { operatorIdentity, prepareOperatorIdentity } from './support/chart.ts';
+import { operatorKubeconfigVia, prepareOperatorIdentity } from './support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
 import {
   applyFlavorClass,
@@ -96,18 +95,6 @@ describe('fault tolerance: the leader’s API server stalls (accepts, never answ
     await plane?.stop();
   });
 
-  /** The operator's kubeconfig, pointed at `server` (the same ServiceAccount token). */
-  function kubeconfigVia(server: string): string {
-    const original = parse(readFileSync(operatorIdentity().install.kubeconfigPath, 'utf8')) as {
-      users: { user: { token: string } }[];
-    };
-    const path = join(logs, `via-${new URL(server).port}.kubeconfig`);
-    writeFileSync(path, kubeconfigYaml(server, env.caPem, { token: original.users[0]?.user.token ?? '' }), {
-      mode: 0o600,
-    });
-    return path;
-  }
-
   async function replica(server: string, webhookUrl: string, webhookPort: number): Promise<number> {
     const metrics = await freePort();
     const log = join(logs, `replica-${replicas.length}.log`);
@@ -121,7 +108,11 @@ describe('fault tolerance: the leader’s API server stalls (accepts, never answ
         '--webhook-url',
         webhookUrl,
       ],
-      { metricsPort: metrics, kubeconfigPath: kubeconfigVia(server), allowUnguarded: false },
+      {
+        metricsPort: metrics,
+        kubeconfigPath: operatorKubeconfigVia(server, logs, env.caPem),
+        allowUnguarded: false,
+      },
     );
     replicas.push({ op, log, metrics, webhook: webhookPort });
     return replicas.length - 1;
