@@ -66,7 +66,7 @@ async function run(args: string[]): Promise<number> {
     ops.close();
     return 2;
   }
-  waitingFor = undefined;
+  waitingFor = 'starting its parts';
   new Gauge({
     name: 'nodeflavor_unguarded_nodes',
     help: '1 while the controller runs with no admission guard protecting Nodes (--allow-unguarded-nodes)',
@@ -150,6 +150,7 @@ async function run(args: string[]): Promise<number> {
     checks.push(part.check);
     stops.push(part.stop);
   }
+  waitingFor = undefined; // every part has its own check from here on
   // Campaign once the controller's caches are warm: a leader then works at once.
   let campaigning = true;
   void controllerSynced.then(() => {
