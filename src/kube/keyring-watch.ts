@@ -55,9 +55,6 @@ export interface KeyRingWatchOptions extends KeyRingLocation {
   retryMs?: number;
 }
 
-/** A fresh read this recent is fresh enough: a burst of failing verdicts costs one read. */
-const REFRESH_REUSE_MS = 1_000;
-
 interface RingMetrics {
   available: Gauge;
   unavailable: Counter<'reason'>;
@@ -96,8 +93,8 @@ export class KeyRingWatch {
   #retryTimer: NodeJS.Timeout | undefined;
   #stopped = false;
   #started: Promise<void> | undefined;
-  #refreshing: Promise<KeyRing> | undefined;
-  #refreshedAt = 0;
+  #reading: Promise<KeyRing> | undefined;
+  #nextRead: Promise<KeyRing> | undefined;
 
   constructor(options: KeyRingWatchOptions) {
     this.#options = options;
@@ -180,16 +177,24 @@ export class KeyRingWatch {
 
   /**
    * The ring as the API server has it now (one list by name, which the chart's RBAC allows),
-   * adopted as if the watch had brought it. Concurrent callers share one read, and a read less
-   * than a second old is reused. A ring that cannot be read now leaves the watched one in use.
+   * adopted as if the watch had brought it. Every caller gets a read that began after it asked
+   * (a read already under way may predate the rotation it needs); callers that ask during a read
+   * share the one that follows it, so a burst of failing verdicts costs two reads, not one each.
    */
-  async refresh(): Promise<KeyRing> {
-    if (Date.now() - this.#refreshedAt < REFRESH_REUSE_MS && !this.#refreshing) return this.get();
-    this.#refreshing ??= this.#readNow().finally(() => {
-      this.#refreshedAt = Date.now();
-      this.#refreshing = undefined;
-    });
-    return this.#refreshing;
+  refresh(): Promise<KeyRing> {
+    if (!this.#reading) {
+      this.#reading = this.#readNow().finally(() => {
+        this.#reading = undefined;
+      });
+      return this.#reading;
+    }
+    this.#nextRead ??= this.#reading
+      .catch(() => undefined)
+      .then(() => {
+        this.#nextRead = undefined;
+        return this.refresh();
+      });
+    return this.#nextRead;
   }
 
   async #readNow(): Promise<KeyRing> {
