@@ -39,6 +39,14 @@ export const ConfigSchema = z.object({
   issuer: z.boolean().default(true),
   leaderElect: z.boolean().default(true),
   leaderElectionId: z.string().default('nodeflavor-controller'),
+  /** A standby takes the Lease this long after it last saw the leader renew it. */
+  leaderElectLeaseDuration: durationMs.default(10_000),
+  /** A leader that has not renewed for this long stops leading, in-flight writes included. */
+  leaderElectRenewDeadline: durationMs.default(7_000),
+  /** How often the leader renews and a standby checks the Lease. */
+  leaderElectRetryPeriod: durationMs.refine((ms) => ms >= 100, 'must be at least 100ms').default(2_000),
+  /** Every Kubernetes API request (lists page by page, writes, reviews) fails after this long. */
+  kubeRequestTimeout: durationMs.refine((ms) => ms >= 100, 'must be at least 100ms').default(30_000),
   /** Serves /metrics, /healthz and /readyz (plain HTTP). */
   metricsAddress: address.default(':8080'),
   keySecret: z.string().default('nodeflavor-hmac-keys'),
@@ -133,10 +141,20 @@ export const ConfigSchema = z.object({
 const CheckedConfigSchema = ConfigSchema.refine((c) => c.issuerHeadersTimeout <= c.issuerRequestTimeout, {
   message: 'must not be longer than --issuer-request-timeout',
   path: ['issuerHeadersTimeout'],
-}).refine((c) => c.issuerMaxConnectionsPerAddress <= c.issuerMaxConnections, {
-  message: 'must not be larger than --issuer-max-connections',
-  path: ['issuerMaxConnectionsPerAddress'],
-});
+})
+  .refine((c) => c.issuerMaxConnectionsPerAddress <= c.issuerMaxConnections, {
+    message: 'must not be larger than --issuer-max-connections',
+    path: ['issuerMaxConnectionsPerAddress'],
+  })
+  // client-go's rules: a leader gives up before a standby may take over, and renews in between.
+  .refine((c) => c.leaderElectRenewDeadline < c.leaderElectLeaseDuration, {
+    message: 'must be shorter than --leader-elect-lease-duration',
+    path: ['leaderElectRenewDeadline'],
+  })
+  .refine((c) => c.leaderElectRetryPeriod < c.leaderElectRenewDeadline, {
+    message: 'must be shorter than --leader-elect-renew-deadline',
+    path: ['leaderElectRetryPeriod'],
+  });
 
 export type Config = z.output<typeof ConfigSchema>;
 

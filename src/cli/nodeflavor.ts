@@ -2,6 +2,8 @@
 // nodeflavor run [--kubeconfig PATH] [flags]: the operator — controller, admission webhook and
 // token issuer in one process, each switchable (--no-controller, --no-webhook, --no-issuer).
 // Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage or configuration.
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
 import pino from 'pino';
 import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import { parseConfig } from '../config.ts';
@@ -10,6 +12,7 @@ import { loadKubeConfig } from '../kube/config.ts';
 import { EventRecorder } from '../kube/events.ts';
 import { observeKubeRequests } from '../kube/fetch.ts';
 import { KeyRingWatch } from '../kube/keyring-watch.ts';
+import { LeaderElector, soleLeadership } from '../kube/leader.ts';
 import { kubeRequestCounter } from '../ops/kube-request-metrics.ts';
 import { type ReadinessCheck, splitAddress, startOpsServer } from '../ops/server.ts';
 import { parseRunFlags, UsageError } from './run-flags.ts';
@@ -39,19 +42,31 @@ async function run(args: string[]): Promise<number> {
       censor: '[redacted]',
     },
   });
-  const kubeConfig = loadKubeConfig(config.kubeconfig);
-  // Before anything writes: who we are, and whether Nodes are guarded (ADR 0003).
-  const startup = await startupChecks(kubeConfig, config, log);
-  if (startup.refusal) {
-    process.stderr.write(`nodeflavor: ${startup.refusal}\n`);
-    return 2;
-  }
   const registry = new Registry();
   // Process metrics (resident memory, heap, event-loop lag, GC) beside ours, as operators export them.
   collectDefaultMetrics({ register: registry });
   observeKubeRequests(kubeRequestCounter(registry));
   const checks: ReadinessCheck[] = [];
   const stops: (() => Promise<void>)[] = [];
+
+  // First of all, before anything that needs the API server: /healthz answers while the API
+  // server is down (the kubelet must not restart us in a loop), and /readyz says what we wait for.
+  let waitingFor: string | undefined = 'starting';
+  checks.push({ name: 'startup', ready: () => waitingFor === undefined, reason: () => waitingFor });
+  const { host, port } = splitAddress(config.metricsAddress);
+  const ops = await startOpsServer({ host, port, registry, checks });
+
+  const kubeConfig = loadKubeConfig(config.kubeconfig, { requestTimeoutMs: config.kubeRequestTimeout });
+  // Before anything writes: who we are, and whether Nodes are guarded (ADR 0003).
+  const startup = await startupChecks(kubeConfig, config, log, (why) => {
+    waitingFor = why;
+  });
+  if (startup.refusal) {
+    process.stderr.write(`nodeflavor: ${startup.refusal}\n`);
+    ops.close();
+    return 2;
+  }
+  waitingFor = 'starting its parts';
   new Gauge({
     name: 'nodeflavor_unguarded_nodes',
     help: '1 while the controller runs with no admission guard protecting Nodes (--allow-unguarded-nodes)',
@@ -84,42 +99,76 @@ async function run(args: string[]): Promise<number> {
     keyRing = ring;
   }
 
+  // One Lease per process: its holder runs the controller's queues and writes the admission
+  // registration, the objects every replica shares.
+  const identity = `${hostname()}-${randomBytes(4).toString('hex')}`;
+  const elector =
+    config.leaderElect && (config.controller || config.webhook)
+      ? new LeaderElector({
+          kubeConfig,
+          namespace: config.namespace,
+          name: config.leaderElectionId,
+          identity,
+          leaseDurationMs: config.leaderElectLeaseDuration,
+          renewDeadlineMs: config.leaderElectRenewDeadline,
+          retryPeriodMs: config.leaderElectRetryPeriod,
+          onStartedLeading: () => log.info({ identity }, 'became the leader'),
+          onStoppedLeading: (why) => log.warn({ identity, why }, 'stopped leading'),
+          onError: (error) => log.warn({ err: error.message }, 'leader election'),
+        })
+      : undefined;
+  const leadership = elector ?? soleLeadership();
+
+  let controllerSynced: Promise<void> = Promise.resolve();
   if (config.controller) {
     const controller = startController({
       kubeConfig,
       config,
       registry,
       log: log.child({ part: 'controller' }),
+      identity,
+      leadership,
       ...(keyRing ? { keyRing } : {}),
     });
-    let synced = false;
-    void controller.synced.then(() => {
-      synced = true;
+    controllerSynced = controller.synced;
+    checks.push({
+      name: 'controller-caches',
+      ready: () => controller.unsyncedCaches().length === 0,
+      reason: () => `waiting for the first list of ${controller.unsyncedCaches().join(', ')}`,
     });
-    checks.push({ name: 'controller-caches', ready: () => synced });
     stops.push(controller.stop);
   }
   const parts = await import('./run-parts.ts');
-  for (const part of await parts.startOptionalParts({
+  for (const part of parts.startOptionalParts({
     kubeConfig,
     config,
     registry,
     log,
+    leadership,
     ...(keyRing ? { keyRing } : {}),
   })) {
     checks.push(part.check);
     stops.push(part.stop);
   }
+  waitingFor = undefined; // every part has its own check from here on
+  // Campaign once the controller's caches are warm: a leader then works at once.
+  let campaigning = true;
+  void controllerSynced.then(() => {
+    if (campaigning) elector?.start();
+  });
+  stops.push(async () => {
+    campaigning = false;
+    await elector?.stop(); // after the parts: releasing the Lease hands over at once
+  });
   if (keyRing) stops.push(async () => keyRing.stop()); // last: the parts above use it until they stop
 
-  const { host, port } = splitAddress(config.metricsAddress);
-  const ops = await startOpsServer({ host, port, registry, checks });
   log.info(
     {
       metrics: config.metricsAddress,
       controller: config.controller,
       webhook: config.webhook,
       issuer: config.issuer,
+      identity,
     },
     'nodeflavor running',
   );

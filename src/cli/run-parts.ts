@@ -1,5 +1,6 @@
 // The optional parts of `nodeflavor run` besides the controller: the admission guard and the
-// token-issuer API. Each returns a readiness check and a stop function.
+// token-issuer API. Each returns at once with a readiness check (saying what it waits for) and a
+// stop function, and starts in the background: nothing here holds up /healthz.
 import type { Server as HttpsServer } from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -7,6 +8,7 @@ import type { Registry } from 'prom-client';
 import type { Config } from '../config.ts';
 import { CaConfigMapStore } from '../kube/ca-configmap.ts';
 import type { KeyRingWatch } from '../kube/keyring-watch.ts';
+import type { Leadership } from '../kube/leader.ts';
 import { watchProtectedKeys } from '../kube/protected-keys-source.ts';
 import { WebhookTlsStore } from '../kube/webhook-tls-store.ts';
 import type { ReadinessCheck } from '../ops/server.ts';
@@ -31,24 +33,39 @@ interface PartOptions {
   log: Logger;
   /** The process's one key ring (the controller shares it). */
   keyRing?: KeyRingWatch;
+  /** The process's leadership: only the leader writes shared objects (the admission registration). */
+  leadership?: Leadership;
 }
 
-export async function startOptionalParts(options: PartOptions): Promise<RunningPart[]> {
+export function startOptionalParts(options: PartOptions): RunningPart[] {
   const parts: RunningPart[] = [];
   if (options.config.webhook) parts.push(startAdmissionPart(options));
-  if (options.config.issuer) parts.push(await startIssuerPart(options));
+  if (options.config.issuer) parts.push(startIssuerPart(options));
   return parts;
 }
 
-function startAdmissionPart({ kubeConfig, config, registry, log }: PartOptions): RunningPart {
+function startAdmissionPart({ kubeConfig, config, registry, log, leadership }: PartOptions): RunningPart {
   // Its own small FlavorClass watch (key names only), so the guard runs with or without the controller.
   const keys = watchProtectedKeys(kubeConfig);
-  const admission = startAdmission({ kubeConfig, config, registry, logger: log, protectedKeys: keys });
-  admission.ready.catch((error: Error) =>
-    log.error({ err: error.message }, 'admission guard failed to start'),
-  );
+  const admission = startAdmission({
+    kubeConfig,
+    config,
+    registry,
+    logger: log,
+    protectedKeys: keys,
+    ...(leadership ? { leadership } : {}),
+  });
+  let failed: string | undefined;
+  admission.ready.catch((error: Error) => {
+    failed = error.message;
+    log.error({ err: error.message }, 'admission guard failed to start');
+  });
   return {
-    check: { name: 'admission', ready: () => admission.isReady() },
+    check: {
+      name: 'admission',
+      ready: () => admission.isReady(),
+      reason: () => (failed ? `failed to start: ${failed}` : admission.notReadyReason()),
+    },
     stop: async () => {
       await admission.stop();
       keys.stop();
@@ -73,13 +90,35 @@ function issuerCertificates(kubeConfig: KubeConfig, config: Config, log: Logger)
   });
 }
 
-async function startIssuerPart({
-  kubeConfig,
-  config,
-  registry,
-  log,
-  keyRing,
-}: PartOptions): Promise<RunningPart> {
+function startIssuerPart(options: PartOptions): RunningPart {
+  let running: RunningPart | undefined;
+  let stopped = false;
+  let waiting = 'waiting for its serving certificate';
+  const starting = runIssuer(options).then(
+    async (part) => {
+      if (stopped) await part.stop();
+      else running = part;
+    },
+    (error: Error) => {
+      waiting = `failed to start: ${error.message}`;
+      options.log.error({ err: error.message }, 'token issuer failed to start');
+    },
+  );
+  return {
+    check: {
+      name: 'issuer',
+      ready: () => running?.check.ready() ?? false,
+      reason: () => (running ? running.check.reason?.() : waiting),
+    },
+    stop: async () => {
+      stopped = true;
+      await starting;
+      await running?.stop();
+    },
+  };
+}
+
+async function runIssuer({ kubeConfig, config, registry, log, keyRing }: PartOptions): Promise<RunningPart> {
   const certificates = issuerCertificates(kubeConfig, config, log.child({ component: 'issuer-tls' }));
   const first = await certificates.start();
   const { host, port } = listenAddress(config.issuerAddress);
@@ -140,8 +179,7 @@ async function startIssuerPart({
   );
   log.info({ url: issuer.url }, 'token issuer serving');
   return {
-    // Its reason is the hmac-key-ring check's, which `nodeflavor run` reports beside it.
-    check: { name: 'issuer', ready: () => issuer.ready() },
+    check: { name: 'issuer', ready: () => issuer.ready(), reason: () => issuer.notReadyReason() },
     stop: async () => {
       caPublisher.stop();
       certificates.stop();

@@ -1,7 +1,10 @@
 // The checks `nodeflavor run` makes before it writes anything (decisions in startup-checks.ts):
 // who the API server says this process is (SelfSubjectReview, allowed for every authenticated
 // user), and, for a controller without its own admission guard, whether one is registered.
-// A transient failure (API server unreachable, 5xx, 429) is retried for a while; then it fails.
+// A transient failure (API server unreachable or silent, 5xx, 429) is retried with backoff for
+// as long as it lasts, and reported through `onWaiting` (/readyz says why the process is not
+// ready): exiting would only have the kubelet restart the pod in a loop while the API server is
+// briefly down. A definite answer (who we are, what is registered) decides at once.
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { findRegistration } from '../kube/admission-registration.ts';
@@ -9,7 +12,7 @@ import { KubeError } from '../kube/kube-error.ts';
 import { KubeReviews } from '../kube/reviews.ts';
 import { type GuardDecision, guardDecision, identityRefusal, type StartupConfig } from './startup-checks.ts';
 
-const RETRY_FOR_MS = 60_000;
+const MAX_RETRY_DELAY_MS = 5_000;
 
 export interface StartupVerdict {
   username: string;
@@ -22,18 +25,27 @@ export async function startupChecks(
   kubeConfig: KubeConfig,
   config: StartupConfig,
   log: Logger,
+  /** Why the checks have not finished yet: a sentence for /readyz. */
+  onWaiting: (why: string) => void = () => undefined,
 ): Promise<StartupVerdict> {
-  const username = await retried(log, async () => {
-    const name = await new KubeReviews(kubeConfig).whoAmI();
-    if (!name) throw new KubeError(401, 'Unauthorized', 'SelfSubjectReview returned no username');
-    return name;
-  });
+  const retried = <T>(what: string, attempt: () => Promise<T>) =>
+    retriedWhileTransient(log, what, attempt, onWaiting);
+  const username = await retried(
+    'asking the API server who this process is (SelfSubjectReview)',
+    async () => {
+      const name = await new KubeReviews(kubeConfig).whoAmI();
+      if (!name) throw new KubeError(401, 'Unauthorized', 'SelfSubjectReview returned no username');
+      return name;
+    },
+  );
   log.info({ username }, 'running as this identity (SelfSubjectReview)');
   const refusal = identityRefusal(config, username);
   if (refusal) return { username, refusal, guard: { guarded: false } };
   const registration =
     config.controller && !config.webhook
-      ? await retried(log, () => findRegistration(kubeConfig, config.webhookConfigName))
+      ? await retried('looking for the admission registration another process serves', () =>
+          findRegistration(kubeConfig, config.webhookConfigName),
+        )
       : undefined;
   const guard = guardDecision(config, registration);
   if (registration?.state === 'present')
@@ -49,14 +61,21 @@ function transient(error: unknown): boolean {
   return error.status === 0 || error.status === 429 || error.status >= 500;
 }
 
-async function retried<T>(log: Logger, attempt: () => Promise<T>): Promise<T> {
-  const deadline = Date.now() + RETRY_FOR_MS;
-  for (let delay = 250; ; delay = Math.min(delay * 2, 5000)) {
+async function retriedWhileTransient<T>(
+  log: Logger,
+  what: string,
+  attempt: () => Promise<T>,
+  onWaiting: (why: string) => void,
+): Promise<T> {
+  onWaiting(what);
+  for (let delay = 250, attempts = 1; ; delay = Math.min(delay * 2, MAX_RETRY_DELAY_MS), attempts++) {
     try {
       return await attempt();
     } catch (error) {
-      if (!transient(error) || Date.now() + delay > deadline) throw error;
-      log.warn({ err: (error as Error).message }, 'start-up check failed; retrying');
+      if (!transient(error)) throw error;
+      const message = (error as Error).message;
+      onWaiting(`${what}: ${message} (attempt ${attempts}; retrying)`);
+      log.warn({ err: message, attempts }, 'start-up check failed; retrying');
       await new Promise((resolve) => setTimeout(resolve, delay));
     }
   }

@@ -26,6 +26,11 @@ export interface ControllerContext {
   events: EventRecorder;
   log: Logger;
   keyRing: () => Promise<KeyRing>;
+  /**
+   * The ring read from the API server now (not the watched copy), for a verdict that failed a
+   * MAC check: the watch may not have brought a rotation yet. The same object when unchanged.
+   */
+  freshKeyRing: () => Promise<KeyRing>;
   now: () => Date;
   enqueueNode: (name: string) => void;
   requeueNode: (name: string, afterMs: number) => void;

@@ -1,5 +1,8 @@
 // Wires the controller: four list/watch caches (every replica keeps them warm), two work queues
 // that only the leader drains, the event → key mapping, periodic resync, and leader election.
+// Each leadership is a term: the reconcilers write through a KubeConfig fenced by the term's
+// signal, so when the term ends (the Lease lost, or not renewed by the renew deadline) the work
+// in flight is cut off with it, not just the work still queued.
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -8,10 +11,11 @@ import type { Registry } from 'prom-client';
 import { type Config, controllerUsername } from '../config.ts';
 import { FLAVOR_CLASS_PLURAL, FLAVORED_TOKEN_PLURAL, GROUP, VERSION } from '../flavor/resources.ts';
 import { readVerificationRecord } from '../flavor/verdict.ts';
-import { withConnectionReuse } from '../kube/connection-reuse.ts';
+import { prepareKubeConfig } from '../kube/config.ts';
+import { fencedKubeConfig } from '../kube/deadlines.ts';
 import { EventRecorder } from '../kube/events.ts';
 import { KeyRingWatch } from '../kube/keyring-watch.ts';
-import { LeaderElector } from '../kube/leader.ts';
+import { LeaderElector, type Leadership, soleLeadership } from '../kube/leader.ts';
 import { ListWatch, type RestartReason, withoutManagedFields } from '../kube/listwatch.ts';
 import { type TrimmedNode, trimNode } from '../kube/node-writes.ts';
 import { KubeReviews } from '../kube/reviews.ts';
@@ -31,6 +35,8 @@ export interface ControllerHandle {
   /** Resolves when every cache has its first full list. */
   synced: Promise<void>;
   isLeader: () => boolean;
+  /** The caches still waiting for their first list (for /readyz). */
+  unsyncedCaches: () => string[];
   /** Resolves when both queues are empty (tests, benchmarks). */
   idle: () => Promise<void>;
   caches: Caches;
@@ -45,9 +51,14 @@ export function startController(options: {
   identity?: string;
   /** The process's key ring (shared with the issuer); the controller watches its own when absent. */
   keyRing?: KeyRingWatch;
+  /**
+   * The process's leadership (shared with the admission registration); when absent the controller
+   * elects its own (config.leaderElect) once its caches are synced.
+   */
+  leadership?: Leadership;
 }): ControllerHandle {
   const { config, log } = options;
-  const kubeConfig = withConnectionReuse(options.kubeConfig);
+  const kubeConfig = prepareKubeConfig(options.kubeConfig);
   const metrics = controllerMetrics(options.registry);
   const indexes = new Indexes();
   const identity = options.identity ?? `${hostname()}-${randomBytes(4).toString('hex')}`;
@@ -174,29 +185,39 @@ export function startController(options: {
   });
   const caches: Caches = { nodes, csrs, tokens, classes };
 
-  const approveCsr = async (csrName: string, approve: boolean, reason: string, message: string) => {
-    const csr = csrs.get(csrName);
-    if (!csr || csr.status?.conditions?.some((c) => c.type === 'Approved' || c.type === 'Denied')) return;
-    await decideCsr(kubeConfig, csr, approve, reason, message);
+  const recorder = new EventRecorder(kubeConfig, { component: 'nodeflavor-controller' });
+  /** The context of one term: every write (and Event) goes through the term's fenced KubeConfig. */
+  const termContext = (term: AbortSignal): ControllerContext => {
+    const termKubeConfig = fencedKubeConfig(kubeConfig, term);
+    const events = recorder.through(termKubeConfig);
+    events.onError = (error) => {
+      if (!term.aborted) log.warn({ err: error.message }, 'could not record an Event');
+    };
+    return {
+      kubeConfig: termKubeConfig,
+      config,
+      caches,
+      indexes,
+      metrics,
+      events,
+      log,
+      keyRing: () => keyRing.get(),
+      freshKeyRing: () => keyRing.refresh(),
+      now: () => new Date(),
+      enqueueNode: (name) => nodeQueue.add(name),
+      requeueNode: (name, afterMs) => nodeQueue.addAfter(name, afterMs),
+      requeueToken: (name, afterMs) => tokenQueue.addAfter(name, Math.min(afterMs, 2 ** 31 - 1)),
+      approveCsr: async (csrName, approve, reason, message) => {
+        const csr = csrs.get(csrName);
+        if (!csr || csr.status?.conditions?.some((c) => c.type === 'Approved' || c.type === 'Denied')) return;
+        await decideCsr(termKubeConfig, csr, approve, reason, message);
+      },
+    };
   };
-
-  const events = new EventRecorder(kubeConfig, { component: 'nodeflavor-controller' });
-  events.onError = (error) => log.warn({ err: error.message }, 'could not record an Event');
-  ctx = {
-    kubeConfig,
-    config,
-    caches,
-    indexes,
-    metrics,
-    events,
-    log,
-    keyRing: () => keyRing.get(),
-    now: () => new Date(),
-    enqueueNode: (name) => nodeQueue.add(name),
-    requeueNode: (name, afterMs) => nodeQueue.addAfter(name, afterMs),
-    requeueToken: (name, afterMs) => tokenQueue.addAfter(name, Math.min(afterMs, 2 ** 31 - 1)),
-    approveCsr,
-  };
+  // Until the first term: a closed fence, so nothing can write before this replica leads.
+  const closed = new AbortController();
+  closed.abort();
+  ctx = termContext(closed.signal);
 
   /** A CSR made with a bootstrap token we have no FlavoredToken for. */
   async function reconcileOrphanCsr(csrName: string): Promise<void> {
@@ -221,11 +242,11 @@ export function startController(options: {
     if (config.csrApprover && csr.spec.groups?.includes(config.bootstrapGroup)) {
       // A denial is final for the CSR: never deny from a cache that may lag (a new leader right
       // after a failover, a token issued a moment ago). The issuer names records ft-<token ID>.
-      if (tokenId && (await flavoredTokenExists(kubeConfig, `ft-${tokenId}`))) {
+      if (tokenId && (await flavoredTokenExists(ctx.kubeConfig, `ft-${tokenId}`))) {
         tokenQueue.addAfter(`${CSR_KEY_PREFIX}${csrName}`, 1_000);
         return;
       }
-      await approveCsr(csrName, false, 'UnknownToken', 'the bootstrap token was not issued by nodeflavor');
+      await ctx.approveCsr(csrName, false, 'UnknownToken', 'the bootstrap token was not issued by nodeflavor');
     }
   }
 
@@ -242,7 +263,11 @@ export function startController(options: {
 
   // Both queues start at once: a node whose binding is not recorded yet waits (its grace
   // period) rather than being judged, so nothing needs to hold the node queue back.
-  const startWorking = () => {
+  let leading = false;
+  const startWorking = (term: AbortSignal) => {
+    if (term.aborted || stopped) return;
+    ctx = termContext(term);
+    leading = true;
     metrics.isLeader.set(1);
     log.info({ identity }, 'leading: reconciling');
     enqueueAll();
@@ -250,9 +275,12 @@ export function startController(options: {
     nodeQueue.start();
   };
   const stopWorking = () => {
-    metrics.isLeader.set(0);
+    // Queued work stays queued (the next term runs it); work in flight fails with the fence.
     tokenQueue.stop();
     nodeQueue.stop();
+    metrics.isLeader.set(0);
+    if (leading) log.warn({ identity }, 'stopped leading: stopped reconciling, in-flight writes cancelled');
+    leading = false;
   };
 
   if (ownKeyRing) void keyRing.start();
@@ -268,31 +296,29 @@ export function startController(options: {
     metrics.bootstrapGroupAutoApproved,
     log,
   );
-  let elector: LeaderElector | undefined;
-  let leading = false;
+  let stopped = false;
+  const ownElector =
+    options.leadership === undefined && config.leaderElect
+      ? new LeaderElector({
+          kubeConfig,
+          namespace: config.namespace,
+          name: config.leaderElectionId,
+          identity,
+          leaseDurationMs: config.leaderElectLeaseDuration,
+          renewDeadlineMs: config.leaderElectRenewDeadline,
+          retryPeriodMs: config.leaderElectRetryPeriod,
+          onError: (error) => log.warn({ err: error.message }, 'leader election'),
+        })
+      : undefined;
+  const leadership = options.leadership ?? ownElector ?? soleLeadership();
+  let unsubscribe: (() => void) | undefined;
   void synced.then(() => {
-    if (!config.leaderElect) {
-      leading = true;
-      startWorking();
-      return;
-    }
-    elector = new LeaderElector({
-      kubeConfig,
-      namespace: config.namespace,
-      name: config.leaderElectionId,
-      identity,
-      onStartedLeading: () => {
-        leading = true;
-        startWorking();
-      },
-      onStoppedLeading: () => {
-        leading = false;
-        log.warn({ identity }, 'lost leadership: stopped reconciling');
-        stopWorking();
-      },
-      onError: (error) => log.warn({ err: error.message }, 'leader election'),
-    });
-    elector.start();
+    if (stopped) return;
+    // Work only with warm caches: a term that began before the sync starts working now.
+    unsubscribe = leadership.subscribe((term) => (term ? startWorking(term) : stopWorking()));
+    const current = leadership.term();
+    if (current) startWorking(current);
+    ownElector?.start();
   });
   log.info({ identity, controller: controllerUsername(config) }, 'controller starting');
 
@@ -300,14 +326,20 @@ export function startController(options: {
     synced,
     caches,
     isLeader: () => leading,
+    unsyncedCaches: () =>
+      Object.entries(caches)
+        .filter(([, cache]) => !cache.hasSynced)
+        .map(([name]) => name),
     idle: async () => {
       await tokenQueue.whenIdle();
       await nodeQueue.whenIdle();
     },
     stop: async () => {
+      stopped = true;
       clearInterval(resyncTimer);
+      unsubscribe?.();
       stopWorking();
-      await elector?.stop();
+      await ownElector?.stop();
       for (const cache of [nodes, csrs, tokens, classes]) cache.stop();
       if (ownKeyRing) keyRing.stop();
     },

@@ -148,6 +148,15 @@ function reportRecord(
   }
 }
 
+/** Whether the verdict rests on a MAC that did not verify under the ring it was judged with. */
+function failedMacCheck(verdict: ReturnType<typeof decideNode>, applied: AppliedRecordReading): boolean {
+  if (applied.state === 'invalid') return true;
+  return (
+    verdict.kind === 'unflavored' &&
+    (verdict.failure.reason === 'InvalidToken' || verdict.failure.reason === 'InvalidRecord')
+  );
+}
+
 export async function reconcileNode(ctx: ControllerContext, name: string): Promise<void> {
   const node = ctx.caches.nodes.get(name);
   if (!node || node.metadata.deletionTimestamp) return;
@@ -158,20 +167,31 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
   const keys = managedKeys(classes.values());
   const now = ctx.now();
   const bindings = boundTokensFor(name, ctx.indexes, (n) => ctx.caches.tokens.get(n));
-  const keyRing = await ctx.keyRing();
-  const verdict = decideNode({
-    node: facts,
-    bindings,
-    rejectedClaims: ctx.indexes.rejectionsFor(name),
-    flavorClasses: classes,
+  const judge = (keyRing: KeyRing) => ({
     keyRing,
-    now,
-    bindingGraceMs: ctx.config.bindingGrace,
-    carriesTrustedKeys: carriesTrustedKeys(facts, keys),
-    tokenExists: (tokenId) => ctx.indexes.tokenNameById.has(tokenId),
+    verdict: decideNode({
+      node: facts,
+      bindings,
+      rejectedClaims: ctx.indexes.rejectionsFor(name),
+      flavorClasses: classes,
+      keyRing,
+      now,
+      bindingGraceMs: ctx.config.bindingGrace,
+      carriesTrustedKeys: carriesTrustedKeys(facts, keys),
+      tokenExists: (tokenId) => ctx.indexes.tokenNameById.has(tokenId),
+    }),
+    applied: readAppliedRecord(keyRing, facts.uid, facts.annotations[APPLIED_ANNOTATION]),
   });
+  let judged = judge(await ctx.keyRing());
+  // A MAC that fails under the watched ring may have been made with a key a rotation added that
+  // the watch has not brought yet (another replica issued with it): judge again with the ring
+  // as the API server has it now before calling anything forged.
+  if (failedMacCheck(judged.verdict, judged.applied)) {
+    const fresh = await ctx.freshKeyRing();
+    if (fresh !== judged.keyRing) judged = judge(fresh);
+  }
+  const { keyRing, verdict, applied } = judged;
   const involved = { apiVersion: 'v1', kind: 'Node', name, uid: facts.uid };
-  const applied = readAppliedRecord(keyRing, facts.uid, facts.annotations[APPLIED_ANNOTATION]);
 
   switch (verdict.kind) {
     case 'unmanaged':

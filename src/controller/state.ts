@@ -63,6 +63,7 @@ export function tokenFacts(token: StoredToken): TokenFacts {
     nodeName: spec.nodeName,
     nodeNamePattern: spec.nodeNamePattern,
     expiresAt: tokenExpiresAt(token),
+    ...(token.metadata.creationTimestamp ? { issuedAt: new Date(token.metadata.creationTimestamp) } : {}),
     revoked: spec.revoked === true,
     deleting: token.metadata.deletionTimestamp !== undefined,
     stripNodesOnRevoke: spec.revocationPolicy === 'StripNodes',

@@ -8,6 +8,7 @@ import { type FlavoredTokenStatus, ISSUED_ANNOTATION, type TokenBinding } from '
 import { withRejections } from '../flavor/token-lifecycle.ts';
 import { decideBinding, type Failure, type NameFacts, readVerificationRecord } from '../flavor/verdict.ts';
 import { kubeJson } from '../kube/fetch.ts';
+import { KubeError } from '../kube/kube-error.ts';
 import {
   type CsrObject,
   deleteBootstrapSecret,
@@ -197,6 +198,21 @@ async function removeIfHalfMade(
     ctx.requeueToken(token.metadata.name, ctx.config.orphanGrace - age + 500);
     return false;
   }
+  try {
+    // Only the record as judged: an idempotent retry may have completed it since (ADR 0005).
+    await kubeJson(ctx.kubeConfig, 'DELETE', tokenPath(token.metadata.name), {
+      action: `delete half-made FlavoredToken ${token.metadata.name}`,
+      body: {
+        apiVersion: 'v1',
+        kind: 'DeleteOptions',
+        preconditions: { uid: token.metadata.uid, resourceVersion: token.metadata.resourceVersion },
+      },
+    });
+  } catch (error) {
+    if (!(error instanceof KubeError && error.status === 409)) throw error;
+    ctx.requeueToken(token.metadata.name, 1000); // changed since it was judged: judge it again
+    return false;
+  }
   ctx.events.emit(
     {
       apiVersion: token.apiVersion,
@@ -206,12 +222,8 @@ async function removeIfHalfMade(
     },
     'Warning',
     'IssuanceIncomplete',
-    `token ${tokenId} was never marked issued and never used: deleting the record`,
+    `token ${tokenId} was never marked issued and never used: deleted the record`,
   );
-  await kubeJson(ctx.kubeConfig, 'DELETE', tokenPath(token.metadata.name), {
-    action: `delete half-made FlavoredToken ${token.metadata.name}`,
-    body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: token.metadata.uid } },
-  });
   return true;
 }
 

@@ -34,7 +34,8 @@ export const REMEDIES: Readonly<Record<FailureReason, Remedy>> = {
   },
   UnknownToken: {
     check: 'nodeflavor issued the bootstrap token',
-    meaning: 'the node joined with a bootstrap token nodeflavor did not issue (e.g. kubeadm token create)',
+    meaning:
+      'the node joined with a bootstrap token nodeflavor did not issue (e.g. kubeadm token create), or made its CSR before its token was issued (an earlier, deleted token with the same ID)',
     action: 'join with material from kubectl flavor issue or the issuer API',
   },
   NoBinding: {

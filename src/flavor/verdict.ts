@@ -53,6 +53,11 @@ export interface TokenFacts {
   nodeName?: string;
   nodeNamePattern?: string;
   expiresAt: Date;
+  /**
+   * When the record was created. A token ID can come back (an idempotent retry after its token was
+   * deleted): CSRs made before are an earlier token's, never this one's.
+   */
+  issuedAt?: Date;
   revoked: boolean;
   deleting: boolean;
   stripNodesOnRevoke: boolean;
@@ -169,6 +174,15 @@ type BindingCheck = (
   name: NameFacts,
 ) => Failure | undefined;
 
+// Whole seconds, both set by the API server: a CSR of this token is never from before its record.
+const madeAfterIssue: BindingCheck = (csr, token) =>
+  token.issuedAt !== undefined && csr.createdAt.getTime() < token.issuedAt.getTime()
+    ? {
+        reason: 'UnknownToken',
+        message: `CSR ${csr.name} was made before token ${token.tokenId} was issued: it belongs to an earlier token with that ID`,
+      }
+    : undefined;
+
 const notRevoked: BindingCheck = (_csr, token) =>
   token.revoked || token.deleting
     ? { reason: 'Revoked', message: `token ${token.tokenId} was revoked` }
@@ -228,6 +242,7 @@ const roomForBinding: BindingCheck = (_csr, token) =>
     : undefined;
 
 const BINDING_CHAIN: BindingCheck[] = [
+  madeAfterIssue,
   notRevoked,
   notExpired,
   nameAllowed,

@@ -6,19 +6,29 @@
 // matchCondition that switches the guard off, a namespace selector), so after applying we compare
 // the live object with ours and overwrite it when it still differs. An unchanged apply writes
 // nothing and so triggers no watch event: reacting to our own writes cannot loop.
+//
+// With several replicas, only the leader writes (the process's Lease, through a KubeConfig fenced
+// by its term): two replicas whose generated objects differ (the old and the new release in a
+// rolling upgrade) would otherwise take the objects back from each other in a loop. And no
+// release writes over objects a newer revision generated (mayWriteRegistration), so a rolling
+// upgrade never rolls the registration back, whichever replica leads.
 
 import { isDeepStrictEqual } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { CoalescedRun } from '../ops/coalesced-run.ts';
-import type {
-  DesiredRegistration,
-  OwnerReference,
-  RegistrationKind,
-  RegistrationObject,
+import {
+  type DesiredRegistration,
+  liveRevision,
+  mayWriteRegistration,
+  type OwnerReference,
+  type RegistrationKind,
+  type RegistrationObject,
 } from '../webhook/desired-registration.ts';
+import { fencedKubeConfig } from './deadlines.ts';
 import { kubeJson } from './fetch.ts';
 import { isNotFound, KubeError } from './kube-error.ts';
+import type { Leadership } from './leader.ts';
 import { ListWatch } from './listwatch.ts';
 
 export const FIELD_MANAGER = 'nodeflavor';
@@ -50,7 +60,16 @@ export interface AdmissionRegistrarOptions {
   desired: () => DesiredRegistration;
   /** Re-apply even without any event this often (drift repair of last resort). */
   resyncMs?: number;
+  /** Who may write; without it this process always does (a single replica, tests). */
+  leadership?: Leadership;
+  /** The revision this release generates (desiredRegistration's annotation). */
+  revision: number;
+  /** Told whether this release currently leaves a newer release's objects alone (a metric). */
+  onDeferred?: (deferred: boolean) => void;
 }
+
+/** What the last pass did, for /readyz and logs. */
+export type RegistrarState = 'applied' | 'standby' | 'deferred';
 
 export class AdmissionRegistrar {
   private readonly options: AdmissionRegistrarOptions;
@@ -62,14 +81,21 @@ export class AdmissionRegistrar {
       this.applied = true;
       this.firstSuccess?.();
     },
-    onError: (error, failures) =>
-      this.options.logger.error({ err: error.message, failures }, 'cannot apply the admission registration'),
+    onError: (error, failures) => {
+      this.lastError = error.message;
+      // A pass cut off because this replica stopped leading is no failure of the registration.
+      if (error instanceof KubeError && error.reason === 'NotLeader') return;
+      this.options.logger.error({ err: error.message, failures }, 'cannot apply the admission registration');
+    },
     onSettled: () => this.schedule(),
     isStopped: () => this.stopped,
   });
   private stopped = false;
   private firstSuccess: (() => void) | undefined;
   private applied = false;
+  private lastState: RegistrarState | undefined;
+  private lastError: string | undefined;
+  private unsubscribe: (() => void) | undefined;
 
   constructor(options: AdmissionRegistrarOptions) {
     this.options = options;
@@ -81,12 +107,25 @@ export class AdmissionRegistrar {
       this.firstSuccess = resolve;
     });
     this.watchOwnObjects();
+    // A new leader applies at once, rather than at the next event or resync.
+    this.unsubscribe = this.options.leadership?.subscribe((term) => {
+      if (term) this.refresh();
+    });
     this.refresh();
     return first;
   }
 
+  /** True once a pass completed: the registration applied, or left to the leader (a standby). */
   get isApplied(): boolean {
     return this.applied;
+  }
+
+  /** Why the first pass has not completed yet (the last error), for /readyz. */
+  get notAppliedReason(): string | undefined {
+    if (this.applied) return undefined;
+    return this.lastError
+      ? `applying the registration failed: ${this.lastError}`
+      : 'applying the registration';
   }
 
   /** Asks for another pass (coalesced: at most one runs, at most one more is queued). */
@@ -96,6 +135,7 @@ export class AdmissionRegistrar {
 
   stop(): void {
     this.stopped = true;
+    this.unsubscribe?.();
     if (this.timer !== undefined) clearTimeout(this.timer);
     for (const watch of this.watches) watch.stop();
   }
@@ -140,37 +180,95 @@ export class AdmissionRegistrar {
   }
 
   private async pass(): Promise<void> {
+    const term = this.options.leadership ? this.options.leadership.term() : ALWAYS;
+    if (!term) {
+      this.note('standby');
+      return; // the leader keeps the registration true
+    }
+    const kubeConfig = fencedKubeConfig(this.options.kubeConfig, term);
     const desired = this.options.desired();
-    for (const object of desired.apply) await this.applyOne(object);
-    for (const { kind, name } of desired.remove) await this.removeIfOurs(kind, name);
+    let deferred = false;
+    for (const object of desired.apply) deferred = !(await this.applyOne(kubeConfig, object)) || deferred;
+    for (const { kind, name } of desired.remove)
+      deferred = !(await this.removeIfOurs(kubeConfig, kind, name)) || deferred;
+    this.note(deferred ? 'deferred' : 'applied');
   }
 
-  private async applyOne(desired: RegistrationObject): Promise<void> {
+  private note(state: RegistrarState): void {
+    if (state === this.lastState) return;
+    this.lastState = state;
+    this.options.onDeferred?.(state === 'deferred');
+    if (state === 'deferred')
+      this.options.logger.warn(
+        { revision: this.options.revision },
+        'a newer nodeflavor release generated the admission registration: this release leaves it alone (expected while a rolling upgrade is under way)',
+      );
+  }
+
+  /** Applies one object; false when a newer release's object is left alone. */
+  private async applyOne(kubeConfig: KubeConfig, desired: RegistrationObject): Promise<boolean> {
     const path = `${COLLECTION[desired.kind]}/${desired.metadata.name}`;
     const what = `${desired.kind} ${desired.metadata.name}`;
-    const live = await kubeJson<LiveObject>(this.options.kubeConfig, 'PATCH', path, {
-      body: desired,
+    const current = await readLive(kubeConfig, path, what);
+    if (!mayWriteRegistration(current, this.options.revision)) {
+      this.options.logger.debug(
+        { kind: desired.kind, revision: liveRevision(current?.metadata.annotations) },
+        'left a newer release’s admission registration alone',
+      );
+      return false;
+    }
+    // The version read above is a precondition: a newer release's write in between fails this (409).
+    const precondition = current?.metadata.resourceVersion;
+    const body =
+      precondition === undefined
+        ? desired
+        : { ...desired, metadata: { ...desired.metadata, resourceVersion: precondition } };
+    const live = await kubeJson<LiveObject>(kubeConfig, 'PATCH', path, {
+      body,
       contentType: 'application/apply-patch+yaml',
       query: { fieldManager: FIELD_MANAGER, force: true },
       action: `apply ${what}`,
     });
     const drift = driftedFields(desired, live);
-    if (drift.length === 0) return;
+    if (drift.length === 0) return true;
     this.options.logger.warn(
       { kind: desired.kind, name: desired.metadata.name, fields: drift },
       'restoring an edited admission registration',
     );
-    await kubeJson(this.options.kubeConfig, 'PUT', path, {
+    await kubeJson(kubeConfig, 'PUT', path, {
       body: overwrite(desired, live),
       query: { fieldManager: FIELD_MANAGER },
       action: `restore ${what}`,
     });
+    return true;
   }
 
-  private async removeIfOurs(kind: RegistrationKind, name: string): Promise<void> {
-    await removeOwned(this.options.kubeConfig, kind, name, () =>
-      this.options.logger.info({ kind, name }, 'removed the admission registration of the other mode'),
+  /** Removes the other mode's object; false when a newer release's object is left alone. */
+  private async removeIfOurs(kubeConfig: KubeConfig, kind: RegistrationKind, name: string): Promise<boolean> {
+    let deferred = false;
+    await removeOwned(
+      kubeConfig,
+      kind,
+      name,
+      () => this.options.logger.info({ kind, name }, 'removed the admission registration of the other mode'),
+      (live) => {
+        deferred = !mayWriteRegistration(live, this.options.revision);
+        return !deferred;
+      },
     );
+    return !deferred;
+  }
+}
+
+/** The term of a registrar without leadership: it always writes. */
+const ALWAYS = new AbortController().signal;
+
+async function readLive(kubeConfig: KubeConfig, path: string, what: string): Promise<LiveObject | undefined> {
+  try {
+    return await kubeJson<LiveObject>(kubeConfig, 'GET', path, { action: `read ${what}` });
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    throw error;
   }
 }
 
@@ -225,6 +323,7 @@ async function removeOwned(
   kind: RegistrationKind,
   name: string,
   onRemoved?: () => void,
+  mayRemove: (live: LiveObject) => boolean = () => true,
 ): Promise<void> {
   const path = `${COLLECTION[kind]}/${name}`;
   let live: LiveObject;
@@ -236,6 +335,7 @@ async function removeOwned(
   }
   // Someone else's object that happens to share the name is not ours to delete.
   if (live.metadata.labels?.[OWNED_LABEL[0]] !== OWNED_LABEL[1]) return;
+  if (!mayRemove(live)) return;
   try {
     await kubeJson(kubeConfig, 'DELETE', path, {
       body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: live.metadata.uid } },

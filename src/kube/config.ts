@@ -1,12 +1,20 @@
 // Loading a KubeConfig: an explicit file, else $KUBECONFIG / ~/.kube/config, else in-cluster.
+// Every KubeConfig the operator uses is prepared the same way: connections reused, and a
+// deadline on every request.
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { withConnectionReuse } from './connection-reuse.ts';
+import { withRequestDeadlines } from './deadlines.ts';
 
-export function loadKubeConfig(path?: string): KubeConfig {
-  const kc = withConnectionReuse(new KubeConfig());
+/** Connection reuse and request deadlines (idempotent; `timeoutMs` replaces an earlier deadline). */
+export function prepareKubeConfig(kubeConfig: KubeConfig, timeoutMs?: number): KubeConfig {
+  return withRequestDeadlines(withConnectionReuse(kubeConfig), timeoutMs);
+}
+
+export function loadKubeConfig(path?: string, options: { requestTimeoutMs?: number } = {}): KubeConfig {
+  const kc = prepareKubeConfig(new KubeConfig(), options.requestTimeoutMs);
   if (path) {
     if (!existsSync(path)) throw new Error(`kubeconfig ${path} does not exist: check --kubeconfig`);
     kc.loadFromFile(path);

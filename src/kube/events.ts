@@ -63,7 +63,7 @@ interface Aggregate {
 }
 
 export class EventRecorder {
-  private readonly kubeConfig: KubeConfig;
+  private kubeConfig: KubeConfig;
   private readonly component: string;
   private readonly namespace: string;
   private readonly dedupeMs: number;
@@ -94,6 +94,17 @@ export class EventRecorder {
   }
 
   onError: ((error: Error) => void) | undefined;
+
+  /**
+   * This recorder, with its dedupe window and counts, writing through another KubeConfig (a
+   * leader's fenced one: its Events stop with its term). Shares this one's state.
+   */
+  through(kubeConfig: KubeConfig): EventRecorder {
+    const view = Object.create(this) as EventRecorder;
+    view.kubeConfig = kubeConfig;
+    view.onError = undefined;
+    return view;
+  }
 
   async record(object: InvolvedObject, type: EventType, reason: string, message: string): Promise<void> {
     const at = this.now();

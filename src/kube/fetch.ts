@@ -1,10 +1,13 @@
 // Authenticated fetch against the API server, for what client-node's typed clients do not do
 // well: long watches with our own timeouts, metadata-only lists, streaming large lists.
 // Authentication is exactly client-node's (applySecurityAuthentication: client certs, bearer
-// tokens, exec plugins), so every identity a KubeConfig can express works here too.
+// tokens, exec plugins), so every identity a KubeConfig can express works here too. Every
+// request has a deadline and obeys the KubeConfig's fence (deadlines.ts); a watch opts out of
+// the deadline (`timeoutMs: 0`) and keeps its own inactivity watchdog instead.
 import { HttpMethod, type KubeConfig, RequestContext } from '@kubernetes/client-node';
 import { fetch, type Response } from 'undici';
-import { KubeError } from './kube-error.ts';
+import { requestSignal } from './deadlines.ts';
+import { KubeError, toKubeError } from './kube-error.ts';
 
 export interface KubeFetchInit {
   method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -12,6 +15,8 @@ export interface KubeFetchInit {
   headers?: Record<string, string>;
   body?: string;
   signal?: AbortSignal;
+  /** Overrides the KubeConfig's deadline; 0: none (watches). The deadline covers the body too. */
+  timeoutMs?: number;
 }
 
 /** Sees every API request's verb and HTTP status (0 when no answer came): for a metric. */
@@ -36,6 +41,8 @@ export async function kubeFetch(
   }
   const method = (init.method ?? 'GET') as HttpMethod;
   const context = new RequestContext(url.toString(), method ?? HttpMethod.GET);
+  // First, so that a closed fence fails before credentials are even applied.
+  const signal = requestSignal(kubeConfig, { signal: init.signal, timeoutMs: init.timeoutMs });
   await kubeConfig.applySecurityAuthentication(context);
   try {
     const response = await fetch(url, {
@@ -43,7 +50,7 @@ export async function kubeFetch(
       headers: { ...context.getHeaders(), ...init.headers },
       body: init.body,
       dispatcher: context.getDispatcher(),
-      signal: init.signal,
+      signal,
     });
     requestObserver?.(method, response.status);
     return response;
@@ -82,16 +89,23 @@ export async function kubeJson<T = unknown>(
   path: string,
   options: { body?: unknown; contentType?: string; query?: KubeFetchInit['query']; action?: string } = {},
 ): Promise<T> {
-  const response = await kubeFetch(kubeConfig, path, {
-    method,
-    query: options.query,
-    headers: {
-      Accept: 'application/json',
-      ...(options.body === undefined ? {} : { 'Content-Type': options.contentType ?? 'application/json' }),
-    },
-    body: options.body === undefined ? undefined : JSON.stringify(options.body),
-  });
-  const text = await response.text();
+  const action = options.action ?? `${method} ${path}`;
+  let response: Response;
+  let text: string;
+  try {
+    response = await kubeFetch(kubeConfig, path, {
+      method,
+      query: options.query,
+      headers: {
+        Accept: 'application/json',
+        ...(options.body === undefined ? {} : { 'Content-Type': options.contentType ?? 'application/json' }),
+      },
+      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+    });
+    text = await response.text();
+  } catch (error) {
+    throw toKubeError(error, action);
+  }
   if (response.status >= 200 && response.status < 300) return (text ? JSON.parse(text) : undefined) as T;
   let status: { reason?: string; message?: string } = {};
   try {
@@ -102,6 +116,6 @@ export async function kubeJson<T = unknown>(
   throw new KubeError(
     response.status,
     status.reason ?? `HTTP${response.status}`,
-    `${options.action ?? `${method} ${path}`}: ${status.message ?? `HTTP ${response.status}`}`,
+    `${action}: ${status.message ?? `HTTP ${response.status}`}`,
   );
 }

@@ -8,12 +8,16 @@
 // `nodeflavor_keyring_available 0` tell an operator how to restore it. A fresh ring is created
 // only on first install (no FlavoredToken exists). When the Secret comes back, everything resumes.
 // A watch that merely fails (API server down) keeps the last ring: nothing says it changed.
+// A watch can also lag or go quiet without failing; `refresh()` reads the Secret now, for a
+// verdict that is about to say a MAC is wrong (it may only be that we missed a rotation).
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { RandomBytes } from '../flavor/bootstrap-token.ts';
 import { type KeyRing, keyRingKeys, newKeyRing } from '../flavor/keyring.ts';
+import { faultEnabled } from '../ops/failpoints.ts';
 import type { EventRecorder } from './events.ts';
+import { kubeJson } from './fetch.ts';
 import {
   createKeyRingSecret,
   describeLocation,
@@ -89,6 +93,8 @@ export class KeyRingWatch {
   #retryTimer: NodeJS.Timeout | undefined;
   #stopped = false;
   #started: Promise<void> | undefined;
+  #reading: Promise<KeyRing> | undefined;
+  #nextRead: Promise<KeyRing> | undefined;
 
   constructor(options: KeyRingWatchOptions) {
     this.#options = options;
@@ -100,6 +106,7 @@ export class KeyRingWatch {
       path: `/api/v1/namespaces/${options.namespace}/secrets`,
       fieldSelector: `metadata.name=${options.name}`,
       onEvent: (type, secret) => {
+        if (this.#state.status === 'available' && faultEnabled('freeze-keyring-watch')) return;
         this.#generation += 1;
         if (type === 'DELETED') void this.#onMissing();
         else this.#onSecret(secret);
@@ -166,6 +173,43 @@ export class KeyRingWatch {
           : 'KeyRingNotLoaded',
       state.message,
     );
+  }
+
+  /**
+   * The ring as the API server has it now (one list by name, which the chart's RBAC allows),
+   * adopted as if the watch had brought it. Every caller gets a read that began after it asked
+   * (a read already under way may predate the rotation it needs); callers that ask during a read
+   * share the one that follows it, so a burst of failing verdicts costs two reads, not one each.
+   */
+  refresh(): Promise<KeyRing> {
+    if (!this.#reading) {
+      this.#reading = this.#readNow().finally(() => {
+        this.#reading = undefined;
+      });
+      return this.#reading;
+    }
+    this.#nextRead ??= this.#reading
+      .catch(() => undefined)
+      .then(() => {
+        this.#nextRead = undefined;
+        return this.refresh();
+      });
+    return this.#nextRead;
+  }
+
+  async #readNow(): Promise<KeyRing> {
+    const list = await kubeJson<{ items?: SecretObject[] }>(
+      this.#options.kubeConfig,
+      'GET',
+      `/api/v1/namespaces/${this.#options.namespace}/secrets`,
+      {
+        query: { fieldSelector: `metadata.name=${this.#options.name}` },
+        action: `read the HMAC key ring ${this.#where}`,
+      },
+    );
+    const secret = list.items?.[0];
+    if (secret) this.#onSecret(secret);
+    return this.get();
   }
 
   #onSecret(secret: SecretObject): void {

@@ -4,7 +4,11 @@
 // humans and which never holds request data such as a Secret's values.
 import { ApiException } from '@kubernetes/client-node';
 
-/** status 0 means the API server was not reached at all (DNS, TCP, TLS). */
+/**
+ * status 0 means no answer came: the API server was not reached (DNS, TCP, TLS; reason
+ * Unreachable), did not answer within the request's deadline (Timeout), or the request was
+ * cancelled because this replica stopped leading (NotLeader).
+ */
 export class KubeError extends Error {
   readonly status: number;
   /** metav1.Status reason, e.g. NotFound, AlreadyExists, Forbidden, Conflict; or Unreachable. */
@@ -64,6 +68,10 @@ export function toKubeError(error: unknown, action: string): KubeError {
     return new KubeError(code, reason, `${action}: HTTP ${code} ${reason}${detail}`);
   }
   // Not an HTTP answer: the request never got one (connection refused, TLS, DNS, timeout).
+  if (error instanceof Error && error.name === 'TimeoutError')
+    return new KubeError(0, 'Timeout', `${action}: the Kubernetes API server did not answer in time`);
+  if (error instanceof Error && error.name === 'FenceClosedError')
+    return new KubeError(0, 'NotLeader', `${action}: ${error.message}`);
   const why = error instanceof Error ? (firstCauseMessage(error) ?? error.message) : String(error);
   return new KubeError(0, 'Unreachable', `${action}: the Kubernetes API server is unreachable (${why})`);
 }

@@ -1,22 +1,56 @@
 // Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it:
 // acquire when the lease is free or its holder has not renewed within leaseDuration (measured on
 // OUR clock from when we last saw the record change, so clock skew between replicas does not
-// matter), renew every retryPeriod, step down if a renewal has not succeeded for renewDeadline,
-// and release the lease on a clean shutdown so a standby takes over at once.
+// matter), renew every retryPeriod, and release the lease on a clean shutdown so a standby takes
+// over at once.
+//
+// Nothing here waits on the API server without a deadline. A leader steps down the moment its
+// renewDeadline passes without a successful renewal, whatever its requests are doing (a watchdog
+// timer, not the end of a request that may never come), and every leadership is a *term* with an
+// AbortSignal that fires on stepping down: work done under the term (fencedKubeConfig) is cut
+// off with it, so a replica that lost the Lease writes nothing more. Since a standby acquires
+// only leaseDuration after it last saw a renewal, and the leader gave up at renewDeadline, the
+// gap between them (3 s with the defaults) is what keeps two leaders' writes apart.
 import type { KubeConfig } from '@kubernetes/client-node';
+import { FenceClosedError } from './deadlines.ts';
 import { kubeFetch } from './fetch.ts';
 
-export interface LeaderElectionOptions {
+export interface LeaderElectionTimings {
+  leaseDurationMs: number;
+  renewDeadlineMs: number;
+  retryPeriodMs: number;
+}
+
+export const DEFAULT_LEADER_TIMINGS: LeaderElectionTimings = {
+  leaseDurationMs: 10_000,
+  renewDeadlineMs: 7_000,
+  retryPeriodMs: 2_000,
+};
+
+export interface LeaderElectionOptions extends Partial<LeaderElectionTimings> {
   kubeConfig: KubeConfig;
   namespace: string;
   name: string;
   identity: string;
-  leaseDurationMs?: number;
-  renewDeadlineMs?: number;
-  retryPeriodMs?: number;
-  onStartedLeading: () => void;
-  onStoppedLeading: () => void;
+  /** `term` fires when this leadership ends. */
+  onStartedLeading?: (term: AbortSignal) => void;
+  /** `why`: a sentence for the log (never a secret). */
+  onStoppedLeading?: (why: string) => void;
   onError?: (error: Error) => void;
+}
+
+/** Who may write the objects every replica shares: the leader, during its term. */
+export interface Leadership {
+  /** The current term's signal while leading, else undefined. */
+  term(): AbortSignal | undefined;
+  /** Called with the new term on gaining leadership, and with undefined on losing it. */
+  subscribe(listener: (term: AbortSignal | undefined) => void): () => void;
+}
+
+/** The leadership of a process that runs without election (--no-leader-elect): always leading. */
+export function soleLeadership(): Leadership {
+  const term = new AbortController().signal;
+  return { term: () => term, subscribe: () => () => undefined };
 }
 
 interface Lease {
@@ -35,22 +69,37 @@ export function microTime(date: Date): string {
   return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 
-export class LeaderElector {
-  private readonly options: Required<Omit<LeaderElectionOptions, 'onError'>> &
-    Pick<LeaderElectionOptions, 'onError'>;
-  private leading = false;
+/** What one attempt found: we hold the lease, or another holder does until `expiresAt` (our clock). */
+type Attempt = { held: true } | { held: false; expiresAt: number };
+
+export class LeaderElector implements Leadership {
+  private readonly options: LeaderElectionOptions & LeaderElectionTimings;
+  private currentTerm: AbortController | undefined;
   private stopped = false;
   private observedRecord = '';
   private observedAt = 0;
   private lastRenewal = 0;
   private timer: NodeJS.Timeout | undefined;
+  private watchdog: NodeJS.Timeout | undefined;
+  private readonly listeners = new Set<(term: AbortSignal | undefined) => void>();
 
   constructor(options: LeaderElectionOptions) {
-    this.options = { leaseDurationMs: 10_000, renewDeadlineMs: 7_000, retryPeriodMs: 2_000, ...options };
+    const timings = { ...DEFAULT_LEADER_TIMINGS, ...definedTimings(options) };
+    checkTimings(timings);
+    this.options = { ...options, ...timings };
   }
 
   get isLeader(): boolean {
-    return this.leading;
+    return this.currentTerm !== undefined;
+  }
+
+  term(): AbortSignal | undefined {
+    return this.currentTerm?.signal;
+  }
+
+  subscribe(listener: (term: AbortSignal | undefined) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 
   start(): void {
@@ -61,10 +110,12 @@ export class LeaderElector {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
-    if (this.leading) {
-      this.leading = false;
-      await this.release().catch((error: Error) => this.options.onError?.(error));
-      this.options.onStoppedLeading();
+    if (this.currentTerm) {
+      this.stepDown('shutting down');
+      // Bounded like a renewal: a hung API server must not hold up the shutdown.
+      await this.release(AbortSignal.timeout(this.options.renewDeadlineMs)).catch((error: Error) =>
+        this.options.onError?.(error),
+      );
     }
   }
 
@@ -72,40 +123,72 @@ export class LeaderElector {
     return `/apis/coordination.k8s.io/v1/namespaces/${this.options.namespace}/leases/${this.options.name}`;
   }
 
-  private schedule(): void {
+  private schedule(delayMs: number): void {
     if (this.stopped) return;
-    this.timer = setTimeout(() => void this.tick(), this.options.retryPeriodMs);
+    this.timer = setTimeout(() => void this.tick(), Math.max(0, delayMs));
   }
 
   private async tick(): Promise<void> {
+    if (this.stopped) return;
+    const { renewDeadlineMs, retryPeriodMs } = this.options;
+    // A leader's attempt may last only until its renew deadline; a standby's, one renew deadline.
+    const budget = this.currentTerm ? this.lastRenewal + renewDeadlineMs - Date.now() : renewDeadlineMs;
+    let next = retryPeriodMs;
     try {
-      const acquired = await this.tryAcquireOrRenew();
-      if (acquired) {
+      if (budget <= 0) throw new Error('the renew deadline passed before the attempt started');
+      const attempt = await this.tryAcquireOrRenew(AbortSignal.timeout(budget));
+      if (this.stopped) return;
+      if (attempt.held) {
         this.lastRenewal = Date.now();
-        if (!this.leading && !this.stopped) {
-          this.leading = true;
-          this.options.onStartedLeading();
-        }
-      } else if (this.leading) {
-        this.stepDown();
+        this.armWatchdog();
+        if (!this.currentTerm) this.startTerm();
+      } else {
+        if (this.currentTerm) this.stepDown('another replica holds the lease');
+        // Try again exactly when the holder's lease runs out, if that is sooner than a retry period.
+        next = Math.min(retryPeriodMs, attempt.expiresAt - Date.now() + 1);
       }
     } catch (error) {
       this.options.onError?.(error as Error);
-      if (this.leading && Date.now() - this.lastRenewal > this.options.renewDeadlineMs) this.stepDown();
+      if (this.currentTerm && Date.now() - this.lastRenewal >= renewDeadlineMs)
+        this.stepDown('the lease could not be renewed within the renew deadline');
     }
-    this.schedule();
+    this.schedule(next);
   }
 
-  private stepDown(): void {
-    this.leading = false;
-    this.options.onStoppedLeading();
+  /** Steps down at the renew deadline even while a renewal request hangs. */
+  private armWatchdog(): void {
+    if (this.watchdog) clearTimeout(this.watchdog);
+    this.watchdog = setTimeout(
+      () => this.stepDown('the lease could not be renewed within the renew deadline'),
+      this.options.renewDeadlineMs,
+    );
+    this.watchdog.unref();
   }
 
-  private async tryAcquireOrRenew(): Promise<boolean> {
+  private startTerm(): void {
+    const term = new AbortController();
+    this.currentTerm = term;
+    this.options.onStartedLeading?.(term.signal);
+    for (const listener of this.listeners) listener(term.signal);
+  }
+
+  private stepDown(why: string): void {
+    const term = this.currentTerm;
+    if (!term) return;
+    this.currentTerm = undefined;
+    if (this.watchdog) clearTimeout(this.watchdog);
+    // First: whatever runs under the term is cut off before anyone is told.
+    term.abort(new FenceClosedError(`this replica stopped leading (${why}): the request was cancelled`));
+    this.options.onStoppedLeading?.(why);
+    for (const listener of this.listeners) listener(undefined);
+  }
+
+  private async tryAcquireOrRenew(signal: AbortSignal): Promise<Attempt> {
     const now = new Date();
     const { kubeConfig, identity } = this.options;
-    const response = await kubeFetch(kubeConfig, this.path());
+    const response = await kubeFetch(kubeConfig, this.path(), { signal });
     if (response.status === 404) {
+      await response.body?.cancel();
       const created = await kubeFetch(
         kubeConfig,
         `/apis/coordination.k8s.io/v1/namespaces/${this.options.namespace}/leases`,
@@ -118,12 +201,13 @@ export class LeaderElector {
             metadata: { name: this.options.name, namespace: this.options.namespace },
             spec: this.spec(now, now, 0),
           }),
+          signal,
         },
       );
-      if (created.status === 409) return false; // another replica won the race
-      if (created.status !== 201)
-        throw new Error(`create Lease: HTTP ${created.status}: ${await created.text()}`);
-      return true;
+      const text = await created.text();
+      if (created.status === 409) return { held: false, expiresAt: Number.POSITIVE_INFINITY }; // lost the race
+      if (created.status !== 201) throw new Error(`create Lease: HTTP ${created.status}: ${text}`);
+      return { held: true };
     }
     if (response.status !== 200)
       throw new Error(`get Lease: HTTP ${response.status}: ${await response.text()}`);
@@ -135,8 +219,8 @@ export class LeaderElector {
     }
     const holder = lease.spec.holderIdentity ?? '';
     const durationMs = (lease.spec.leaseDurationSeconds ?? this.options.leaseDurationMs / 1000) * 1000;
-    const heldByOther = holder !== '' && holder !== identity && this.observedAt + durationMs > Date.now();
-    if (heldByOther) return false;
+    const expiresAt = this.observedAt + durationMs;
+    if (holder !== '' && holder !== identity && expiresAt > Date.now()) return { held: false, expiresAt };
     const transitions = (lease.spec.leaseTransitions ?? 0) + (holder === identity ? 0 : 1);
     const acquireTime =
       holder === identity && lease.spec.acquireTime ? new Date(lease.spec.acquireTime) : now;
@@ -144,14 +228,15 @@ export class LeaderElector {
       method: 'PUT',
       headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({ ...lease, spec: this.spec(acquireTime, now, transitions) }),
+      signal,
     });
-    if (updated.status === 409) return false; // someone else wrote first: re-read next round
-    if (updated.status !== 200)
-      throw new Error(`update Lease: HTTP ${updated.status}: ${await updated.text()}`);
-    const written = (await updated.json()) as Lease;
+    const text = await updated.text();
+    if (updated.status === 409) return { held: false, expiresAt: Number.POSITIVE_INFINITY }; // re-read next round
+    if (updated.status !== 200) throw new Error(`update Lease: HTTP ${updated.status}: ${text}`);
+    const written = JSON.parse(text) as Lease;
     this.observedRecord = `${written.spec.holderIdentity ?? ''}|${written.spec.renewTime ?? ''}`;
     this.observedAt = Date.now();
-    return true;
+    return { held: true };
   }
 
   private spec(acquireTime: Date, renewTime: Date, transitions: number): Lease['spec'] {
@@ -164,13 +249,16 @@ export class LeaderElector {
     };
   }
 
-  private async release(): Promise<void> {
-    const response = await kubeFetch(this.options.kubeConfig, this.path());
-    if (response.status !== 200) return;
+  private async release(signal: AbortSignal): Promise<void> {
+    const response = await kubeFetch(this.options.kubeConfig, this.path(), { signal });
+    if (response.status !== 200) {
+      await response.body?.cancel();
+      return;
+    }
     const lease = (await response.json()) as Lease;
     if (lease.spec.holderIdentity !== this.options.identity) return;
     // An expired-looking record with no holder lets the next candidate acquire immediately.
-    await kubeFetch(this.options.kubeConfig, this.path(), {
+    const released = await kubeFetch(this.options.kubeConfig, this.path(), {
       method: 'PUT',
       headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({
@@ -182,6 +270,25 @@ export class LeaderElector {
           renewTime: microTime(new Date()),
         },
       }),
+      signal,
     });
+    await released.body?.cancel();
   }
+}
+
+function definedTimings(options: Partial<LeaderElectionTimings>): Partial<LeaderElectionTimings> {
+  const out: Partial<LeaderElectionTimings> = {};
+  if (options.leaseDurationMs !== undefined) out.leaseDurationMs = options.leaseDurationMs;
+  if (options.renewDeadlineMs !== undefined) out.renewDeadlineMs = options.renewDeadlineMs;
+  if (options.retryPeriodMs !== undefined) out.retryPeriodMs = options.retryPeriodMs;
+  return out;
+}
+
+/** client-go's rules: a leader gives up before a standby may take over, and renews in between. */
+export function checkTimings(t: LeaderElectionTimings): void {
+  if (!(t.leaseDurationMs > t.renewDeadlineMs))
+    throw new RangeError('the lease duration must be longer than the renew deadline');
+  if (!(t.renewDeadlineMs > t.retryPeriodMs))
+    throw new RangeError('the renew deadline must be longer than the retry period');
+  if (!(t.retryPeriodMs > 0)) throw new RangeError('the retry period must be positive');
 }

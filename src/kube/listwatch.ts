@@ -256,6 +256,8 @@ export class ListWatch<T extends ObjectWithMeta> {
         },
         headers: { Accept: 'application/json' },
         signal: abort.signal,
+        // No request deadline: a watch is long by design; the inactivity watchdog above bounds it.
+        timeoutMs: 0,
       });
       if (response.status === 410) throw new GoneError('resourceVersion too old');
       if (response.status !== 200) {

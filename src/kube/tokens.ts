@@ -57,8 +57,11 @@ export interface TokenKube {
   findFlavoredTokenByTokenId(tokenId: string): Promise<FlavoredToken | undefined>;
   listFlavoredTokens(): Promise<FlavoredToken[]>;
   markFlavoredTokenRevoked(name: string): Promise<FlavoredToken>;
-  /** Marks issuance complete (the bootstrap Secret exists), see ISSUED_ANNOTATION. */
-  markFlavoredTokenIssued(name: string, at: string): Promise<void>;
+  /**
+   * Marks issuance complete (the bootstrap Secret exists), see ISSUED_ANNOTATION; with
+   * `resourceVersion`, only the record as it was read (409 otherwise).
+   */
+  markFlavoredTokenIssued(name: string, at: string, resourceVersion?: string): Promise<void>;
   /** Deletes only the object with this UID (a precondition), so a rollback never hits a newer one. */
   deleteFlavoredToken(name: string, uid: string): Promise<void>;
   createBootstrapSecret(request: BootstrapSecretRequest): Promise<void>;
@@ -152,7 +155,7 @@ export class KubeTokenStore implements TokenKube {
     return parseItems(FlavoredTokenSchema, list);
   }
 
-  async markFlavoredTokenIssued(name: string, at: string): Promise<void> {
+  async markFlavoredTokenIssued(name: string, at: string, resourceVersion?: string): Promise<void> {
     await call(`mark FlavoredToken '${name}' issued`, () =>
       this.#custom.patchClusterCustomObject(
         {
@@ -160,7 +163,12 @@ export class KubeTokenStore implements TokenKube {
           version: VERSION,
           plural: FLAVORED_TOKEN_PLURAL,
           name,
-          body: { metadata: { annotations: { [ISSUED_ANNOTATION]: at } } },
+          body: {
+            metadata: {
+              annotations: { [ISSUED_ANNOTATION]: at },
+              ...(resourceVersion === undefined ? {} : { resourceVersion }),
+            },
+          },
         },
         mergePatch,
       ),

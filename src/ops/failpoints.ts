@@ -1,10 +1,32 @@
-// Failpoints for crash tests: NODEFLAVOR_FAILPOINTS=name[,name] makes the process SIGKILL itself
-// when it reaches that point, so a test can prove a crash exactly there loses nothing. Read once
-// at start-up; unset (always, outside tests) it costs one Set lookup.
-const enabled = new Set((process.env.NODEFLAVOR_FAILPOINTS ?? '').split(',').filter(Boolean));
+// Failpoints for fault tests, set with NODEFLAVOR_FAILPOINTS=name[,name=value]... and read once at
+// start-up; unset (always, outside tests) each check costs one Map lookup.
+//   - crash points (`failpoint`): the process SIGKILLs itself when it reaches that point, so a
+//     test can prove a crash exactly there loses nothing;
+//   - faults (`faultEnabled`, `faultValue`): the process behaves as under a fault the real world
+//     makes but a test cannot time, e.g. a key ring watch that went quiet (a stalled watch is
+//     only noticed after its inactivity timeout), or the registration of an older release.
+const enabled = new Map<string, string>();
+for (const entry of (process.env.NODEFLAVOR_FAILPOINTS ?? '').split(',').filter(Boolean)) {
+  const at = entry.indexOf('=');
+  enabled.set(at < 0 ? entry : entry.slice(0, at), at < 0 ? '' : entry.slice(at + 1));
+}
 
 export type Failpoint = 'after-binding-recorded' | 'after-verification-recorded';
 
 export function failpoint(name: Failpoint): void {
   if (enabled.has(name)) process.kill(process.pid, 'SIGKILL');
+}
+
+/** `freeze-keyring-watch`: the key ring watch delivers the first ring and then nothing more. */
+export type Fault = 'freeze-keyring-watch';
+
+export function faultEnabled(name: Fault): boolean {
+  return enabled.has(name);
+}
+
+/** `registration-revision=N`: this process generates its admission registration as revision N. */
+export type FaultValue = 'registration-revision';
+
+export function faultValue(name: FaultValue): string | undefined {
+  return enabled.get(name);
 }

@@ -29,12 +29,12 @@ import {
 import type { Secret } from '../flavor/secret.ts';
 import { type TokenNode, type TokenPhase, tokenLifecycle } from '../flavor/token-lifecycle.ts';
 import { isAlreadyExists, KubeError } from '../kube/kube-error.ts';
-import type { TokenKube } from '../kube/tokens.ts';
+import type { BootstrapSecretRequest, TokenKube } from '../kube/tokens.ts';
 import { type ClusterJoinFacts, clusterJoinFacts } from './cluster-info.ts';
 import type { IssuanceSettings } from './config.ts';
 import { IssuerError } from './errors.ts';
 import { type JoinMaterial, renderJoinMaterial } from './join-material.ts';
-import { type IssueRequest, validateIssueRequest } from './request.ts';
+import { type IssueRequest, type ValidIssueRequest, validateIssueRequest } from './request.ts';
 
 export const FLAVORED_TOKEN_NAME_PREFIX = 'ft-';
 /** Who asked for the token (a username), for audit; on the FlavoredToken, which token holders cannot read. */
@@ -106,7 +106,22 @@ export function flavoredTokenName(tokenId: string): string {
   return FLAVORED_TOKEN_NAME_PREFIX + tokenId;
 }
 
-export async function issueToken(deps: IssuanceDeps, input: IssueInput): Promise<IssuedToken> {
+/** What an issuance has ready before it writes anything: validated, authorised input and facts. */
+export interface PreparedIssuance {
+  request: ValidIssueRequest;
+  spec: FlavoredTokenInput['spec'];
+  /** The record's annotations (who asked). */
+  annotations: Record<string, string>;
+  ring: KeyRing;
+  facts: ClusterJoinFacts;
+  now: () => Date;
+}
+
+/**
+ * Validates the request and reads everything the material needs before anything is written, so
+ * that these failures leave nothing behind.
+ */
+export async function prepareIssuance(deps: IssuanceDeps, input: IssueInput): Promise<PreparedIssuance> {
   const now = deps.now ?? (() => new Date());
   const { requestedBy, owner, ...body } = input;
   const request = validateIssueRequest(body, deps.settings, now());
@@ -118,7 +133,6 @@ export async function issueToken(deps: IssuanceDeps, input: IssueInput): Promise
       `FlavorClass '${request.flavorClassName}' not found: create it or check --flavor (flavorClassName)`,
     );
   }
-  // Read everything the material needs before writing anything, so that these failures leave nothing.
   const ring = await deps.keyRing();
   const facts = await readJoinFacts(deps);
 
@@ -132,24 +146,39 @@ export async function issueToken(deps: IssuanceDeps, input: IssueInput): Promise
     ...(request.nodeNamePattern !== undefined ? { nodeNamePattern: request.nodeNamePattern } : {}),
     ...(request.description !== undefined ? { description: request.description } : {}),
   };
+  const annotations = {
+    ...(requestedBy ? { [REQUESTED_BY_ANNOTATION]: requestedBy.slice(0, 1024) } : {}),
+    ...(owner ? { [OWNER_ANNOTATION]: owner } : {}),
+  };
+  return { request, spec, annotations, ring, facts, now };
+}
 
+/** The join material for `token` and its flavor token, expiring at `expiresAt`. */
+export function renderMaterial(
+  deps: Pick<IssuanceDeps, 'settings'>,
+  facts: ClusterJoinFacts,
+  token: BootstrapToken,
+  flavorToken: Secret,
+  expiresAt: Date,
+): JoinMaterial {
+  return renderJoinMaterial({
+    apiServerEndpoint: facts.apiServerEndpoint,
+    caCertHash: facts.caCertHash,
+    token,
+    flavorToken,
+    expiresAt,
+    ...(deps.settings.quarantineTaint ? {} : { quarantineTaint: null }),
+  });
+}
+
+export async function issueToken(deps: IssuanceDeps, input: IssueInput): Promise<IssuedToken> {
+  const { request, spec, annotations, ring, facts, now } = await prepareIssuance(deps, input);
   for (let attempt = 1; ; attempt++) {
     const token = generateBootstrapToken(deps.randomBytes ?? cryptoRandomBytes);
     const flavorToken = deriveFlavorToken(ring.active, token.id, request.flavorClassName);
     try {
-      const annotations = {
-        ...(requestedBy ? { [REQUESTED_BY_ANNOTATION]: requestedBy.slice(0, 1024) } : {}),
-        ...(owner ? { [OWNER_ANNOTATION]: owner } : {}),
-      };
       const { name, material } = await writeTokenObjects(deps, token, spec, annotations, now, (expiresAt) =>
-        renderJoinMaterial({
-          apiServerEndpoint: facts.apiServerEndpoint,
-          caCertHash: facts.caCertHash,
-          token,
-          flavorToken,
-          expiresAt,
-          ...(deps.settings.quarantineTaint ? {} : { quarantineTaint: null }),
-        }),
+        renderMaterial(deps, facts, token, flavorToken, expiresAt),
       );
       return {
         name,
@@ -200,17 +229,7 @@ async function writeTokenObjects(
   const name = flavoredTokenName(token.id);
   let record: FlavoredToken;
   try {
-    record = await deps.kube.createFlavoredToken({
-      apiVersion: API_VERSION,
-      kind: FLAVORED_TOKEN_KIND,
-      metadata: {
-        name,
-        labels: { [TOKEN_ID_LABEL]: token.id },
-        finalizers: [TOKEN_FINALIZER],
-        ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
-      },
-      spec,
-    });
+    record = await deps.kube.createFlavoredToken(tokenRecord(token.id, spec, annotations));
   } catch (error) {
     if (isAlreadyExists(error)) throw new TokenIdTaken();
     throw error;
@@ -218,21 +237,12 @@ async function writeTokenObjects(
 
   let secretCreated = false;
   try {
-    // The controller computes the same expiry from the same inputs (spec and creation time).
-    const created = record.metadata.creationTimestamp ? new Date(record.metadata.creationTimestamp) : now();
-    const expiresAt = wholeSeconds(tokenExpiry(spec, created));
-    const expiration = expiresAt.toISOString().replace(/\.\d{3}Z$/, 'Z');
     // No status write here: the controller fills tokenID and expiresAt (and the conditions) on
     // its first reconcile, and the views below compute the expiry the same way until it has.
     // Rendered before the Secret exists: if the material cannot be made, the rollback leaves nothing.
+    const expiresAt = recordExpiry(record, spec, now);
     const material = render(expiresAt);
-    await deps.kube.createBootstrapSecret({
-      token,
-      expiration,
-      authExtraGroups: deps.settings.authExtraGroups,
-      description: deps.settings.secretDescription,
-      owner: { name, uid: record.metadata.uid ?? '' },
-    });
+    await deps.kube.createBootstrapSecret(bootstrapSecretRequest(deps, token, record, expiresAt));
     secretCreated = true;
     // Issuance is complete only with this mark; the controller deletes unmarked, unused records.
     await deps.kube.markFlavoredTokenIssued(
@@ -252,6 +262,47 @@ async function writeTokenObjects(
     if (isAlreadyExists(error)) throw new TokenIdTaken();
     throw error;
   }
+}
+
+/** The FlavoredToken an issuance creates: its record, never a secret. */
+export function tokenRecord(
+  tokenId: string,
+  spec: FlavoredTokenInput['spec'],
+  annotations: Record<string, string>,
+): FlavoredTokenInput {
+  return {
+    apiVersion: API_VERSION,
+    kind: FLAVORED_TOKEN_KIND,
+    metadata: {
+      name: flavoredTokenName(tokenId),
+      labels: { [TOKEN_ID_LABEL]: tokenId },
+      finalizers: [TOKEN_FINALIZER],
+      ...(Object.keys(annotations).length > 0 ? { annotations } : {}),
+    },
+    spec,
+  };
+}
+
+/** The token's expiry, whole seconds: the controller computes the same from spec and creation time. */
+export function recordExpiry(record: FlavoredToken, spec: FlavoredTokenInput['spec'], now: () => Date): Date {
+  const created = record.metadata.creationTimestamp ? new Date(record.metadata.creationTimestamp) : now();
+  return wholeSeconds(tokenExpiry(spec, created));
+}
+
+/** The bootstrap token Secret for `token`, owned by its record. */
+export function bootstrapSecretRequest(
+  deps: Pick<IssuanceDeps, 'settings'>,
+  token: BootstrapToken,
+  record: FlavoredToken,
+  expiresAt: Date,
+): BootstrapSecretRequest {
+  return {
+    token,
+    expiration: expiresAt.toISOString().replace(/\.\d{3}Z$/, 'Z'),
+    authExtraGroups: deps.settings.authExtraGroups,
+    description: deps.settings.secretDescription,
+    owner: { name: record.metadata.name ?? '', uid: record.metadata.uid ?? '' },
+  };
 }
 
 function wholeSeconds(date: Date): Date {

@@ -102,7 +102,7 @@ export const OPENAPI_DOCUMENT = {
         summary: 'Issue a join token for a flavor',
         description:
           'Creates a FlavoredToken and its bootstrap token Secret and returns the join material. With an ' +
-          'Idempotency-Key, a retry with the same key and body (same caller, same replica, within the ' +
+          'Idempotency-Key, a retry with the same key and body (same caller, on any replica, within the ' +
           'idempotency TTL) returns the same token instead of a second one.',
         parameters: [
           {
@@ -122,7 +122,9 @@ export const OPENAPI_DOCUMENT = {
           },
           ...errors,
           '404': errorResponse('The FlavorClass does not exist.'),
-          '409': errorResponse('The Idempotency-Key was used with a different body.'),
+          '409': errorResponse(
+            'The Idempotency-Key was used with a different body, or first used longer ago than the idempotency TTL.',
+          ),
           '413': errorResponse('The body is larger than the limit (16 KiB by default).'),
           '415': errorResponse('The body is not application/json.'),
         },

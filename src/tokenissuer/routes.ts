@@ -12,6 +12,7 @@ import { addressKey, clientAddress, type TrustedProxies } from './client-address
 import type { IssuerConfig } from './config.ts';
 import { IssuerError } from './errors.ts';
 import type { IdempotencyCache } from './idempotency.ts';
+import { issueIdempotently } from './idempotent-issue.ts';
 import {
   findToken,
   flavoredTokenName,
@@ -298,16 +299,23 @@ async function postToken(
       valid.flavorClassName,
       `${caller.username} may not use FlavorClass '${valid.flavorClassName}': ${useHint(caller, valid.flavorClassName)}`,
     );
-    const produce = async () =>
-      issueResponse(
-        await issueToken(ctx.issuance, { ...valid, requestedBy: caller.username, owner: caller.owner }),
-      );
+    const input = { ...valid, requestedBy: caller.username, owner: caller.owner };
     const key = request.headers['idempotency-key'];
+    // With a key, the token is derived and recorded so that a retry on any replica gets it again
+    // (ADR 0005); this replica's cache only spares it the work and shares a request in flight.
+    let replayedByAnother = false;
+    const produce = async () => {
+      if (typeof key !== 'string') return issueResponse(await issueToken(ctx.issuance, input));
+      const ttlMs = ctx.config.idempotency.ttlSeconds * 1000;
+      const { issued, replayed } = await issueIdempotently(ctx.issuance, input, key, ttlMs);
+      replayedByAnother = replayed;
+      return issueResponse(issued);
+    };
     const { value, replayed } =
       typeof key === 'string'
         ? await ctx.idempotency.run(caller.username, key, valid, produce)
         : { value: await produce(), replayed: false };
-    result = replayed ? 'replayed' : 'issued';
+    result = replayed || replayedByAnother ? 'replayed' : 'issued';
     request.log.info({ tokenID: value.tokenID, caller: caller.username, replayed }, 'token issued');
     reply.code(201).header('Cache-Control', 'no-store').header('Location', `/v1/tokens/${value.id}`);
     return value;

@@ -18,7 +18,7 @@ import type { DestinationStream, Logger } from 'pino';
 import { Registry } from 'prom-client';
 import type { RandomBytes } from '../flavor/bootstrap-token.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
-import { withConnectionReuse } from '../kube/connection-reuse.ts';
+import { prepareKubeConfig } from '../kube/config.ts';
 import { FlavorClassWatch } from '../kube/flavor-class-watch.ts';
 import { FlavoredTokenWatch } from '../kube/flavored-token-watch.ts';
 import { KeyRingWatch } from '../kube/keyring-watch.ts';
@@ -232,7 +232,7 @@ export async function startTokenIssuer(
   kubeConfig: KubeConfig,
   options: StartOptions = {},
 ): Promise<RunningIssuer> {
-  withConnectionReuse(kubeConfig);
+  prepareKubeConfig(kubeConfig);
   const logger =
     options.logger?.child({ component: 'token-issuer' }) ??
     createIssuerLogger(config.logLevel, options.logStream);

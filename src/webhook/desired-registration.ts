@@ -2,6 +2,8 @@
 // the protected keys and the webhook's CA: the objects to apply for the configured mode, and the
 // objects of the other mode to remove (so switching `admissionMode` leaves no stale guard behind,
 // such as a webhook with failurePolicy Fail pointing at a server that no longer runs).
+// Each object carries the revision of the rules that generated it, so that during a rolling
+// upgrade an older release never rolls back a newer release's registration (registrationRule).
 import { type Config, controllerUsername } from '../config.ts';
 import type { ProtectedKeys } from '../flavor/admission.ts';
 import {
@@ -39,6 +41,15 @@ export interface DesiredRegistration {
   remove: { kind: RegistrationKind; name: string }[];
 }
 
+/**
+ * The revision of the generated registration. Bump it whenever what desiredRegistration (or
+ * registration.ts) generates changes: an older release leaves a newer revision alone, and the
+ * unit test pinning the generated objects fails until it is bumped.
+ */
+export const REGISTRATION_REVISION = 1;
+/** Where an object says which revision generated it; absent: older than revision 1. */
+export const REGISTRATION_REVISION_ANNOTATION = 'nodeflavor.io/registration-revision';
+
 /** cert-manager's cainjector fills the caBundle from this Certificate (`<namespace>/<name>`). */
 export const INJECT_CA_ANNOTATION = 'cert-manager.io/inject-ca-from';
 /** The Service port the webhook configuration names (the Service maps it to the container port). */
@@ -64,6 +75,7 @@ export function desiredRegistration(
   caPem: string | undefined,
   /** The object whose deletion deletes the registration (config.registrationOwner, resolved). */
   owner?: OwnerReference,
+  revision: number = REGISTRATION_REVISION,
 ): DesiredRegistration {
   const name = config.webhookConfigName;
   const guard = {
@@ -113,8 +125,31 @@ export function desiredRegistration(
       { kind: 'ValidatingAdmissionPolicyBinding', name },
     );
   }
-  if (owner) for (const object of apply) object.metadata.ownerReferences = [{ ...owner }];
+  for (const object of apply) {
+    object.metadata.annotations = {
+      ...object.metadata.annotations,
+      [REGISTRATION_REVISION_ANNOTATION]: String(revision),
+    };
+    if (owner) object.metadata.ownerReferences = [{ ...owner }];
+  }
   return { apply, remove };
+}
+
+/** The revision a live object says generated it: 0 when it says none (a release before revisions). */
+export function liveRevision(annotations: Record<string, string> | undefined): number {
+  const text = annotations?.[REGISTRATION_REVISION_ANNOTATION];
+  return text !== undefined && /^\d{1,9}$/.test(text) ? Number(text) : 0;
+}
+
+/**
+ * Whether this release may write (apply, restore, or delete) a live registration object: not when
+ * a newer release generated it. Same or older: ours to keep true. A missing object is ours to make.
+ */
+export function mayWriteRegistration(
+  live: { metadata: { annotations?: Record<string, string> } } | undefined,
+  revision: number,
+): boolean {
+  return live === undefined || liveRevision(live.metadata.annotations) <= revision;
 }
 
 /** A configured URL without a path gets the webhook's path; one with a path is used as it is. */

@@ -2,19 +2,22 @@
 // cert-manager), the HTTPS webhook, and the registration that points the API server at it (and/or
 // the ValidatingAdmissionPolicy twin), all following the protected keys as FlavorClasses change.
 // Order matters: the keys are known before anything is judged, and the server answers before the
-// registration sends the API server to it.
+// registration sends the API server to it. With several replicas every one serves the webhook,
+// and only the leader writes the registration (AdmissionRegistrar).
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { type Config, controllerUsername } from '../config.ts';
 import type { AdmissionPolicy, ProtectedKeys } from '../flavor/admission.ts';
 import { AdmissionRegistrar, clusterRoleOwner } from '../kube/admission-registration.ts';
-import { withConnectionReuse } from '../kube/connection-reuse.ts';
+import { prepareKubeConfig } from '../kube/config.ts';
+import type { Leadership } from '../kube/leader.ts';
 import type { ProtectedKeysSource } from '../kube/protected-keys-source.ts';
 import { WebhookTlsStore } from '../kube/webhook-tls-store.ts';
+import { faultValue } from '../ops/failpoints.ts';
 import { CertManagerTls } from './cert-manager-tls.ts';
 import type { CertificateSource, ServingCertificate } from './certificate-source.ts';
-import { desiredRegistration, type OwnerReference } from './desired-registration.ts';
+import { desiredRegistration, type OwnerReference, REGISTRATION_REVISION } from './desired-registration.ts';
 import { AdmissionMetrics } from './metrics.ts';
 import { SelfManagedTls } from './self-managed-tls.ts';
 import { startWebhookServer, type WebhookServer } from './server.ts';
@@ -31,12 +34,16 @@ export interface AdmissionOptions {
   protectedKeys: ProtectedKeysSource;
   /** Lifetime of a self-managed serving certificate (renewed at 2/3). Default 30 days. */
   servingCertificateLifetimeMs?: number;
+  /** The process's leadership: only the leader writes the registration. Absent: always writes. */
+  leadership?: Leadership;
 }
 
 export interface RunningAdmission {
   /** Resolves once the guard is in force: webhook serving (if any) and registration applied. */
   ready: Promise<void>;
   isReady(): boolean;
+  /** What the guard is waiting for, while it is not ready (for /readyz). */
+  notReadyReason(): string | undefined;
   /** The webhook's bound port, once listening (undefined in policy mode). */
   port(): number | undefined;
   /** Stops serving and reconciling; the registration stays (other replicas still serve it). */
@@ -45,7 +52,7 @@ export interface RunningAdmission {
 
 export function startAdmission(options: AdmissionOptions): RunningAdmission {
   const { config, logger: parent } = options;
-  withConnectionReuse(options.kubeConfig);
+  prepareKubeConfig(options.kubeConfig);
   const logger = parent.child({ component: 'admission' });
   const metrics = new AdmissionMetrics(options.registry);
   const withWebhook = config.admissionMode !== 'policy';
@@ -55,6 +62,7 @@ export function startAdmission(options: AdmissionOptions): RunningAdmission {
   let unsubscribe: undefined | (() => void);
   let stopped = false;
   let ready = false;
+  let waitingFor = 'the FlavorClass watch (the protected keys)';
 
   const policy = policyCache(config, () => options.protectedKeys.protectedKeys());
 
@@ -62,9 +70,11 @@ export function startAdmission(options: AdmissionOptions): RunningAdmission {
     await options.protectedKeys.ready;
     if (stopped) return;
     if (withWebhook) {
+      waitingFor = 'the serving certificate';
       certificates = certificateSource(options, logger);
       const first = await certificates.start();
       if (stopped) return;
+      waitingFor = 'the webhook server to listen';
       const { host, port } = listenAddress(config.webhookAddress);
       server = await startWebhookServer({ host, port, certificate: first, policy, metrics, logger });
       if (stopped) {
@@ -83,18 +93,25 @@ export function startAdmission(options: AdmissionOptions): RunningAdmission {
       if (latest !== undefined && latest.serial !== first.serial) serve(latest);
       logger.info({ address: config.webhookAddress, port: server.port }, 'admission webhook serving');
     }
+    waitingFor = 'the registration owner';
     const owner = await registrationOwner(options, logger);
     if (stopped) return;
+    // A fault test stands in an older release by its revision (failpoints.ts).
+    const revision = Number(faultValue('registration-revision') ?? REGISTRATION_REVISION);
     registrar = new AdmissionRegistrar({
       kubeConfig: options.kubeConfig,
       logger,
       resyncMs: config.resync,
+      revision,
+      ...(options.leadership ? { leadership: options.leadership } : {}),
+      onDeferred: (deferred) => metrics.registrationDeferred.set(deferred ? 1 : 0),
       desired: () =>
         desiredRegistration(
           config,
           options.protectedKeys.protectedKeys(),
           certificates?.current()?.caPem,
           owner,
+          revision,
         ),
     });
     const subscription = options.protectedKeys.onChange(() => registrar?.refresh());
@@ -108,6 +125,11 @@ export function startAdmission(options: AdmissionOptions): RunningAdmission {
   return {
     ready: run(),
     isReady: () => ready && !stopped,
+    notReadyReason: () => {
+      if (stopped) return 'stopped';
+      if (ready) return undefined;
+      return registrar ? registrar.notAppliedReason : `waiting for ${waitingFor}`;
+    },
     port: () => server?.port,
     stop: async () => {
       stopped = true;

@@ -9,9 +9,20 @@ export class AdmissionMetrics {
   readonly rejectedRequests: Counter<'status'>;
   readonly certificateNotAfter: Gauge;
   readonly certificateChanges: Counter;
+  readonly registrationDeferred: Gauge;
 
   constructor(registry: Registry) {
     const registers = [registry];
+    this.registrationDeferred = reuse(
+      registry,
+      'nodeflavor_admission_registration_deferred',
+      (name) =>
+        new Gauge({
+          name,
+          help: '1 while this replica leads but leaves the admission registration to a newer release (a rolling upgrade under way; alert if it lasts).',
+          registers,
+        }),
+    );
     this.decisions = reuse(
       registry,
       'nodeflavor_admission_decisions_total',

@@ -3,7 +3,12 @@
 //    admission guard exempts (the admin kubeconfig), it exits at once with one line instead of
 //    retrying denied flavor writes forever;
 //  - a controller with no admission guard in front of Nodes refuses to start unless told
-//    (--allow-unguarded-nodes), and then says so loudly (log and metric).
+//    (--allow-unguarded-nodes), and then says so loudly (log and metric);
+//  - /healthz answers before anything needs the API server: started while its API server is
+//    down (a proxy that drops every connection), it is alive and says it is not ready, naming
+//    the start-up check it waits for and why, and it becomes ready once the API server is back
+//    (before the fix nothing listened until the checks passed, and it exited after 60 s: the
+//    kubelet would restart it in a loop).
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,7 +20,8 @@ import { KubeReviews } from '../../src/kube/reviews.ts';
 import { applyObjects } from './cluster/apply.ts';
 import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
-import { prepareOperatorIdentity } from './support/chart.ts';
+import { TcpProxy } from './cluster/tcp-proxy.ts';
+import { operatorKubeconfigVia, prepareOperatorIdentity } from './support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
 import { installCrds, metricValue, OPERATOR_NAMESPACE, opsGet, startOperator } from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
@@ -175,5 +181,51 @@ describe('nodeflavor run: start-up checks', () => {
       readFileSync(logPath, 'utf8'),
       /guarded by an admission registration that another process serves/,
     );
+  });
+
+  it('answers /healthz while its API server is down, says why it is not ready, and is ready once it is back', async (t) => {
+    const proxy = await TcpProxy.start({
+      upstreams: [{ host: '127.0.0.1', port: Number(new URL(env.server).port) }],
+    });
+    cleanups.push(() => proxy.close());
+    proxy.setMode('refuse');
+    const port = await freePort();
+    const started = Date.now();
+    const { op } = operator(['--no-leader-elect'], {
+      metricsPort: port,
+      allowUnguarded: true,
+      kubeconfigPath: operatorKubeconfigVia(proxy.url, dir, env.caPem),
+    });
+    await waitFor(async () => (await opsGet(port, '/healthz'))[0] === 200, {
+      what: 'the operator to answer /healthz while its API server is down',
+      timeoutMs: 30_000,
+      intervalMs: 100,
+    });
+    const aliveMs = Date.now() - started;
+    const [status, body] = await waitFor(
+      async () => {
+        const answer = await opsGet(port, '/readyz');
+        return /attempt \d+/.test(answer[1]) ? answer : undefined;
+      },
+      { what: 'the operator to say which start-up check it waits for', timeoutMs: 30_000 },
+    );
+    assert.equal(status, 503, body);
+    assert.match(
+      body,
+      /^not ready: startup \(asking the API server who this process is \(SelfSubjectReview\): .*unreachable.*attempt \d+; retrying\)/,
+    );
+    assert.ok(op.running, 'it keeps running while the API server is down');
+
+    proxy.setMode('forward');
+    const backAt = Date.now();
+    await waitFor(async () => (await opsGet(port, '/readyz'))[0] === 200, {
+      what: 'the operator to be ready once its API server is back',
+      timeoutMs: 60_000,
+      intervalMs: 100,
+    });
+    t.diagnostic(
+      `/healthz answered ${aliveMs} ms after start with the API server down; ready ${Date.now() - backAt} ms after it came back`,
+    );
+    assert.ok(op.running, 'it never exited');
   });
 });

@@ -122,6 +122,24 @@ describe('decideBinding', () => {
         failure: { reason: 'MalformedCSR', message: 'CSR csr-n1: the request signature does not verify' },
       },
     },
+    'a CSR made before its token was issued belongs to an earlier token of that ID: UnknownToken': {
+      csr: csr({ createdAt: at(-2 * MINUTE) }),
+      token: token({ issuedAt: at(-MINUTE) }),
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: {
+          reason: 'UnknownToken',
+          message:
+            'CSR csr-n1 was made before token abcdef was issued: it belongs to an earlier token with that ID',
+        },
+      },
+    },
+    'a CSR made in the second its token was issued binds': {
+      csr: csr({ createdAt: at(-MINUTE) }),
+      token: token({ issuedAt: at(-MINUTE) }),
+      want: { kind: 'bind', nodeName: 'n1' },
+    },
     'a CSR made with a bootstrap token nodeflavor did not issue is UnknownToken': {
       csr: csr(),
       token: undefined,

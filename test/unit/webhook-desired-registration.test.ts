@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { parseConfig } from '../../src/config.ts';
 import { protectedKeysFromFlavorClasses } from '../../src/flavor/admission.ts';
@@ -6,6 +7,10 @@ import { driftedFields } from '../../src/kube/admission-registration.ts';
 import {
   desiredRegistration,
   INJECT_CA_ANNOTATION,
+  liveRevision,
+  mayWriteRegistration,
+  REGISTRATION_REVISION,
+  REGISTRATION_REVISION_ANNOTATION,
   type RegistrationObject,
   webhookUrl,
 } from '../../src/webhook/desired-registration.ts';
@@ -71,7 +76,10 @@ describe('desiredRegistration', () => {
     const config = parseConfig({ tlsMode: 'cert-manager', namespace: 'nf', tlsSecret: 'hook-tls' });
     const desired = desiredRegistration(config, keys, CA);
     assert.equal(webhookOf(desired.apply).clientConfig.caBundle, undefined);
-    assert.deepEqual(desired.apply[0]?.metadata.annotations, { [INJECT_CA_ANNOTATION]: 'nf/hook-tls' });
+    assert.deepEqual(desired.apply[0]?.metadata.annotations, {
+      [INJECT_CA_ANNOTATION]: 'nf/hook-tls',
+      [REGISTRATION_REVISION_ANNOTATION]: String(REGISTRATION_REVISION),
+    });
   });
 
   test('a webhook URL replaces the Service reference; a bare URL gets the path', () => {
@@ -116,6 +124,64 @@ describe('driftedFields', () => {
     assert.deepEqual(driftedFields(injectedDesired, injected), []);
   });
 });
+
+describe('registration revision: an older release never rolls back a newer one', () => {
+  const at = (revision?: string): { metadata: { annotations: Record<string, string> } } => ({
+    metadata: { annotations: revision === undefined ? {} : { [REGISTRATION_REVISION_ANNOTATION]: revision } },
+  });
+
+  test('every applied object says which revision generated it', () => {
+    const desired = desiredRegistration(parseConfig({ admissionMode: 'both' }), keys, CA, undefined, 7);
+    for (const object of desired.apply)
+      assert.equal(object.metadata.annotations?.[REGISTRATION_REVISION_ANNOTATION], '7');
+  });
+
+  const cases: Record<string, { live: ReturnType<typeof at> | undefined; ours: number; may: boolean }> = {
+    'no object yet: ours to make': { live: undefined, ours: 1, may: true },
+    'an object of a release before revisions': { live: at(), ours: 1, may: true },
+    'the same revision: ours to keep true (drift repair)': { live: at('3'), ours: 3, may: true },
+    'an older revision: ours to upgrade': { live: at('2'), ours: 3, may: true },
+    'a newer revision: left alone': { live: at('4'), ours: 3, may: false },
+    'a revision that is no number counts as none': { live: at('x9'), ours: 1, may: true },
+  };
+  for (const [name, c] of Object.entries(cases)) {
+    test(name, () => assert.equal(mayWriteRegistration(c.live, c.ours), c.may));
+  }
+
+  test('liveRevision reads the annotation, 0 when absent or malformed', () => {
+    assert.equal(liveRevision(at('12').metadata.annotations), 12);
+    assert.equal(liveRevision(undefined), 0);
+    assert.equal(liveRevision(at('-1').metadata.annotations), 0);
+  });
+
+  // What the rules generate is pinned to the revision: a change to desiredRegistration or
+  // registration.ts fails here until REGISTRATION_REVISION is bumped (and this digest updated),
+  // so that an older release cannot roll back the new rules during a rolling upgrade.
+  test('the generated registration is the one pinned for this revision', () => {
+    const config = parseConfig({
+      admissionMode: 'both',
+      namespace: 'nf',
+      adminGroups: ['ops'],
+      registrationOwner: 'nf-owner',
+    });
+    const owner = {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      name: 'nf-owner',
+      uid: 'u',
+    };
+    const digest = createHash('sha256')
+      .update(JSON.stringify(desiredRegistration(config, keys, CA, owner)))
+      .digest('hex');
+    assert.deepEqual(
+      { revision: REGISTRATION_REVISION, digest },
+      { revision: 1, digest: PINNED_REVISION_1 },
+      'the generated registration changed: bump REGISTRATION_REVISION and pin the new digest',
+    );
+  });
+});
+
+const PINNED_REVISION_1 = '0cefa6edff03e89cc4962af24d6c5661ec97f923012000dadc9c609cb3be688f';
 
 describe('listenAddress', () => {
   test('all interfaces, IPv4, IPv6', () => {

@@ -1,6 +1,9 @@
 // A kubeadm-like control plane on 127.0.0.1: etcd, kube-apiserver and kube-controller-manager
 // built from the pinned release, with the PKI, RBAC and cluster-info that `kubeadm init` creates
 // for joining nodes. Used by the e2e suite, the benchmarks, `make cluster-up` and the demo.
+// With `apiServers: 2`, two kube-apiservers share the etcd and the PKI behind a round-robin
+// loopback TCP proxy, as behind a production load balancer: each has its own caches (the 10 s
+// bootstrap-token authentication cache among them), and a client's connections alternate.
 import {
   existsSync,
   mkdirSync,
@@ -28,6 +31,7 @@ import {
 } from './kubeadm-objects.ts';
 import { freePort } from './ports.ts';
 import { ManagedProcess, startJanitor } from './process.ts';
+import { TcpProxy } from './tcp-proxy.ts';
 import { requireBinaries, versions } from './versions.ts';
 
 const YEAR = 365 * 24 * 3600 * 1000;
@@ -58,6 +62,11 @@ export interface ControlPlaneOptions {
    * kubelets run no Pods, and benchmarks should not pay for a scheduler watching 10,000 nodes).
    */
   scheduler?: boolean;
+  /**
+   * kube-apiservers on the one etcd (default 1). With 2, `server` is a round-robin TCP proxy in
+   * front of both (every client, kube-controller-manager included, goes through it).
+   */
+  apiServers?: 1 | 2;
 }
 
 /** Where a control plane started with auditUserGroups writes its audit log. */
@@ -203,16 +212,22 @@ export class ControlPlane {
   readonly pki: Pki;
   private readonly ownsDir: boolean;
   private readonly components = new Map<string, ManagedProcess>();
-  private readonly apiserverArgs: string[];
+  private readonly apiserverArgs: string[][];
   private readonly janitor: { release: () => void } | undefined;
+  /** With several API servers: the load balancer in front of them (`server` is its address). */
+  readonly loadBalancer: TcpProxy | undefined;
+  /** Each kube-apiserver's own address (one entry unless `apiServers: 2`). */
+  readonly apiServerUrls: string[];
 
   private constructor(
     dir: string,
     ownsDir: boolean,
     server: string,
     pki: Pki,
-    apiserverArgs: string[],
+    apiserverArgs: string[][],
     janitor: { release: () => void } | undefined,
+    loadBalancer: TcpProxy | undefined,
+    apiServerUrls: string[],
   ) {
     this.janitor = janitor;
     this.dir = dir;
@@ -220,6 +235,8 @@ export class ControlPlane {
     this.server = server;
     this.pki = pki;
     this.apiserverArgs = apiserverArgs;
+    this.loadBalancer = loadBalancer;
+    this.apiServerUrls = apiServerUrls;
   }
 
   /** The admin (system:masters) kubeconfig file. */
@@ -262,14 +279,20 @@ export class ControlPlane {
       kubeletClientKey: file('apiserver-kubelet-client.key', pki.kubeletClient.keyPem),
     };
 
-    const [etcdClient, etcdPeer, apiPort, kcmPort, schedulerPort] = await Promise.all([
-      freePort(),
+    const [etcdClient, etcdPeer, kcmPort, schedulerPort] = await Promise.all([
       freePort(),
       freePort(),
       freePort(),
       freePort(),
     ]);
-    const server = `https://127.0.0.1:${apiPort}`;
+    const apiPorts: number[] = [];
+    for (let i = 0; i < (options.apiServers ?? 1); i++) apiPorts.push(await freePort());
+    const apiServerUrls = apiPorts.map((port) => `https://127.0.0.1:${port}`);
+    const loadBalancer =
+      apiPorts.length > 1
+        ? await TcpProxy.start({ upstreams: apiPorts.map((port) => ({ host: '127.0.0.1', port })) })
+        : undefined;
+    const server = loadBalancer?.url ?? (apiServerUrls[0] as string);
     writeFileSync(
       join(dir, 'admin.kubeconfig'),
       kubeconfigYaml(server, pki.clusterCa.certPem, pki.admin, 'nodeflavor-local'),
@@ -292,7 +315,6 @@ export class ControlPlane {
 
     const apiserverArgs = [
       `--etcd-servers=http://127.0.0.1:${etcdClient}`,
-      `--secure-port=${apiPort}`,
       '--bind-address=127.0.0.1',
       '--advertise-address=127.0.0.1',
       '--endpoint-reconciler-type=none',
@@ -324,12 +346,26 @@ export class ControlPlane {
         omitStages: ['RequestReceived'],
         rules: [{ level: 'Metadata', userGroups: options.auditUserGroups }, { level: 'None' }],
       };
-      apiserverArgs.push(
-        `--audit-policy-file=${file('audit-policy.yaml', stringify(policy))}`,
-        `--audit-log-path=${join(dir, AUDIT_LOG)}`,
-      );
+      apiserverArgs.push(`--audit-policy-file=${file('audit-policy.yaml', stringify(policy))}`);
     }
-    const plane = new ControlPlane(dir, ownsDir, server, pki, apiserverArgs, janitor);
+    // One argument list per kube-apiserver: its own port and, when auditing, its own log.
+    const instanceArgs = apiPorts.map((port, i) => [
+      ...apiserverArgs,
+      `--secure-port=${port}`,
+      ...(options.auditUserGroups !== undefined
+        ? [`--audit-log-path=${join(dir, i === 0 ? AUDIT_LOG : `audit-${i + 1}.log`)}`]
+        : []),
+    ]);
+    const plane = new ControlPlane(
+      dir,
+      ownsDir,
+      server,
+      pki,
+      instanceArgs,
+      janitor,
+      loadBalancer,
+      apiServerUrls,
+    );
     const components = plane.components;
     try {
       const started = Date.now();
@@ -354,7 +390,7 @@ export class ControlPlane {
         ),
       );
       await plane.waitFor('etcd', `http://127.0.0.1:${etcdClient}/health`, timeout);
-      await plane.startApiServer(timeout);
+      await Promise.all(instanceArgs.map((_, i) => plane.startApiServer(i, timeout)));
       log(`kube-apiserver ready at ${server} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
       await plane.createKubeadmObjects();
       components.set(
@@ -417,18 +453,19 @@ export class ControlPlane {
     }
   }
 
-  private async startApiServer(timeout: number): Promise<void> {
+  private async startApiServer(index: number, timeout: number): Promise<void> {
     const binaries = requireBinaries();
+    const name = apiServerName(index);
     this.components.set(
-      'kube-apiserver',
+      name,
       new ManagedProcess(
-        'kube-apiserver',
+        name,
         binaries.kubeApiserver,
-        this.apiserverArgs,
-        join(this.dir, 'kube-apiserver.log'),
+        this.apiserverArgs[index] as string[],
+        join(this.dir, `${name}.log`),
       ),
     );
-    await this.waitFor('kube-apiserver', `${this.server}/readyz`, timeout);
+    await this.waitFor(name, `${this.apiServerUrls[index]}/readyz`, timeout);
   }
 
   /** Polls a health URL until it answers 200 "ok", the component dies, or the deadline passes. */
@@ -469,18 +506,20 @@ export class ControlPlane {
     return (JSON.parse(body) as { gitVersion: string }).gitVersion;
   }
 
-  /** Restarts kube-apiserver on the same port and etcd (watches see a disconnect). */
+  /** Restarts (the first) kube-apiserver on the same port and etcd (watches see a disconnect). */
   async restartApiServer(timeout = 90_000): Promise<void> {
-    await this.components.get('kube-apiserver')?.stop();
-    await this.startApiServer(timeout);
+    await this.components.get(apiServerName(0))?.stop();
+    await this.startApiServer(0, timeout);
   }
 
   /** Stops every component and removes the temp dir; safe to call twice. */
   async stop(): Promise<void> {
-    for (const name of ['kube-scheduler', 'kube-controller-manager', 'kube-apiserver', 'etcd']) {
+    const apiServers = this.apiServerUrls.map((_, i) => apiServerName(i));
+    for (const name of ['kube-scheduler', 'kube-controller-manager', ...apiServers, 'etcd']) {
       await this.components.get(name)?.stop();
     }
     this.components.clear();
+    await this.loadBalancer?.close();
     if (this.ownsDir && existsSync(this.dir)) rmSync(this.dir, { recursive: true, force: true });
     this.janitor?.release();
   }
@@ -488,6 +527,11 @@ export class ControlPlane {
   lastLogLines(): string {
     return [...this.components.values()].map((c) => c.lastLines()).join('\n');
   }
+}
+
+/** kube-apiserver, kube-apiserver-2, ... (component and log names). */
+function apiServerName(index: number): string {
+  return index === 0 ? 'kube-apiserver' : `kube-apiserver-${index + 1}`;
 }
 
 function httpsOrHttpGet(

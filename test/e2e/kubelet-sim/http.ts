@@ -9,6 +9,11 @@ export interface Credentials {
   cert?: string;
   key?: string;
   bearerToken?: string;
+  /**
+   * A new connection for every request (default: keep-alive). Behind a load balancer in front of
+   * several API servers, consecutive requests then land on different ones.
+   */
+  connectionPerRequest?: boolean;
 }
 
 export interface HttpResult<T = unknown> {
@@ -59,6 +64,8 @@ export class KubeHttp {
       headers['Content-Length'] = String(Buffer.byteLength(payload));
     }
     if (this.credentials.bearerToken) headers.Authorization = `Bearer ${this.credentials.bearerToken}`;
+    // The server closes the connection after answering: the next request dials again.
+    if (this.credentials.connectionPerRequest) headers.Connection = 'close';
     return new Promise((resolve, reject) => {
       const req = request(
         new URL(path, this.server),

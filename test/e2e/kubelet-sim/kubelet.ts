@@ -23,6 +23,12 @@ export interface KubeletOptions {
   extraLabels?: Record<string, string>;
   /** Runs after the client certificate is issued and before the Node is created (fault tests). */
   beforeRegister?: () => Promise<void>;
+  /**
+   * Open a new connection for every request (default: keep-alive), so that behind a load
+   * balancer consecutive requests reach different API servers, as separate clients (kubeadm,
+   * the kubelet's bootstrap client, its watch) do.
+   */
+  connectionPerRequest?: boolean;
 }
 
 export interface NodeIdentity {
@@ -66,12 +72,16 @@ export class SimulatedKubelet {
     this.timeoutMs = options.timeoutMs ?? 60_000;
   }
 
+  private connections(): { connectionPerRequest?: boolean } {
+    return this.options.connectionPerRequest ? { connectionPerRequest: true } : {};
+  }
+
   /** Runs discovery, TLS bootstrap and registration; resolves once the Node exists. */
   async join(): Promise<NodeIdentity> {
     const { server, caPem } = await this.discover();
     const { certPem, keyPem } = await this.bootstrapClientCertificate(server, caPem);
     this.identity = { server, caPem, certPem, keyPem };
-    this.http = new KubeHttp(server, { ca: caPem, cert: certPem, key: keyPem });
+    this.http = new KubeHttp(server, { ca: caPem, cert: certPem, key: keyPem, ...this.connections() });
     await this.options.beforeRegister?.();
     await this.register();
     return this.identity;
@@ -79,7 +89,10 @@ export class SimulatedKubelet {
 
   private async discover(): Promise<{ server: string; caPem: string }> {
     const token = splitToken(this.settings.discoveryToken);
-    const insecure = new KubeHttp(`https://${this.settings.apiServerEndpoint}`, { insecure: true });
+    const insecure = new KubeHttp(`https://${this.settings.apiServerEndpoint}`, {
+      insecure: true,
+      ...this.connections(),
+    });
     const deadline = Date.now() + this.timeoutMs;
     try {
       for (;;) {
@@ -152,7 +165,11 @@ export class SimulatedKubelet {
     server: string,
     caPem: string,
   ): Promise<{ certPem: string; keyPem: string }> {
-    const bootstrap = new KubeHttp(server, { ca: caPem, bearerToken: this.settings.tlsBootstrapToken });
+    const bootstrap = new KubeHttp(server, {
+      ca: caPem,
+      bearerToken: this.settings.tlsBootstrapToken,
+      ...this.connections(),
+    });
     try {
       const { csrPem, keyPem } = await createCertificateRequest(`system:node:${this.nodeName}`, [
         'system:nodes',

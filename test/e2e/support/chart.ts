@@ -3,11 +3,11 @@
 // the operator a kubeconfig holding a TokenRequest token of the chart's ServiceAccount, so a test
 // or the demo proves that the chart's RBAC is enough.
 import { execFile } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
+import { parse, parseAllDocuments } from 'yaml';
 import { newKeyRing } from '../../../src/flavor/keyring.ts';
 import { kubeJson } from '../../../src/kube/fetch.ts';
 import { createKeyRingSecret } from '../../../src/kube/keyring-store.ts';
@@ -147,4 +147,21 @@ export async function prepareOperatorIdentity(
 export function operatorIdentity(): { install: ChartInstall; kubeConfig: KubeConfig } {
   if (!prepared) throw new Error('call prepareOperatorIdentity(env) in a before() hook first');
   return prepared;
+}
+
+/**
+ * A kubeconfig file with the operator identity's credentials and another server (a fault
+ * proxy in front of the API server), written into `dir`.
+ */
+export function operatorKubeconfigVia(server: string, dir: string, caPem: string): string {
+  const original = parse(readFileSync(operatorIdentity().install.kubeconfigPath, 'utf8')) as {
+    users: { user: { token: string } }[];
+  };
+  const path = join(dir, `operator-via-${new URL(server).port}.kubeconfig`);
+  writeFileSync(
+    path,
+    kubeconfigYaml(server, caPem, { token: original.users[0]?.user.token ?? '' }, 'nodeflavor-operator'),
+    { mode: 0o600 },
+  );
+  return path;
 }

@@ -115,12 +115,15 @@ export async function joinWith(
     extraLabels?: Record<string, string>;
     timeoutMs?: number;
     beforeRegister?: () => Promise<void>;
+    /** A new connection per request (behind a load balancer: requests alternate API servers). */
+    connectionPerRequest?: boolean;
   } = {},
 ): Promise<SimulatedKubelet> {
   const kubelet = new SimulatedKubelet(nodeName, parseJoinConfiguration(joinConfiguration), {
     extraLabels: options.extraLabels,
     timeoutMs: options.timeoutMs ?? 30_000,
     beforeRegister: options.beforeRegister,
+    ...(options.connectionPerRequest ? { connectionPerRequest: true } : {}),
   });
   await kubelet.join();
   return kubelet;

@@ -70,13 +70,22 @@ export class FakeTokenKube implements TokenKube {
       throw new KubeError(409, 'AlreadyExists', `flavoredtokens "${name}" already exists`);
     const stored = FlavoredTokenSchema.parse({
       ...token,
-      metadata: { ...token.metadata, uid: `uid-${++this.#uid}`, creationTimestamp: '2030-01-01T00:00:00Z' },
+      metadata: {
+        ...token.metadata,
+        uid: `uid-${++this.#uid}`,
+        creationTimestamp: this.creationTimestamp,
+        resourceVersion: String(++this.#version),
+      },
     });
     this.tokens.set(name, stored);
-    return stored;
+    return structuredClone(stored);
   }
+  /** What createFlavoredToken stamps as the creation time. */
+  creationTimestamp = '2030-01-01T00:00:00Z';
+  #version = 0;
   async getFlavoredToken(name: string) {
-    return this.tokens.get(name);
+    const token = this.tokens.get(name);
+    return token === undefined ? undefined : structuredClone(token);
   }
   async findFlavoredTokenByTokenId(tokenId: string) {
     return [...this.tokens.values()].find((t) => t.metadata.labels?.[TOKEN_ID_LABEL] === tokenId);
@@ -84,11 +93,14 @@ export class FakeTokenKube implements TokenKube {
   async listFlavoredTokens() {
     return [...this.tokens.values()];
   }
-  async markFlavoredTokenIssued(name: string, at: string) {
+  async markFlavoredTokenIssued(name: string, at: string, resourceVersion?: string) {
     this.#maybeFail('markFlavoredTokenIssued');
     const token = this.tokens.get(name);
     if (!token) throw new KubeError(404, 'NotFound', 'not found');
+    if (resourceVersion !== undefined && resourceVersion !== token.metadata.resourceVersion)
+      throw new KubeError(409, 'Conflict', 'the object has been modified');
     token.metadata.annotations = { ...token.metadata.annotations, 'nodeflavor.io/issued': at };
+    token.metadata.resourceVersion = String(++this.#version);
   }
   async markFlavoredTokenRevoked(name: string) {
     const token = this.tokens.get(name);

@@ -1,0 +1,172 @@
+// POST /v1/tokens with an Idempotency-Key, exactly once across replicas (ADR 0005): the retry
+// of a portal whose answer was lost may reach any replica (the Service has no affinity), and must
+// get the same token, never a second one. Nothing is kept in memory or stored anywhere new: the
+// token ID and secret are derived from the key ring and the request (src/flavor/
+// idempotent-issuance.ts), and the FlavoredToken record says which request it was made for.
+//
+//   1. The record of an earlier attempt under a key that is no longer active (a rotation since)
+//      is looked up by the ID that key derives.
+//   2. Otherwise the active key's derived ID is claimed by creating its record: of two replicas
+//      racing with the same request, one creates it and the other gets a 409 and finds it.
+//   3. A record of this request, issued or not, is completed (Secret, then the issued mark, with
+//      the record's resourceVersion as a precondition) and answered with its re-derived material.
+// An attempt that fails midway is not rolled back: the portal's retry (with the same key) resumes
+// it, and a record never marked issued is deleted by the controller after --orphan-grace. Nothing
+// is answered before the mark, so no material is ever handed out for a record that then goes.
+import { deriveFlavorToken } from '../flavor/flavor-token.ts';
+import {
+  IDEMPOTENCY_ANNOTATION,
+  type IdempotentRequest,
+  idempotencyMark,
+  idempotentBootstrapToken,
+  idempotentTokenId,
+  matchIdempotencyMark,
+} from '../flavor/idempotent-issuance.ts';
+import type { HmacKey } from '../flavor/keyring.ts';
+import { type FlavoredToken, ISSUED_ANNOTATION } from '../flavor/resources.ts';
+import { isAlreadyExists, KubeError } from '../kube/kube-error.ts';
+import { IssuerError } from './errors.ts';
+import { requestFingerprint } from './idempotency.ts';
+import {
+  bootstrapSecretRequest,
+  FLAVORED_TOKEN_NAME_PREFIX,
+  flavoredTokenName,
+  type IssuanceDeps,
+  type IssuedToken,
+  type IssueInput,
+  type PreparedIssuance,
+  prepareIssuance,
+  recordExpiry,
+  renderMaterial,
+  tokenRecord,
+} from './issue.ts';
+
+export interface IdempotentIssue {
+  issued: IssuedToken;
+  /** True when the token was issued (or begun) by an earlier request with this key. */
+  replayed: boolean;
+}
+
+const NEW_KEY = 'use a new Idempotency-Key for a new request';
+
+export async function issueIdempotently(
+  deps: IssuanceDeps,
+  input: IssueInput & { owner: string },
+  idempotencyKey: string,
+  /** How long a key may be replayed after its first use (the issuer's idempotency TTL). */
+  ttlMs: number,
+): Promise<IdempotentIssue> {
+  const prepared = await prepareIssuance(deps, input);
+  const request: IdempotentRequest = {
+    caller: input.owner,
+    idempotencyKey,
+    requestFingerprint: requestFingerprint(prepared.request),
+  };
+  const { ring } = prepared;
+
+  for (const key of ring.verifyOnly) {
+    const earlier = await deps.kube.getFlavoredToken(flavoredTokenName(idempotentTokenId(key, request)));
+    if (earlier && matchIdempotencyMark(markOf(earlier), ring, request).kind !== 'foreign')
+      return { issued: await resume(deps, prepared, request, earlier, ttlMs), replayed: true };
+  }
+
+  const tokenId = idempotentTokenId(ring.active, request);
+  const annotations = {
+    ...prepared.annotations,
+    [IDEMPOTENCY_ANNOTATION]: idempotencyMark(ring.active, request),
+  };
+  try {
+    const record = await deps.kube.createFlavoredToken(tokenRecord(tokenId, prepared.spec, annotations));
+    return { issued: await resume(deps, prepared, request, record, ttlMs), replayed: false };
+  } catch (error) {
+    if (!isAlreadyExists(error)) throw error;
+  }
+  const existing = await deps.kube.getFlavoredToken(flavoredTokenName(tokenId));
+  if (!existing)
+    throw new IssuerError('Unavailable', 'the token for this Idempotency-Key was being deleted: retry');
+  return { issued: await resume(deps, prepared, request, existing, ttlMs), replayed: true };
+}
+
+function markOf(record: FlavoredToken): string | undefined {
+  return record.metadata.annotations?.[IDEMPOTENCY_ANNOTATION];
+}
+
+/** Completes the record's issuance if it is not complete yet, and answers its material. */
+async function resume(
+  deps: IssuanceDeps,
+  prepared: PreparedIssuance,
+  request: IdempotentRequest,
+  record: FlavoredToken,
+  ttlMs: number,
+): Promise<IssuedToken> {
+  const key = claimedKey(prepared, request, record, ttlMs);
+  const name = record.metadata.name ?? '';
+  const tokenId = name.slice(FLAVORED_TOKEN_NAME_PREFIX.length);
+  const token = idempotentBootstrapToken(key, request, tokenId, record.metadata.uid ?? '');
+  const flavorToken = deriveFlavorToken(key, tokenId, record.spec.flavorClassName);
+  const expiresAt = recordExpiry(record, record.spec, prepared.now);
+  const material = renderMaterial(deps, prepared.facts, token, flavorToken, expiresAt);
+  if (record.metadata.annotations?.[ISSUED_ANNOTATION] === undefined) {
+    try {
+      await deps.kube.createBootstrapSecret(bootstrapSecretRequest(deps, token, record, expiresAt));
+    } catch (error) {
+      // Made by an earlier attempt at this very record (the same derived content): done. Reading
+      // it back to be sure would need `get` on every Secret in kube-system (ADR 0005).
+      if (!isAlreadyExists(error)) throw error;
+    }
+    await markIssued(deps, record, prepared.now());
+  }
+  return { name, tokenId, expiresAt: material.expiresAt, material, bootstrapToken: token, flavorToken };
+}
+
+/** The ring key the record was issued under, when it is this request's and may be replayed. */
+function claimedKey(
+  prepared: PreparedIssuance,
+  request: IdempotentRequest,
+  record: FlavoredToken,
+  ttlMs: number,
+): HmacKey {
+  const match = matchIdempotencyMark(markOf(record), prepared.ring, request);
+  if (match.kind === 'foreign')
+    throw new IssuerError(
+      'Conflict',
+      `the token ID this Idempotency-Key derives is taken by another token: ${NEW_KEY}`,
+    );
+  if (match.kind === 'other-request')
+    throw new IssuerError(
+      'Conflict',
+      'this Idempotency-Key was already used with a different request body: use a new key for a new request',
+    );
+  if (record.metadata.deletionTimestamp)
+    throw new IssuerError(
+      'Conflict',
+      `the token issued for this Idempotency-Key is being deleted: ${NEW_KEY}`,
+    );
+  const created = Date.parse(record.metadata.creationTimestamp ?? '');
+  if (Number.isFinite(created) && created + ttlMs < prepared.now().getTime())
+    throw new IssuerError(
+      'Conflict',
+      `this Idempotency-Key was first used more than ${Math.round(ttlMs / 1000)} s ago: ${NEW_KEY}`,
+    );
+  return match.key;
+}
+
+/** The issued mark, on the record as read: a record deleted or changed meanwhile is not answered. */
+async function markIssued(deps: IssuanceDeps, record: FlavoredToken, now: Date): Promise<void> {
+  const name = record.metadata.name ?? '';
+  const at = now.toISOString().replace(/\.\d{3}Z$/, 'Z');
+  try {
+    await deps.kube.markFlavoredTokenIssued(name, at, record.metadata.resourceVersion);
+    return;
+  } catch (error) {
+    if (!(error instanceof KubeError && (error.status === 409 || error.status === 404))) throw error;
+  }
+  // Changed since we read it: a concurrent attempt marked it (fine), or it is going (not fine).
+  const current = await deps.kube.getFlavoredToken(name);
+  if (current && current.metadata.uid === record.metadata.uid && !current.metadata.deletionTimestamp) {
+    if (current.metadata.annotations?.[ISSUED_ANNOTATION] !== undefined) return;
+    await deps.kube.markFlavoredTokenIssued(name, at, current.metadata.resourceVersion);
+    return;
+  }
+  throw new IssuerError('Unavailable', 'the token for this Idempotency-Key was deleted meanwhile: retry');
+}
