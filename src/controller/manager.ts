@@ -246,7 +246,12 @@ export function startController(options: {
         tokenQueue.addAfter(`${CSR_KEY_PREFIX}${csrName}`, 1_000);
         return;
       }
-      await ctx.approveCsr(csrName, false, 'UnknownToken', 'the bootstrap token was not issued by nodeflavor');
+      await ctx.approveCsr(
+        csrName,
+        false,
+        'UnknownToken',
+        'the bootstrap token was not issued by nodeflavor',
+      );
     }
   }
 
