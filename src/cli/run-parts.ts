@@ -98,6 +98,7 @@ async function startIssuerPart({
     tls: { certPem: first.certPem, keyPem: first.keyPem },
     issuance: {
       authExtraGroups: config.bootstrapGroup,
+      discovery: config.joinDiscovery,
       ...(config.joinApiServerEndpoint ? { apiServerEndpoint: config.joinApiServerEndpoint } : {}),
     },
     keyRing: { namespace: config.namespace, secretName: config.keySecret, createIfMissing: true },

@@ -40,6 +40,7 @@ describe('config defaults', () => {
       issuerTlsSecret: 'nodeflavor-issuer-tls',
       issuerCaConfigMap: 'nodeflavor-issuer-ca',
       issuerService: 'nodeflavor-issuer',
+      joinDiscovery: 'file',
       issuerHeadersTimeout: 10_000,
       issuerRequestTimeout: 15_000,
       issuerIdleTimeout: 65_000,
