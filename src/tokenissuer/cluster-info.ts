@@ -53,7 +53,7 @@ function endpointOf(server: unknown): string {
 
 /**
  * Token discovery adds a JWS per live token to cluster-info, a ConfigMap capped at 1 MiB: past
- * ~9,500 signatures it cannot be written, and then no token-discovery join succeeds, kubeadm's own
+ * 12,325 signatures it cannot be written, and then no token-discovery join succeeds, kubeadm's own
  * included. Why issuing one more must wait, or undefined when there is room.
  */
 export function clusterInfoFullReason(signatures: number, limit: number): string | undefined {

@@ -31,8 +31,9 @@ export const DEFAULT_FLAVORS_CLAIM = 'nodeflavor.io/flavors';
 export const DEFAULT_ISSUER_AUDIENCE = 'nodeflavor-issuer';
 
 /**
- * The highest maxClusterInfoSignatures allowed: ~550 KB of signatures, half of the 1 MiB a
- * ConfigMap may hold, leaving room for what the 10 s cached read and other replicas do not see.
+ * The highest maxClusterInfoSignatures allowed: 425 KB of signature values, 40 % of the 1 MiB a
+ * ConfigMap's values may total (12,325 signatures: bench/RESULTS.md), leaving room for what the
+ * 10 s cached read, other replicas and tokens made elsewhere add.
  */
 export const MAX_CLUSTER_INFO_SIGNATURES = 5_000;
 
@@ -124,7 +125,7 @@ export const IssuanceSettingsSchema = z
       .default(DEFAULT_DISCOVERY_KUBECONFIG_PATH),
     /**
      * Token discovery only: issue nothing (503) while kube-public/cluster-info carries this many
-     * JWS signatures or more (~110 bytes each; past ~9,500 the ConfigMap cannot be written at all
+     * JWS signatures or more (85 bytes of value each; past 12,325 the ConfigMap cannot be written at all
      * and every token-discovery join in the cluster fails, kubeadm's own included).
      */
     maxClusterInfoSignatures: z.number().int().min(1).max(MAX_CLUSTER_INFO_SIGNATURES).default(1_000),

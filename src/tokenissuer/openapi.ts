@@ -19,7 +19,8 @@ const errors = {
   ),
   '500': errorResponse('The issuer failed (e.g. missing RBAC); the message says what to fix.'),
   '503': errorResponse(
-    'The Kubernetes API is unavailable, or the HMAC key ring is missing (an operator must restore it); retry later.',
+    'The Kubernetes API is unavailable, or the HMAC key ring is missing (an operator must restore it), or ' +
+      '(token discovery only) kube-public/cluster-info carries too many token signatures; retry later.',
   ),
 };
 

@@ -1,0 +1,716 @@
+// Issue 15, the cluster-info signature cliff: what N live bootstrap tokens cost issuance and joins.
+// Every token with usage-bootstrap-signing makes kube-controller-manager's bootstrap signer keep a
+// JWS for it in kube-public/cluster-info (an 85-byte value each) and re-sign the whole ConfigMap on every
+// token change; a ConfigMap's values may total at most 1 MiB. Three modes, each on a fresh control plane:
+//   kubeadm   plain kubeadm-style tokens (`kubeadm token create`: a signing Secret in kubeadm's
+//             group); "issuance" is that Secret create; joins by token discovery, auto-approved.
+//   token     nodeflavor with token discovery (the old default, now opt-in): its tokens sign.
+//   file      nodeflavor with file discovery (the default): its tokens sign nothing.
+// For each N in the levels, N live tokens are pre-created directly as bootstrap Secrets of the
+// mode's shape (fast: no issuer, no FlavoredToken), then measured: the issuance rate and latency
+// (POST /v1/tokens through the issuer in a process of its own, p3-issuer-server.ts; the operator
+// runs as well, as in a cluster, and approves the joins' CSRs), in rounds whose tokens are deleted
+// after each round so that N stays N; a join's success and latency with a token issued just
+// before (the simulated kubelet, discovering as kubeadm does); for nodeflavor, a plain kubeadm join
+// alongside (the cliff breaks those too); cluster-info's size and signatures.
+//   node --import tsx bench/discovery-cliff.ts [--scale quick] [--modes kubeadm,token,file]
+//        [--levels 100,1000]
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { join } from 'node:path';
+import { Pool } from 'undici';
+import { randomString, TOKEN_ALPHABET } from '../src/flavor/bootstrap-token.ts';
+import { kubeFetch, kubeJson } from '../src/kube/fetch.ts';
+import {
+  DEFAULT_AUTH_EXTRA_GROUP,
+  DEFAULT_ISSUER_AUDIENCE,
+  DEFAULT_SECRET_DESCRIPTION,
+  KUBEADM_BOOTSTRAP_GROUP,
+  MAX_CLUSTER_INFO_SIGNATURES,
+} from '../src/tokenissuer/config.ts';
+import type { IssueResponse } from '../src/tokenissuer/response.ts';
+import { applyObjects } from '../test/e2e/cluster/apply.ts';
+import { ControlPlane } from '../test/e2e/cluster/controlplane.ts';
+import { ManagedProcess } from '../test/e2e/cluster/process.ts';
+import { parseJoinConfiguration } from '../test/e2e/kubelet-sim/join-config.ts';
+import { SimulatedKubelet } from '../test/e2e/kubelet-sim/kubelet.ts';
+import { joinConfiguration } from '../test/e2e/support/bootstrap.ts';
+import { prepareOperatorIdentity } from '../test/e2e/support/chart.ts';
+import { type E2EEnvironment, loadEnvironment } from '../test/e2e/support/environment.ts';
+import {
+  applyFlavorClass,
+  nodeFiles,
+  OPERATOR_NAMESPACE,
+  startOperator,
+} from '../test/e2e/support/nodeflavor.ts';
+import {
+  benchDir,
+  buildOperator,
+  chartNodeOptions,
+  type Figure,
+  figure,
+  freePort,
+  log,
+  mapLimit,
+  printTable,
+  type Scale,
+  scaleFromArgs,
+  summary,
+  waitReady,
+} from './lib.ts';
+import { controlPlanePids, ProcessCpu } from './p2-process-cpu.ts';
+import { waitForFile } from './p3-issuance.ts';
+
+type Mode = 'kubeadm' | 'token' | 'file';
+const MODE_NAMES: Record<Mode, string> = {
+  kubeadm: 'kubeadm-style tokens',
+  token: 'nodeflavor, token discovery (old default)',
+  file: 'nodeflavor, file discovery (default)',
+};
+const FLAVOR = 'cliff-bench';
+const PORTAL_NAMESPACE = 'cliff-portal';
+const PRECREATED_LABEL = 'bench.nodeflavor.io/cliff';
+const BOOTSTRAP_TYPE = 'bootstrap.kubernetes.io/token';
+const CONCURRENCY = 8;
+const JOIN_TIMEOUT_MS = 60_000;
+
+interface Settings {
+  levels: number[];
+  rounds: number;
+  perRound: number;
+  joins: number;
+}
+
+const SETTINGS: Record<Scale, Settings> = {
+  quick: { levels: [100, 1_000], rounds: 2, perRound: 50, joins: 1 },
+  full: { levels: [100, 1_000, 10_000, 12_500, 50_000], rounds: 4, perRound: 100, joins: 3 },
+};
+
+function listArg(name: string): string[] | undefined {
+  const at = process.argv.indexOf(`--${name}`);
+  return at >= 0 ? (process.argv[at + 1] ?? '').split(',').filter(Boolean) : undefined;
+}
+
+interface JoinResult {
+  ok: boolean;
+  ms: number;
+  error?: string;
+}
+
+interface Level {
+  live: number;
+  /** The level's name: the live count, or `<count>-again` for the re-measurement. */
+  label: string;
+  issued: number;
+  refused: number;
+  rate: number;
+  p50: number;
+  p99: number;
+  cpuPerToken: string;
+  /** cluster-info before the measurement: its data size and its JWS entries. */
+  clusterInfoBytes: number;
+  signatures: number;
+  /** How long the bootstrap signer took to catch up after the pre-creation (signing modes). */
+  settleMs: number | undefined;
+  writable: boolean;
+  joins: JoinResult[];
+  kubeadmJoin: JoinResult | undefined;
+  precreatePerSecond: number;
+  /** The machine's 1-min load average during the level (mean of its start and end). */
+  load: number;
+}
+
+/** A bootstrap token Secret of the mode's shape, as JSON for a POST; labelled for counting. */
+function tokenSecret(mode: Mode, label: string): { id: string; secret: string; body: string } {
+  const id = randomString(TOKEN_ALPHABET, 6, randomBytes);
+  const secret = randomString(TOKEN_ALPHABET, 16, randomBytes);
+  const signing = mode !== 'file';
+  const body = JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: `bootstrap-token-${id}`,
+      namespace: 'kube-system',
+      labels: { [PRECREATED_LABEL]: label },
+    },
+    type: BOOTSTRAP_TYPE,
+    stringData: {
+      'token-id': id,
+      'token-secret': secret,
+      expiration: new Date(Date.now() + 4 * 3_600_000).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      'usage-bootstrap-authentication': 'true',
+      ...(signing ? { 'usage-bootstrap-signing': 'true' } : {}),
+      'auth-extra-groups': mode === 'kubeadm' ? KUBEADM_BOOTSTRAP_GROUP : DEFAULT_AUTH_EXTRA_GROUP,
+      ...(mode === 'kubeadm' ? {} : { description: DEFAULT_SECRET_DESCRIPTION }),
+    },
+  });
+  return { id, secret, body };
+}
+
+async function send(pool: Pool, method: string, path: string, bearer: string, body?: string) {
+  const response = await pool.request({
+    path,
+    method,
+    headers: {
+      authorization: `Bearer ${bearer}`,
+      accept: 'application/json',
+      ...(body ? { 'content-type': 'application/json' } : {}),
+    },
+    ...(body ? { body } : {}),
+  });
+  return { status: response.statusCode, text: await response.body.text() };
+}
+
+async function clusterInfo(env: E2EEnvironment): Promise<{ bytes: number; signatures: number }> {
+  const info = await kubeJson<{ data?: Record<string, string> }>(
+    env.kubeConfig,
+    'GET',
+    '/api/v1/namespaces/kube-public/configmaps/cluster-info',
+  );
+  const entries = Object.entries(info.data ?? {});
+  return {
+    bytes: entries.reduce((sum, [key, value]) => sum + key.length + value.length, 0),
+    signatures: entries.filter(([key]) => key.startsWith('jws-kubeconfig-')).length,
+  };
+}
+
+/**
+ * How many token signatures cluster-info can hold on this cluster: the bootstrap signer writes
+ * cluster-info whole, so one more than this and its every write fails. Found by writing copies
+ * of what it would write (the same kubeconfig, `jws-kubeconfig-<id>` keys, 85-character detached
+ * JWS values, an Update by a field manager as the signer's) into a scratch ConfigMap, bisecting.
+ * Returns the largest count that was stored and why the next one was refused.
+ */
+async function signatureCapacity(env: E2EEnvironment): Promise<{ capacity: number; refusal: string }> {
+  const info = await kubeJson<{ data?: Record<string, string> }>(
+    env.kubeConfig,
+    'GET',
+    '/api/v1/namespaces/kube-public/configmaps/cluster-info',
+  );
+  const kubeconfig = info.data?.kubeconfig ?? '';
+  const value = `eyJhbGciOiJIUzI1NiIsImtpZCI6ImFiY2RlZiJ9..${'x'.repeat(43)}`;
+  const path = '/api/v1/namespaces/kube-public/configmaps';
+  const write = async (count: number): Promise<string | undefined> => {
+    const data: Record<string, string> = { kubeconfig };
+    for (let i = 0; i < count; i++) data[`jws-kubeconfig-${i.toString(36).padStart(6, '0')}`] = value;
+    await kubeJson(env.kubeConfig, 'DELETE', `${path}/cliff-probe`).catch(() => undefined);
+    try {
+      await kubeJson(env.kubeConfig, 'POST', path, {
+        body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'cliff-probe' }, data },
+        query: { fieldManager: 'bootstrap-signer' },
+      });
+      return undefined;
+    } catch (error) {
+      return (error as Error).message.replace(/^POST [^:]+: /, '').slice(0, 200);
+    }
+  };
+  let [lo, hi] = [0, 40_000];
+  let refusal = (await write(hi)) ?? '';
+  if (!refusal) return { capacity: hi, refusal: `${hi} signatures were stored` };
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    const refused = await write(mid);
+    if (refused === undefined) lo = mid;
+    else [hi, refusal] = [mid, refused];
+  }
+  await kubeJson(env.kubeConfig, 'DELETE', `${path}/cliff-probe`).catch(() => undefined);
+  return { capacity: lo, refusal };
+}
+
+/**
+ * Until cluster-info carries exactly `expected` signatures. Past `capacity` it never will: the
+ * signer's writes fail and cluster-info keeps the last one that fitted.
+ */
+async function settleSigner(
+  env: E2EEnvironment,
+  expected: number,
+  capacity: number,
+): Promise<{ ms: number; writable: boolean }> {
+  const started = performance.now();
+  if (expected > capacity) return { ms: 0, writable: false };
+  const deadline = Date.now() + 300_000;
+  while ((await clusterInfo(env)).signatures !== expected) {
+    if (Date.now() > deadline) {
+      log(`cliff: the bootstrap signer did not reach ${expected} signatures within 300 s; carrying on`);
+      break;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  return { ms: performance.now() - started, writable: true };
+}
+
+async function timedJoin(material: Parameters<typeof nodeFiles>[0], name: string, startedAt: number) {
+  const text = typeof material === 'string' ? material : material.joinConfiguration;
+  const kubelet = new SimulatedKubelet(name, parseJoinConfiguration(text), {
+    timeoutMs: JOIN_TIMEOUT_MS,
+    readFile: nodeFiles(material),
+  });
+  try {
+    await kubelet.join();
+    return { ok: true, ms: performance.now() - startedAt };
+  } catch (error) {
+    return { ok: false, ms: performance.now() - startedAt, error: (error as Error).message.slice(0, 160) };
+  } finally {
+    kubelet.stop();
+  }
+}
+
+interface ModeRun {
+  mode: Mode;
+  levels: Level[];
+  /** The first level measured again after the others (file discovery): the drift meanwhile. */
+  again?: Level;
+  /** Signing modes: how many signatures cluster-info can hold, and why one more is refused. */
+  capacity?: { capacity: number; refusal: string };
+  stoppedAt?: string;
+}
+
+async function runMode(mode: Mode, settings: Settings, logs: string): Promise<ModeRun> {
+  const plane = await ControlPlane.start({ log: (line) => log(`[control-plane ${mode}] ${line}`) });
+  const env = await loadEnvironment(plane.kubeconfigPath);
+  const stops: (() => Promise<void>)[] = [];
+  const run: ModeRun = { mode, levels: [] };
+  try {
+    // The chart's RBAC and ServiceAccount on this plane: the issuer, the operator and the
+    // pre-creation all act as it (it may create bootstrap Secrets, as the issuer does).
+    const { install, kubeConfig: operatorKubeConfig } = await prepareOperatorIdentity(env, {
+      'joins.discovery': mode === 'file' ? 'file' : 'token',
+    });
+    const operatorToken = operatorKubeConfig.getCurrentUser()?.token ?? '';
+    const api = new Pool(new URL(env.server).origin, {
+      connections: 32,
+      pipelining: 1,
+      allowH2: false,
+      connect: { ca: env.caPem },
+    });
+    stops.push(() => api.close());
+    const pids: Record<string, number> = { ...controlPlanePids(plane.kubeconfigPath), bench: process.pid };
+
+    let issuer: { pool: Pool; bearer: string } | undefined;
+    if (mode !== 'kubeadm') {
+      await applyFlavorClass(env, FLAVOR, { description: 'cliff benchmark nodes' });
+      await applyObjects(env.kubeconfigPath, portalObjects(), 'nodeflavor-bench');
+      const bearer =
+        (
+          await env.core.createNamespacedServiceAccountToken({
+            name: 'portal',
+            namespace: PORTAL_NAMESPACE,
+            body: { spec: { expirationSeconds: 3600 * 6, audiences: [DEFAULT_ISSUER_AUDIENCE] } },
+          })
+        ).status?.token ?? '';
+      const readyFile = join(logs, `issuer-${mode}.ready.json`);
+      const issuerProcess = new ManagedProcess(
+        `issuer-${mode}`,
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          join(import.meta.dirname, 'p3-issuer-server.ts'),
+          '--kubeconfig',
+          install.kubeconfigPath,
+          '--api-server-endpoint',
+          env.apiServerEndpoint,
+          '--namespace',
+          OPERATOR_NAMESPACE,
+          '--ready-file',
+          readyFile,
+          '--log-file',
+          join(logs, `issuer-${mode}.log`),
+          '--settings',
+          JSON.stringify({
+            issuance: {
+              apiServerEndpoint: env.apiServerEndpoint,
+              discovery: mode,
+              // The old behaviour as far as the guard lets it go (its highest setting).
+              maxClusterInfoSignatures: MAX_CLUSTER_INFO_SIGNATURES,
+            },
+          }),
+        ],
+        join(logs, `issuer-${mode}.out`),
+      );
+      stops.push(() => issuerProcess.stop());
+      await waitForFile(readyFile, issuerProcess);
+      const ready = JSON.parse(readFileSync(readyFile, 'utf8')) as {
+        url: string;
+        caPem: string;
+        pid: number;
+      };
+      pids.issuer = ready.pid;
+      const pool = new Pool(ready.url, {
+        connections: CONCURRENCY,
+        pipelining: 1,
+        allowH2: false,
+        connect: { ca: ready.caPem },
+      });
+      stops.push(() => pool.close());
+      issuer = { pool, bearer };
+
+      const metricsPort = await freePort();
+      const operator = startOperator(
+        join(logs, `operator-${mode}.log`),
+        ['--no-leader-elect', '--log-level', 'warn'],
+        {
+          metricsPort,
+          nodeArgs: chartNodeOptions(),
+          built: true,
+        },
+      );
+      stops.push(() => operator.stop());
+      await waitReady(metricsPort);
+      const operatorPid = operator.componentPid();
+      if (operatorPid) pids.operator = operatorPid;
+    }
+    const cpu = new ProcessCpu(pids);
+    const { capacity, refusal } =
+      mode === 'file' ? { capacity: Number.POSITIVE_INFINITY, refusal: '' } : await signatureCapacity(env);
+    if (mode !== 'file') {
+      run.capacity = { capacity, refusal };
+      log(
+        `cliff ${mode}: cluster-info holds at most ${capacity} token signatures here; one more: ${refusal}`,
+      );
+    }
+
+    /** Issues one token: through the issuer, or as `kubeadm token create` does. */
+    const issueOne = async (): Promise<
+      { ok: true; tokenId: string; name?: string; answer?: IssueResponse; token?: string } | { ok: false }
+    > => {
+      if (!issuer) {
+        const { id, secret, body } = tokenSecret('kubeadm', 'issued');
+        const answer = await send(api, 'POST', '/api/v1/namespaces/kube-system/secrets', operatorToken, body);
+        if (answer.status !== 201)
+          throw new Error(`Secret create: HTTP ${answer.status}: ${answer.text.slice(0, 200)}`);
+        return { ok: true, tokenId: id, token: `${id}.${secret}` };
+      }
+      const answer = await send(
+        issuer.pool,
+        'POST',
+        '/v1/tokens',
+        issuer.bearer,
+        JSON.stringify({ flavorClassName: FLAVOR, ttl: '4h' }),
+      );
+      if (answer.status === 503) return { ok: false };
+      if (answer.status !== 201)
+        throw new Error(`POST /v1/tokens: HTTP ${answer.status}: ${answer.text.slice(0, 200)}`);
+      const issued = JSON.parse(answer.text) as IssueResponse;
+      return { ok: true, tokenId: issued.tokenID, name: issued.id, answer: issued };
+    };
+    const forget = async (tokens: { tokenId: string; name?: string }[]) => {
+      await mapLimit(tokens, 16, async (t) => {
+        if (t.name)
+          await send(api, 'DELETE', `/apis/nodeflavor.io/v1alpha1/flavoredtokens/${t.name}`, operatorToken);
+        await send(
+          api,
+          'DELETE',
+          `/api/v1/namespaces/kube-system/secrets/bootstrap-token-${t.tokenId}`,
+          operatorToken,
+        );
+      });
+    };
+
+    /** Issues perRound tokens `rounds` times, deleting each round's tokens after it. */
+    const issueRounds = async (rounds: number, phase: string, live: number, writable: boolean) => {
+      const latencies: number[] = [];
+      let elapsedMs = 0;
+      let refused = 0;
+      for (let round = 0; round < rounds; round++) {
+        const tokens: { tokenId: string; name?: string }[] = [];
+        const cpuBefore = cpu.snapshot();
+        const started = performance.now();
+        await mapLimit(Array.from({ length: settings.perRound }), CONCURRENCY, async () => {
+          const t0 = performance.now();
+          const result = await issueOne();
+          if (!result.ok) {
+            refused += 1;
+            return;
+          }
+          latencies.push(performance.now() - t0);
+          tokens.push(result);
+        });
+        elapsedMs += performance.now() - started;
+        cpu.add(phase, cpuBefore, cpu.snapshot(), tokens.length);
+        await forget(tokens);
+        if (mode !== 'file' && writable) await settleSigner(env, live, capacity);
+      }
+      return { latencies, elapsedMs, refused };
+    };
+
+    /** One join with a token issued just before, and (nodeflavor) a plain kubeadm join alongside. */
+    const joinsAt = async (live: number, label: string) => {
+      const joins: JoinResult[] = [];
+      for (let i = 0; i < settings.joins; i++) {
+        const startedAt = performance.now();
+        const result = await issueOne();
+        if (!result.ok) {
+          joins.push({ ok: false, ms: 0, error: 'not issued: the issuer refused (503, cluster-info full)' });
+          break;
+        }
+        const material = result.answer ?? joinConfiguration(env, result.token ?? '');
+        const joined = await timedJoin(material, `cliff-${mode}-${label}-${i}`, startedAt);
+        joins.push(joined);
+        await forget([result]);
+        if (!joined.ok) break;
+      }
+      let kubeadmJoin: JoinResult | undefined;
+      if (mode !== 'kubeadm') {
+        const startedAt = performance.now();
+        const { id, secret, body } = tokenSecret('kubeadm', 'issued');
+        await send(api, 'POST', '/api/v1/namespaces/kube-system/secrets', operatorToken, body);
+        kubeadmJoin = await timedJoin(
+          joinConfiguration(env, `${id}.${secret}`),
+          `cliff-${mode}-${label}-kubeadm`,
+          startedAt,
+        );
+        await forget([{ tokenId: id }]);
+      }
+      return { joins, kubeadmJoin, live };
+    };
+
+    /** Creates `count` live tokens of the mode's shape; the number of creates that failed. */
+    const precreate = async (count: number): Promise<number> => {
+      let failed = 0;
+      await mapLimit(Array.from({ length: count }), 32, async () => {
+        const { body } = tokenSecret(mode, 'precreated');
+        const answer = await send(api, 'POST', '/api/v1/namespaces/kube-system/secrets', operatorToken, body);
+        if (answer.status !== 201) failed += 1;
+      });
+      return failed;
+    };
+
+    const measure = async (live: number, label: string, precreatePerSecond: number): Promise<Level> => {
+      const settled =
+        mode === 'file' ? { ms: undefined, writable: true } : await settleSigner(env, live, capacity);
+      const before = await clusterInfo(env);
+      const load = loadavg()[0] ?? 0;
+      log(
+        `cliff ${mode}: ${live} live tokens (pre-created at ${precreatePerSecond.toFixed(0)}/s); cluster-info ${before.bytes} bytes, ${before.signatures} signatures${settled.ms !== undefined ? `, signer settled in ${(settled.ms / 1000).toFixed(1)} s` : ''}${settled.writable ? '' : ', NOT WRITABLE (over 1 MiB)'}; load ${load.toFixed(1)}`,
+      );
+      const { latencies, elapsedMs, refused } = await issueRounds(
+        settings.rounds,
+        `${mode}-${label}`,
+        live,
+        settled.writable,
+      );
+      const { joins, kubeadmJoin } = await joinsAt(live, label);
+      if (mode !== 'file' && settled.writable) await settleSigner(env, live, capacity);
+      const s = summary(latencies);
+      const level: Level = {
+        live,
+        label,
+        issued: latencies.length,
+        refused,
+        rate: latencies.length / (elapsedMs / 1000),
+        p50: s.p50,
+        p99: s.p99,
+        cpuPerToken: cpu.perUnit(`${mode}-${label}`),
+        clusterInfoBytes: before.bytes,
+        signatures: before.signatures,
+        settleMs: settled.ms,
+        writable: settled.writable,
+        joins,
+        kubeadmJoin,
+        precreatePerSecond,
+        load: ((loadavg()[0] ?? 0) + load) / 2,
+      };
+      log(
+        `cliff ${mode} @ ${label}: ${level.issued} issued (${refused} refused) at ${level.rate.toFixed(1)}/s, p50/p99 ${s.p50.toFixed(1)}/${s.p99.toFixed(1)} ms; joins ${joins.map(describeJoin).join(', ')}${kubeadmJoin ? `; kubeadm join alongside ${describeJoin(kubeadmJoin)}` : ''}; CPU per token ${level.cpuPerToken}`,
+      );
+      return level;
+    };
+
+    // Warm-up (JIT, connections, caches), not counted.
+    await issueRounds(1, 'warm-up', 0, true);
+    let live = 0;
+    for (const target of settings.levels) {
+      const started = performance.now();
+      const failed = await precreate(target - live);
+      if (failed > 0) {
+        run.stoppedAt = `${failed} of ${target - live} Secret creates failed on the way to ${target}`;
+        log(`cliff ${mode}: ${run.stoppedAt}; stopping this mode`);
+        break;
+      }
+      const rate = (target - live) / ((performance.now() - started) / 1000);
+      live = target;
+      run.levels.push(await measure(live, String(live), rate));
+    }
+    // File discovery carries the goal (the top level against the first): the first level once more,
+    // after the pre-created tokens are gone, shows how far the machine drifted meanwhile.
+    const first = settings.levels[0];
+    if (mode === 'file' && first !== undefined && live > first && !run.stoppedAt) {
+      const started = performance.now();
+      const names = await precreatedNames(env);
+      await mapLimit(names, 32, (name) =>
+        send(api, 'DELETE', `/api/v1/namespaces/kube-system/secrets/${name}`, operatorToken),
+      );
+      log(
+        `cliff ${mode}: deleted ${names.length} pre-created tokens in ${((performance.now() - started) / 1000).toFixed(0)} s`,
+      );
+      const again = performance.now();
+      await precreate(first);
+      run.again = await measure(first, `${first}-again`, first / ((performance.now() - again) / 1000));
+    }
+    return run;
+  } finally {
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    await plane.stop();
+  }
+}
+
+/** The names of the pre-created token Secrets (admin list, metadata only, in pages). */
+async function precreatedNames(env: E2EEnvironment): Promise<string[]> {
+  const names: string[] = [];
+  let token: string | undefined;
+  do {
+    const response = await kubeFetch(env.kubeConfig, '/api/v1/namespaces/kube-system/secrets', {
+      query: { labelSelector: `${PRECREATED_LABEL}=precreated`, limit: 5000, continue: token },
+      headers: { Accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' },
+    });
+    if (response.status !== 200) throw new Error(`list pre-created Secrets: HTTP ${response.status}`);
+    const page = (await response.json()) as {
+      items: { metadata: { name: string } }[];
+      metadata: { continue?: string };
+    };
+    names.push(...page.items.map((item) => item.metadata.name));
+    token = page.metadata.continue || undefined;
+  } while (token);
+  return names;
+}
+
+function describeJoin(j: JoinResult): string {
+  return j.ok ? `ok ${j.ms.toFixed(0)} ms` : `FAILED after ${(j.ms / 1000).toFixed(1)} s (${j.error ?? ''})`;
+}
+
+function portalObjects() {
+  return [
+    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: PORTAL_NAMESPACE } },
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'portal', namespace: PORTAL_NAMESPACE } },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: 'cliff-bench-use' },
+      rules: [
+        {
+          apiGroups: ['nodeflavor.io'],
+          resources: ['flavorclasses'],
+          verbs: ['use'],
+          resourceNames: [FLAVOR],
+        },
+      ],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: 'cliff-bench-use' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cliff-bench-use' },
+      subjects: [{ kind: 'ServiceAccount', name: 'portal', namespace: PORTAL_NAMESPACE }],
+    },
+  ];
+}
+
+function figuresOf(run: ModeRun, settings: Settings): Figure[] {
+  const name = MODE_NAMES[run.mode];
+  const first = run.levels[0];
+  const again = run.again;
+  const figures: Figure[] = [];
+  // The goal's baseline: the first level, averaged with its re-measurement at the end when there
+  // is one, so that the machine's drift over the run (a shared 2-core machine) cancels out.
+  const baseline = (pick: (level: Level) => number): number | null => {
+    if (!first || first.issued === 0) return null;
+    return again && again.issued > 0 ? (pick(first) + pick(again)) / 2 : pick(first);
+  };
+  const baselineName = first
+    ? `${first.live.toLocaleString('en-US')} live tokens${again ? ', mean of before and after' : ''}`
+    : null;
+  const rateBaseline = baseline((l) => l.rate);
+  const p99Baseline = baseline((l) => l.p99);
+  for (const level of [...run.levels, ...(again ? [again] : [])]) {
+    const isFirst = level === first || level === again;
+    const n = `${level.live.toLocaleString('en-US')} live tokens${level === again ? ', again at the end' : ''}`;
+    const joinsOk = level.joins.filter((j) => j.ok);
+    const joinMs = joinsOk.length > 0 ? summary(joinsOk.map((j) => j.ms)).p50 : Number.NaN;
+    const context = `${level.issued} issued${level.refused ? `, ${level.refused} refused (503: cluster-info full)` : ''} in ${settings.rounds} rounds of ${settings.perRound} at concurrency ${CONCURRENCY}, each round's tokens deleted after it; cluster-info ${level.clusterInfoBytes.toLocaleString('en-US')} bytes with ${level.signatures} signatures${level.writable ? '' : ' (its last successful write: the signatures of all live tokens would exceed 1 MiB)'}${level.settleMs !== undefined ? `; the bootstrap signer caught up ${(level.settleMs / 1000).toFixed(1)} s after the pre-creation` : ''}; pre-created at ${level.precreatePerSecond.toFixed(0)} Secrets/s; CPU per token: ${level.cpuPerToken}; load average ${level.load.toFixed(1)}`;
+    const joinNote = `joins: ${level.joins.map(describeJoin).join(', ')}${level.kubeadmJoin ? `; a plain kubeadm join alongside: ${describeJoin(level.kubeadmJoin)}` : ''}`;
+    const goal = run.mode === 'file' && !isFirst;
+    const within = (value: number, base: number | null, ok: (v: number, b: number) => boolean) =>
+      !goal || base === null || (level.issued > 0 && ok(value, base));
+    figures.push(
+      figure({
+        name: `cliff ${name}, ${n}: issuance rate`,
+        value: level.issued > 0 ? level.rate : 0,
+        unit: '/s',
+        baseline: isFirst ? null : rateBaseline,
+        baselineName: isFirst ? null : baselineName,
+        goal: goal ? '≥ 0.9× baseline' : '-',
+        met: within(level.rate, rateBaseline, (v, b) => v >= 0.9 * b),
+        notes: `p50 ${level.p50.toFixed(1)} ms; ${context}; ${joinNote}`,
+      }),
+      figure({
+        name: `cliff ${name}, ${n}: issuance p99`,
+        value: level.issued > 0 ? level.p99 : 0,
+        unit: 'ms',
+        baseline: isFirst ? null : p99Baseline,
+        baselineName: isFirst ? null : baselineName,
+        goal: goal ? '≤ 1.1× baseline' : '-',
+        met: within(level.p99, p99Baseline, (v, b) => v <= 1.1 * b),
+        notes: context,
+      }),
+      figure({
+        name: `cliff ${name}, ${n}: join (issued → Node registered)`,
+        value: Number.isNaN(joinMs) ? 0 : joinMs,
+        unit: 'ms',
+        baseline: null,
+        baselineName: null,
+        goal: run.mode === 'file' ? 'every join succeeds' : '-',
+        met:
+          run.mode !== 'file' ||
+          (level.joins.length > 0 && level.joins.every((j) => j.ok) && level.kubeadmJoin?.ok !== false),
+        notes: `${joinsOk.length}/${level.joins.length} joined${joinsOk.length > 1 ? ' (p50 shown)' : ''}; ${joinNote}`,
+      }),
+    );
+  }
+  if (run.capacity) {
+    figures.push(
+      figure({
+        name: `cliff ${name}: most token signatures cluster-info can hold`,
+        value: run.capacity.capacity,
+        unit: 'signatures',
+        baseline: null,
+        baselineName: null,
+        goal: '-',
+        met: true,
+        notes: `bisected by writing what the bootstrap signer would write (the kubeconfig, jws-kubeconfig-<id> keys, 85-byte detached JWS values) into a scratch ConfigMap on this control plane; one more: ${run.capacity.refusal}. Past it every re-sign fails, no new token gets a signature and every token-discovery join with a new token fails`,
+      }),
+    );
+  }
+  if (run.stoppedAt) log(`cliff ${run.mode}: stopped: ${run.stoppedAt}`);
+  return figures;
+}
+
+export async function runCliff(scale: Scale): Promise<Figure[]> {
+  const settings: Settings = {
+    ...SETTINGS[scale],
+    ...(listArg('levels') ? { levels: (listArg('levels') ?? []).map(Number) } : {}),
+  };
+  const modes = (listArg('modes') ?? ['kubeadm', 'token', 'file']) as Mode[];
+  const logs = benchDir('nodeflavor-bench-cliff-');
+  mkdirSync(logs, { recursive: true });
+  log(
+    `cliff: levels ${settings.levels.join(', ')}; modes ${modes.join(', ')}; 1-min load average ${(loadavg()[0] ?? 0).toFixed(2)} on ${cpus().length} cores; logs in ${logs}`,
+  );
+  const figures: Figure[] = [];
+  for (const mode of modes) {
+    const started = performance.now();
+    figures.push(...figuresOf(await runMode(mode, settings, logs), settings));
+    log(`cliff ${mode}: done in ${((performance.now() - started) / 1000).toFixed(0)} s`);
+  }
+  return figures;
+}
+
+if (import.meta.main) {
+  buildOperator();
+  const figures = await runCliff(scaleFromArgs());
+  printTable(figures);
+  const at = process.argv.indexOf('--json');
+  const path = at >= 0 ? process.argv[at + 1] : undefined;
+  if (path) writeFileSync(path, JSON.stringify(figures));
+}
