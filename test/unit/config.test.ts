@@ -430,3 +430,15 @@ describe('kebab', () => {
     assert.equal(kebab('namespace'), 'namespace');
   });
 });
+
+describe('--join-discovery', () => {
+  test('file by default; token from the flag or NODEFLAVOR_JOIN_DISCOVERY', () => {
+    assert.equal(configOf([]).joinDiscovery, 'file');
+    assert.equal(configOf(['--join-discovery', 'token']).joinDiscovery, 'token');
+    assert.equal(configOf([], { NODEFLAVOR_JOIN_DISCOVERY: 'token' }).joinDiscovery, 'token');
+  });
+
+  test('anything else is refused', () => {
+    assert.throws(() => configOf(['--join-discovery', 'https']), /joinDiscovery|join-discovery/);
+  });
+});

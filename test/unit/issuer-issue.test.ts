@@ -226,6 +226,27 @@ describe('discovery', () => {
     assert.equal(kube.tokens.size, 1);
   });
 
+  it('settings refuse a discovery path kubeadm would fetch without the CA pin, and a signature limit past the cap', () => {
+    for (const discoveryKubeconfigPath of [
+      'https://example.com/d.conf',
+      'd.conf',
+      '/etc/../d.conf',
+      '/etc/',
+    ]) {
+      assert.equal(
+        IssuanceSettingsSchema.safeParse({ discoveryKubeconfigPath }).success,
+        false,
+        discoveryKubeconfigPath,
+      );
+    }
+    assert.equal(
+      IssuanceSettingsSchema.safeParse({ discoveryKubeconfigPath: '/opt/join/d.conf' }).success,
+      true,
+    );
+    assert.equal(IssuanceSettingsSchema.safeParse({ maxClusterInfoSignatures: 5_001 }).success, false);
+    assert.equal(IssuanceSettingsSchema.safeParse({ discovery: 'https' }).success, false);
+  });
+
   it('discoveryInfo: the same discovery kubeconfig an issuance carries, without issuing', async () => {
     const { kube, deps } = await setup();
     const info = await discoveryInfo(deps);
