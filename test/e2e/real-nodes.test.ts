@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
+import { parse, parseAllDocuments } from 'yaml';
 import { kubeJson } from '../../src/kube/fetch.ts';
 import { applyObjects } from './cluster/apply.ts';
 import { ControlPlane } from './cluster/controlplane.ts';
@@ -72,6 +72,7 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
     tokenID: string;
     joinConfiguration: string;
     discoveryKubeconfig: string;
+    cloudInit: string;
   }
 
   async function issuerCall(method: string, path: string, body?: unknown): Promise<string> {
@@ -242,12 +243,21 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
     // The chart's default: file discovery, and a token the bootstrap signer never signs.
     assert.match(issued.joinConfiguration, /kubeConfigPath: "\/etc\/kubernetes\/nodeflavor-discovery\.conf"/);
     assert.doesNotMatch(issued.joinConfiguration, /bootstrapToken:|caCertHashes/);
-    // Keep it for the next test: a real kubeadm join of exactly this material.
+    // Keep it for the next test: a real kubeadm join of exactly the files its cloud-init writes.
+    const cloudInit = parse(issued.cloudInit) as {
+      write_files: { path: string; content: string }[];
+      runcmd: string[][];
+    };
+    const [discoveryFile, joinFile] = cloudInit.write_files;
+    assert.equal(discoveryFile?.path, '/etc/kubernetes/nodeflavor-discovery.conf');
+    assert.equal(discoveryFile?.content, issued.discoveryKubeconfig);
+    assert.equal(joinFile?.content, issued.joinConfiguration);
+    assert.deepEqual(cloudInit.runcmd, [['kubeadm', 'join', '--config', joinFile?.path]]);
     flavoredTokenId = issued.id;
     flavored = await host.startNode({
       name: 'flavored-1',
-      joinConfiguration: issued.joinConfiguration,
-      discoveryKubeconfig: issued.discoveryKubeconfig,
+      joinConfiguration: joinFile?.content ?? '',
+      discoveryKubeconfig: discoveryFile?.content ?? '',
     });
     flavoredTokenID = issued.tokenID;
   });
