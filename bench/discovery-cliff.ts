@@ -6,6 +6,11 @@
 //             group); "issuance" is that Secret create; joins by token discovery, auto-approved.
 //   token     nodeflavor with token discovery (the old default, now opt-in): its tokens sign.
 //   file      nodeflavor with file discovery (the default): its tokens sign nothing.
+//   file-nosigner  the same on a kube-controller-manager without the bootstrap signer (as a
+//             cluster that uses only file discovery may run it): the signer re-reads every
+//             bootstrap Secret on every bootstrap Secret change, signing or not.
+// In the file modes each issuance round is followed by a round of raw Secret creates of the same
+// shape (the floor, as in P3), so that drift of this shared machine shows in the floor too.
 // For each N in the levels, N live tokens are pre-created directly as bootstrap Secrets of the
 // mode's shape (fast: no issuer, no FlavoredToken), then measured: the issuance rate and latency
 // (POST /v1/tokens through the issuer in a process of its own, p3-issuer-server.ts; the operator
@@ -13,7 +18,7 @@
 // after each round so that N stays N; a join's success and latency with a token issued just
 // before (the simulated kubelet, discovering as kubeadm does); for nodeflavor, a plain kubeadm join
 // alongside (the cliff breaks those too); cluster-info's size and signatures.
-//   node --import tsx bench/discovery-cliff.ts [--scale quick] [--modes kubeadm,token,file]
+//   node --import tsx bench/discovery-cliff.ts [--scale quick] [--modes kubeadm,token,file,file-nosigner]
 //        [--levels 100,1000]
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -62,12 +67,15 @@ import {
 import { controlPlanePids, ProcessCpu } from './p2-process-cpu.ts';
 import { waitForFile } from './p3-issuance.ts';
 
-type Mode = 'kubeadm' | 'token' | 'file';
+type Mode = 'kubeadm' | 'token' | 'file' | 'file-nosigner';
 const MODE_NAMES: Record<Mode, string> = {
   kubeadm: 'kubeadm-style tokens',
   token: 'nodeflavor, token discovery (old default)',
   file: 'nodeflavor, file discovery (default)',
+  'file-nosigner': 'nodeflavor, file discovery, no bootstrap signer',
 };
+/** Modes whose tokens sign nothing in cluster-info. */
+const isFileMode = (mode: Mode) => mode === 'file' || mode === 'file-nosigner';
 const FLAVOR = 'cliff-bench';
 const PORTAL_NAMESPACE = 'cliff-portal';
 const PRECREATED_LABEL = 'bench.nodeflavor.io/cliff';
@@ -84,7 +92,7 @@ interface Settings {
 
 const SETTINGS: Record<Scale, Settings> = {
   quick: { levels: [100, 1_000], rounds: 2, perRound: 50, joins: 1 },
-  full: { levels: [100, 1_000, 10_000, 12_500, 50_000], rounds: 4, perRound: 100, joins: 3 },
+  full: { levels: [100, 1_000, 4_500, 10_000, 12_500, 50_000], rounds: 6, perRound: 100, joins: 3 },
 };
 
 function listArg(name: string): string[] | undefined {
@@ -119,13 +127,15 @@ interface Level {
   precreatePerSecond: number;
   /** The machine's 1-min load average during the level (mean of its start and end). */
   load: number;
+  /** File modes: raw Secret creates of the same shape in the same rounds. */
+  floor?: { rate: number; p50: number; p99: number; cpuPerCreate: string };
 }
 
 /** A bootstrap token Secret of the mode's shape, as JSON for a POST; labelled for counting. */
 function tokenSecret(mode: Mode, label: string): { id: string; secret: string; body: string } {
   const id = randomString(TOKEN_ALPHABET, 6, randomBytes);
   const secret = randomString(TOKEN_ALPHABET, 16, randomBytes);
-  const signing = mode !== 'file';
+  const signing = !isFileMode(mode);
   const body = JSON.stringify({
     apiVersion: 'v1',
     kind: 'Secret',
@@ -267,7 +277,10 @@ interface ModeRun {
 }
 
 async function runMode(mode: Mode, settings: Settings, logs: string): Promise<ModeRun> {
-  const plane = await ControlPlane.start({ log: (line) => log(`[control-plane ${mode}] ${line}`) });
+  const plane = await ControlPlane.start({
+    log: (line) => log(`[control-plane ${mode}] ${line}`),
+    ...(mode === 'file-nosigner' ? { controllers: '*,tokencleaner' } : {}),
+  });
   const env = await loadEnvironment(plane.kubeconfigPath);
   const stops: (() => Promise<void>)[] = [];
   const run: ModeRun = { mode, levels: [] };
@@ -275,7 +288,7 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
     // The chart's RBAC and ServiceAccount on this plane: the issuer, the operator and the
     // pre-creation all act as it (it may create bootstrap Secrets, as the issuer does).
     const { install, kubeConfig: operatorKubeConfig } = await prepareOperatorIdentity(env, {
-      'joins.discovery': mode === 'file' ? 'file' : 'token',
+      'joins.discovery': isFileMode(mode) ? 'file' : 'token',
     });
     const operatorToken = operatorKubeConfig.getCurrentUser()?.token ?? '';
     const api = new Pool(new URL(env.server).origin, {
@@ -321,7 +334,7 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
           JSON.stringify({
             issuance: {
               apiServerEndpoint: env.apiServerEndpoint,
-              discovery: mode,
+              discovery: isFileMode(mode) ? 'file' : 'token',
               // The old behaviour as far as the guard lets it go (its highest setting).
               maxClusterInfoSignatures: MAX_CLUSTER_INFO_SIGNATURES,
             },
@@ -362,9 +375,10 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
       if (operatorPid) pids.operator = operatorPid;
     }
     const cpu = new ProcessCpu(pids);
-    const { capacity, refusal } =
-      mode === 'file' ? { capacity: Number.POSITIVE_INFINITY, refusal: '' } : await signatureCapacity(env);
-    if (mode !== 'file') {
+    const { capacity, refusal } = isFileMode(mode)
+      ? { capacity: Number.POSITIVE_INFINITY, refusal: '' }
+      : await signatureCapacity(env);
+    if (!isFileMode(mode)) {
       run.capacity = { capacity, refusal };
       log(
         `cliff ${mode}: cluster-info holds at most ${capacity} token signatures here; one more: ${refusal}`,
@@ -376,11 +390,20 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
       { ok: true; tokenId: string; name?: string; answer?: IssueResponse; token?: string } | { ok: false }
     > => {
       if (!issuer) {
-        const { id, secret, body } = tokenSecret('kubeadm', 'issued');
-        const answer = await send(api, 'POST', '/api/v1/namespaces/kube-system/secrets', operatorToken, body);
-        if (answer.status !== 201)
-          throw new Error(`Secret create: HTTP ${answer.status}: ${answer.text.slice(0, 200)}`);
-        return { ok: true, tokenId: id, token: `${id}.${secret}` };
+        // Like `kubeadm token create`, which also draws another ID when one is taken.
+        for (;;) {
+          const { id, secret, body } = tokenSecret('kubeadm', 'issued');
+          const answer = await send(
+            api,
+            'POST',
+            '/api/v1/namespaces/kube-system/secrets',
+            operatorToken,
+            body,
+          );
+          if (answer.status === 201) return { ok: true, tokenId: id, token: `${id}.${secret}` };
+          if (answer.status !== 409)
+            throw new Error(`Secret create: HTTP ${answer.status}: ${answer.text.slice(0, 200)}`);
+        }
       }
       const answer = await send(
         issuer.pool,
@@ -408,15 +431,30 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
       });
     };
 
-    /** Issues perRound tokens `rounds` times, deleting each round's tokens after it. */
+    /** One raw Secret create of the mode's shape (the floor); its token ID. */
+    const createRaw = async (): Promise<string> => {
+      for (;;) {
+        const { id, body } = tokenSecret(mode, 'floor');
+        const answer = await send(api, 'POST', '/api/v1/namespaces/kube-system/secrets', operatorToken, body);
+        if (answer.status === 201) return id;
+        if (answer.status !== 409) throw new Error(`Secret create: HTTP ${answer.status}`);
+      }
+    };
+
+    /**
+     * Issues perRound tokens `rounds` times, deleting each round's tokens after it; in the file
+     * modes each round is followed by as many raw Secret creates (the floor), deleted likewise.
+     */
     const issueRounds = async (rounds: number, phase: string, live: number, writable: boolean) => {
       const latencies: number[] = [];
+      const floorLatencies: number[] = [];
       let elapsedMs = 0;
+      let floorMs = 0;
       let refused = 0;
       for (let round = 0; round < rounds; round++) {
         const tokens: { tokenId: string; name?: string }[] = [];
-        const cpuBefore = cpu.snapshot();
-        const started = performance.now();
+        let cpuBefore = cpu.snapshot();
+        let started = performance.now();
         await mapLimit(Array.from({ length: settings.perRound }), CONCURRENCY, async () => {
           const t0 = performance.now();
           const result = await issueOne();
@@ -430,9 +468,22 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
         elapsedMs += performance.now() - started;
         cpu.add(phase, cpuBefore, cpu.snapshot(), tokens.length);
         await forget(tokens);
-        if (mode !== 'file' && writable) await settleSigner(env, live, capacity);
+        if (isFileMode(mode)) {
+          const raw: { tokenId: string }[] = [];
+          cpuBefore = cpu.snapshot();
+          started = performance.now();
+          await mapLimit(Array.from({ length: settings.perRound }), CONCURRENCY, async () => {
+            const t0 = performance.now();
+            raw.push({ tokenId: await createRaw() });
+            floorLatencies.push(performance.now() - t0);
+          });
+          floorMs += performance.now() - started;
+          cpu.add(`${phase}-floor`, cpuBefore, cpu.snapshot(), raw.length);
+          await forget(raw);
+        }
+        if (!isFileMode(mode) && writable) await settleSigner(env, live, capacity);
       }
-      return { latencies, elapsedMs, refused };
+      return { latencies, elapsedMs, refused, floorLatencies, floorMs };
     };
 
     /** One join with a token issued just before, and (nodeflavor) a plain kubeadm join alongside. */
@@ -452,10 +503,17 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
         if (!joined.ok) break;
       }
       let kubeadmJoin: JoinResult | undefined;
-      if (mode !== 'kubeadm') {
+      // Without the signer no token-discovery join can succeed, by design of that setting.
+      if (mode !== 'kubeadm' && mode !== 'file-nosigner') {
         const startedAt = performance.now();
-        const { id, secret, body } = tokenSecret('kubeadm', 'issued');
-        await send(api, 'POST', '/api/v1/namespaces/kube-system/secrets', operatorToken, body);
+        let created = tokenSecret('kubeadm', 'issued');
+        while (
+          (await send(api, 'POST', '/api/v1/namespaces/kube-system/secrets', operatorToken, created.body))
+            .status === 409
+        ) {
+          created = tokenSecret('kubeadm', 'issued');
+        }
+        const { id, secret } = created;
         kubeadmJoin = await timedJoin(
           joinConfiguration(env, `${id}.${secret}`),
           `cliff-${mode}-${label}-kubeadm`,
@@ -466,34 +524,49 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
       return { joins, kubeadmJoin, live };
     };
 
-    /** Creates `count` live tokens of the mode's shape; the number of creates that failed. */
+    /**
+     * Creates `count` live tokens of the mode's shape; the number of creates that failed. Token IDs
+     * are 6 random characters: among 50,000 a clash (409) is likely, and then another ID is drawn.
+     */
     const precreate = async (count: number): Promise<number> => {
       let failed = 0;
       await mapLimit(Array.from({ length: count }), 32, async () => {
-        const { body } = tokenSecret(mode, 'precreated');
-        const answer = await send(api, 'POST', '/api/v1/namespaces/kube-system/secrets', operatorToken, body);
-        if (answer.status !== 201) failed += 1;
+        for (let attempt = 0; attempt < 3; attempt++) {
+          const { body } = tokenSecret(mode, 'precreated');
+          const answer = await send(
+            api,
+            'POST',
+            '/api/v1/namespaces/kube-system/secrets',
+            operatorToken,
+            body,
+          );
+          if (answer.status === 201) return;
+          if (answer.status !== 409) break;
+        }
+        failed += 1;
       });
       return failed;
     };
 
     const measure = async (live: number, label: string, precreatePerSecond: number): Promise<Level> => {
-      const settled =
-        mode === 'file' ? { ms: undefined, writable: true } : await settleSigner(env, live, capacity);
+      const settled = isFileMode(mode)
+        ? { ms: undefined, writable: true }
+        : await settleSigner(env, live, capacity);
       const before = await clusterInfo(env);
       const load = loadavg()[0] ?? 0;
       log(
         `cliff ${mode}: ${live} live tokens (pre-created at ${precreatePerSecond.toFixed(0)}/s); cluster-info ${before.bytes} bytes, ${before.signatures} signatures${settled.ms !== undefined ? `, signer settled in ${(settled.ms / 1000).toFixed(1)} s` : ''}${settled.writable ? '' : ', NOT WRITABLE (over 1 MiB)'}; load ${load.toFixed(1)}`,
       );
-      const { latencies, elapsedMs, refused } = await issueRounds(
+      const { latencies, elapsedMs, refused, floorLatencies, floorMs } = await issueRounds(
         settings.rounds,
         `${mode}-${label}`,
         live,
         settled.writable,
       );
       const { joins, kubeadmJoin } = await joinsAt(live, label);
-      if (mode !== 'file' && settled.writable) await settleSigner(env, live, capacity);
+      if (!isFileMode(mode) && settled.writable) await settleSigner(env, live, capacity);
       const s = summary(latencies);
+      const f = summary(floorLatencies);
       const level: Level = {
         live,
         label,
@@ -511,9 +584,19 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
         kubeadmJoin,
         precreatePerSecond,
         load: ((loadavg()[0] ?? 0) + load) / 2,
+        ...(floorLatencies.length > 0
+          ? {
+              floor: {
+                rate: floorLatencies.length / (floorMs / 1000),
+                p50: f.p50,
+                p99: f.p99,
+                cpuPerCreate: cpu.perUnit(`${mode}-${label}-floor`),
+              },
+            }
+          : {}),
       };
       log(
-        `cliff ${mode} @ ${label}: ${level.issued} issued (${refused} refused) at ${level.rate.toFixed(1)}/s, p50/p99 ${s.p50.toFixed(1)}/${s.p99.toFixed(1)} ms; joins ${joins.map(describeJoin).join(', ')}${kubeadmJoin ? `; kubeadm join alongside ${describeJoin(kubeadmJoin)}` : ''}; CPU per token ${level.cpuPerToken}`,
+        `cliff ${mode} @ ${label}: ${level.issued} issued (${refused} refused) at ${level.rate.toFixed(1)}/s, p50/p99 ${s.p50.toFixed(1)}/${s.p99.toFixed(1)} ms; joins ${joins.map(describeJoin).join(', ')}${kubeadmJoin ? `; kubeadm join alongside ${describeJoin(kubeadmJoin)}` : ''}; CPU per token ${level.cpuPerToken}${level.floor ? `; floor ${describeFloor(level.floor)}` : ''}`,
       );
       return level;
     };
@@ -536,7 +619,7 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
     // File discovery carries the goal (the top level against the first): the first level once more,
     // after the pre-created tokens are gone, shows how far the machine drifted meanwhile.
     const first = settings.levels[0];
-    if (mode === 'file' && first !== undefined && live > first && !run.stoppedAt) {
+    if (isFileMode(mode) && first !== undefined && live > first && !run.stoppedAt) {
       const started = performance.now();
       const names = await precreatedNames(env);
       await mapLimit(names, 32, (name) =>
@@ -574,6 +657,10 @@ async function precreatedNames(env: E2EEnvironment): Promise<string[]> {
     token = page.metadata.continue || undefined;
   } while (token);
   return names;
+}
+
+function describeFloor(floor: NonNullable<Level['floor']>): string {
+  return `raw Secret creates ${floor.rate.toFixed(1)}/s, p50/p99 ${floor.p50.toFixed(1)}/${floor.p99.toFixed(1)} ms, CPU per create ${floor.cpuPerCreate}`;
 }
 
 function describeJoin(j: JoinResult): string {
@@ -628,9 +715,9 @@ function figuresOf(run: ModeRun, settings: Settings): Figure[] {
     const n = `${level.live.toLocaleString('en-US')} live tokens${level === again ? ', again at the end' : ''}`;
     const joinsOk = level.joins.filter((j) => j.ok);
     const joinMs = joinsOk.length > 0 ? summary(joinsOk.map((j) => j.ms)).p50 : Number.NaN;
-    const context = `${level.issued} issued${level.refused ? `, ${level.refused} refused (503: cluster-info full)` : ''} in ${settings.rounds} rounds of ${settings.perRound} at concurrency ${CONCURRENCY}, each round's tokens deleted after it; cluster-info ${level.clusterInfoBytes.toLocaleString('en-US')} bytes with ${level.signatures} signatures${level.writable ? '' : ' (its last successful write: the signatures of all live tokens would exceed 1 MiB)'}${level.settleMs !== undefined ? `; the bootstrap signer caught up ${(level.settleMs / 1000).toFixed(1)} s after the pre-creation` : ''}; pre-created at ${level.precreatePerSecond.toFixed(0)} Secrets/s; CPU per token: ${level.cpuPerToken}; load average ${level.load.toFixed(1)}`;
+    const context = `${level.issued} issued${level.refused ? `, ${level.refused} refused (503: cluster-info full)` : ''} in ${settings.rounds} rounds of ${settings.perRound} at concurrency ${CONCURRENCY}, each round's tokens deleted after it; cluster-info ${level.clusterInfoBytes.toLocaleString('en-US')} bytes with ${level.signatures} signatures${level.writable ? '' : ' (its last successful write: the signatures of all live tokens would exceed 1 MiB)'}${level.settleMs !== undefined ? `; the bootstrap signer caught up ${(level.settleMs / 1000).toFixed(1)} s after the pre-creation` : ''}; pre-created at ${level.precreatePerSecond.toFixed(0)} Secrets/s; CPU per token: ${level.cpuPerToken}${level.floor ? `; in the same rounds, ${describeFloor(level.floor)}` : ''}; load average ${level.load.toFixed(1)}`;
     const joinNote = `joins: ${level.joins.map(describeJoin).join(', ')}${level.kubeadmJoin ? `; a plain kubeadm join alongside: ${describeJoin(level.kubeadmJoin)}` : ''}`;
-    const goal = run.mode === 'file' && !isFirst;
+    const goal = isFileMode(run.mode) && !isFirst;
     const within = (value: number, base: number | null, ok: (v: number, b: number) => boolean) =>
       !goal || base === null || (level.issued > 0 && ok(value, base));
     figures.push(
@@ -660,9 +747,9 @@ function figuresOf(run: ModeRun, settings: Settings): Figure[] {
         unit: 'ms',
         baseline: null,
         baselineName: null,
-        goal: run.mode === 'file' ? 'every join succeeds' : '-',
+        goal: isFileMode(run.mode) ? 'every join succeeds' : '-',
         met:
-          run.mode !== 'file' ||
+          !isFileMode(run.mode) ||
           (level.joins.length > 0 && level.joins.every((j) => j.ok) && level.kubeadmJoin?.ok !== false),
         notes: `${joinsOk.length}/${level.joins.length} joined${joinsOk.length > 1 ? ' (p50 shown)' : ''}; ${joinNote}`,
       }),
@@ -691,7 +778,7 @@ export async function runCliff(scale: Scale): Promise<Figure[]> {
     ...SETTINGS[scale],
     ...(listArg('levels') ? { levels: (listArg('levels') ?? []).map(Number) } : {}),
   };
-  const modes = (listArg('modes') ?? ['kubeadm', 'token', 'file']) as Mode[];
+  const modes = (listArg('modes') ?? ['kubeadm', 'token', 'file', 'file-nosigner']) as Mode[];
   const logs = benchDir('nodeflavor-bench-cliff-');
   mkdirSync(logs, { recursive: true });
   log(
