@@ -11,6 +11,9 @@
 //             bootstrap Secret on every bootstrap Secret change, signing or not.
 // In the file modes each issuance round is followed by a round of raw Secret creates of the same
 // shape (the floor, as in P3), so that drift of this shared machine shows in the floor too.
+//   ab        the goal, robust to this shared machine's drift: two file-discovery control planes
+//             side by side, with the first and the last level's live tokens, issuance rounds
+//             alternating between them (ABBA); ab-nosigner the same without the bootstrap signer.
 // For each N in the levels, N live tokens are pre-created directly as bootstrap Secrets of the
 // mode's shape (fast: no issuer, no FlavoredToken), then measured: the issuance rate and latency
 // (POST /v1/tokens through the issuer in a process of its own, p3-issuer-server.ts; the operator
@@ -18,7 +21,7 @@
 // after each round so that N stays N; a join's success and latency with a token issued just
 // before (the simulated kubelet, discovering as kubeadm does); for nodeflavor, a plain kubeadm join
 // alongside (the cliff breaks those too); cluster-info's size and signatures.
-//   node --import tsx bench/discovery-cliff.ts [--scale quick] [--modes kubeadm,token,file,file-nosigner]
+//   node --import tsx bench/discovery-cliff.ts [--scale quick] [--modes kubeadm,token,file,file-nosigner,ab,ab-nosigner]
 //        [--levels 100,1000]
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -276,14 +279,21 @@ interface ModeRun {
   stoppedAt?: string;
 }
 
-async function runMode(mode: Mode, settings: Settings, logs: string): Promise<ModeRun> {
+/**
+ * One fresh control plane for a mode, with the issuer and the operator (nodeflavor modes), and
+ * what a measurement does on it. `tag` tells apart the processes of two planes run side by side.
+ */
+async function openPlane(mode: Mode, settings: Settings, logs: string, tag: string = mode) {
   const plane = await ControlPlane.start({
-    log: (line) => log(`[control-plane ${mode}] ${line}`),
+    log: (line) => log(`[control-plane ${tag}] ${line}`),
     ...(mode === 'file-nosigner' ? { controllers: '*,tokencleaner' } : {}),
   });
   const env = await loadEnvironment(plane.kubeconfigPath);
   const stops: (() => Promise<void>)[] = [];
-  const run: ModeRun = { mode, levels: [] };
+  const close = async () => {
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    await plane.stop();
+  };
   try {
     // The chart's RBAC and ServiceAccount on this plane: the issuer, the operator and the
     // pre-creation all act as it (it may create bootstrap Secrets, as the issuer does).
@@ -312,9 +322,9 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
             body: { spec: { expirationSeconds: 3600 * 6, audiences: [DEFAULT_ISSUER_AUDIENCE] } },
           })
         ).status?.token ?? '';
-      const readyFile = join(logs, `issuer-${mode}.ready.json`);
+      const readyFile = join(logs, `issuer-${tag}.ready.json`);
       const issuerProcess = new ManagedProcess(
-        `issuer-${mode}`,
+        `issuer-${tag}`,
         process.execPath,
         [
           '--import',
@@ -329,7 +339,7 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
           '--ready-file',
           readyFile,
           '--log-file',
-          join(logs, `issuer-${mode}.log`),
+          join(logs, `issuer-${tag}.log`),
           '--settings',
           JSON.stringify({
             issuance: {
@@ -340,7 +350,7 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
             },
           }),
         ],
-        join(logs, `issuer-${mode}.out`),
+        join(logs, `issuer-${tag}.out`),
       );
       stops.push(() => issuerProcess.stop());
       await waitForFile(readyFile, issuerProcess);
@@ -361,12 +371,14 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
 
       const metricsPort = await freePort();
       const operator = startOperator(
-        join(logs, `operator-${mode}.log`),
+        join(logs, `operator-${tag}.log`),
         ['--no-leader-elect', '--log-level', 'warn'],
         {
           metricsPort,
           nodeArgs: chartNodeOptions(),
           built: true,
+          // Two planes may run side by side: each operator with its own plane's identity.
+          kubeconfigPath: install.kubeconfigPath,
         },
       );
       stops.push(() => operator.stop());
@@ -379,7 +391,6 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
       ? { capacity: Number.POSITIVE_INFINITY, refusal: '' }
       : await signatureCapacity(env);
     if (!isFileMode(mode)) {
-      run.capacity = { capacity, refusal };
       log(
         `cliff ${mode}: cluster-info holds at most ${capacity} token signatures here; one more: ${refusal}`,
       );
@@ -445,7 +456,13 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
      * Issues perRound tokens `rounds` times, deleting each round's tokens after it; in the file
      * modes each round is followed by as many raw Secret creates (the floor), deleted likewise.
      */
-    const issueRounds = async (rounds: number, phase: string, live: number, writable: boolean) => {
+    const issueRounds = async (
+      rounds: number,
+      phase: string,
+      live: number,
+      writable: boolean,
+      withFloor = true,
+    ) => {
       const latencies: number[] = [];
       const floorLatencies: number[] = [];
       let elapsedMs = 0;
@@ -468,7 +485,7 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
         elapsedMs += performance.now() - started;
         cpu.add(phase, cpuBefore, cpu.snapshot(), tokens.length);
         await forget(tokens);
-        if (isFileMode(mode)) {
+        if (isFileMode(mode) && withFloor) {
           const raw: { tokenId: string }[] = [];
           cpuBefore = cpu.snapshot();
           started = performance.now();
@@ -483,7 +500,7 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
         }
         if (!isFileMode(mode) && writable) await settleSigner(env, live, capacity);
       }
-      return { latencies, elapsedMs, refused, floorLatencies, floorMs };
+      return { latencies, elapsedMs, refused, floorLatencies, floorMs, cpu: cpu.perUnit(phase) };
     };
 
     /** One join with a token issued just before, and (nodeflavor) a plain kubeadm join alongside. */
@@ -601,12 +618,49 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
       return level;
     };
 
+    /** Deletes every pre-created token (the file modes' return to the first level). */
+    const deletePrecreated = async () => {
+      const names = await precreatedNames(env);
+      await mapLimit(names, 32, (name) =>
+        send(api, 'DELETE', `/api/v1/namespaces/kube-system/secrets/${name}`, operatorToken),
+      );
+      return names.length;
+    };
+
+    return {
+      mode,
+      env,
+      capacity,
+      refusal,
+      precreate,
+      deletePrecreated,
+      issueRounds,
+      joinsAt,
+      measure,
+      close,
+    };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
+
+type Plane = Awaited<ReturnType<typeof openPlane>>;
+
+async function runMode(mode: Mode, settings: Settings, logs: string): Promise<ModeRun> {
+  const ctx = await openPlane(mode, settings, logs);
+  const run: ModeRun = {
+    mode,
+    levels: [],
+    ...(isFileMode(mode) ? {} : { capacity: { capacity: ctx.capacity, refusal: ctx.refusal } }),
+  };
+  try {
     // Warm-up (JIT, connections, caches), not counted.
-    await issueRounds(1, 'warm-up', 0, true);
+    await ctx.issueRounds(1, 'warm-up', 0, true);
     let live = 0;
     for (const target of settings.levels) {
       const started = performance.now();
-      const failed = await precreate(target - live);
+      const failed = await ctx.precreate(target - live);
       if (failed > 0) {
         run.stoppedAt = `${failed} of ${target - live} Secret creates failed on the way to ${target}`;
         log(`cliff ${mode}: ${run.stoppedAt}; stopping this mode`);
@@ -614,28 +668,91 @@ async function runMode(mode: Mode, settings: Settings, logs: string): Promise<Mo
       }
       const rate = (target - live) / ((performance.now() - started) / 1000);
       live = target;
-      run.levels.push(await measure(live, String(live), rate));
+      run.levels.push(await ctx.measure(live, String(live), rate));
     }
     // File discovery carries the goal (the top level against the first): the first level once more,
     // after the pre-created tokens are gone, shows how far the machine drifted meanwhile.
     const first = settings.levels[0];
     if (isFileMode(mode) && first !== undefined && live > first && !run.stoppedAt) {
       const started = performance.now();
-      const names = await precreatedNames(env);
-      await mapLimit(names, 32, (name) =>
-        send(api, 'DELETE', `/api/v1/namespaces/kube-system/secrets/${name}`, operatorToken),
-      );
+      const deleted = await ctx.deletePrecreated();
       log(
-        `cliff ${mode}: deleted ${names.length} pre-created tokens in ${((performance.now() - started) / 1000).toFixed(0)} s`,
+        `cliff ${mode}: deleted ${deleted} pre-created tokens in ${((performance.now() - started) / 1000).toFixed(0)} s`,
       );
       const again = performance.now();
-      await precreate(first);
-      run.again = await measure(first, `${first}-again`, first / ((performance.now() - again) / 1000));
+      await ctx.precreate(first);
+      run.again = await ctx.measure(first, `${first}-again`, first / ((performance.now() - again) / 1000));
     }
     return run;
   } finally {
-    for (const stop of stops.reverse()) await stop().catch(() => undefined);
-    await plane.stop();
+    await ctx.close();
+  }
+}
+
+interface AbRun {
+  mode: 'file' | 'file-nosigner';
+  low: number;
+  high: number;
+  rounds: number;
+  /** Per side: the issuance latencies and busy time over all its rounds, its CPU per token, its joins. */
+  sides: Record<
+    'low' | 'high',
+    { latencies: number[]; elapsedMs: number; cpu: string; joins: JoinResult[]; kubeadmJoin?: JoinResult }
+  >;
+}
+
+/**
+ * The goal, measured so that this shared machine's drift hits both sides alike: two control planes
+ * with file discovery side by side, one with the first level's live tokens and one with the last's,
+ * issuance rounds alternating between them (low, high, high, low, ...).
+ */
+async function runAb(mode: AbRun['mode'], settings: Settings, logs: string): Promise<AbRun | undefined> {
+  const low = settings.levels[0];
+  const high = settings.levels.at(-1);
+  if (low === undefined || high === undefined || high <= low) return undefined;
+  const planes: Plane[] = [];
+  try {
+    planes.push(await openPlane(mode, settings, logs, `${mode}-ab-low`));
+    planes.push(await openPlane(mode, settings, logs, `${mode}-ab-high`));
+    const [lowPlane, highPlane] = planes as [Plane, Plane];
+    await lowPlane.precreate(low);
+    const started = performance.now();
+    await highPlane.precreate(high);
+    log(
+      `cliff A/B: ${low} and ${high} live tokens (the ${high} pre-created in ${((performance.now() - started) / 1000).toFixed(0)} s)`,
+    );
+    for (const p of planes) await p.issueRounds(1, 'warm-up', 0, true);
+    const rounds = Math.max(settings.rounds, 2) * 2;
+    const sides: AbRun['sides'] = {
+      low: { latencies: [], elapsedMs: 0, cpu: '', joins: [] },
+      high: { latencies: [], elapsedMs: 0, cpu: '', joins: [] },
+    };
+    for (let round = 0; round < rounds; round++) {
+      // ABBA: a linear drift over the run costs both sides the same.
+      const order: ('low' | 'high')[] = round % 2 === 0 ? ['low', 'high'] : ['high', 'low'];
+      for (const side of order) {
+        const plane = side === 'low' ? lowPlane : highPlane;
+        const result = await plane.issueRounds(1, `ab-${side}`, side === 'low' ? low : high, true, false);
+        sides[side].latencies.push(...result.latencies);
+        sides[side].elapsedMs += result.elapsedMs;
+        sides[side].cpu = result.cpu;
+      }
+    }
+    for (const side of ['low', 'high'] as const) {
+      const plane = side === 'low' ? lowPlane : highPlane;
+      const { joins, kubeadmJoin } = await plane.joinsAt(side === 'low' ? low : high, `ab-${side}`);
+      sides[side].joins = joins;
+      if (kubeadmJoin) sides[side].kubeadmJoin = kubeadmJoin;
+    }
+    const describe = (side: 'low' | 'high') => {
+      const s = summary(sides[side].latencies);
+      return `${(sides[side].latencies.length / (sides[side].elapsedMs / 1000)).toFixed(1)}/s, p50/p99 ${s.p50.toFixed(1)}/${s.p99.toFixed(1)} ms, CPU per token ${sides[side].cpu}`;
+    };
+    log(`cliff A/B ${mode} @ ${low}: ${describe('low')}`);
+    log(`cliff A/B ${mode} @ ${high}: ${describe('high')}`);
+    return { mode, low, high, rounds, sides };
+  } finally {
+    for (const p of planes) await p.close();
   }
 }
 
@@ -773,12 +890,61 @@ function figuresOf(run: ModeRun, settings: Settings): Figure[] {
   return figures;
 }
 
+function abFigures(ab: AbRun, settings: Settings): Figure[] {
+  const stats = (side: 'low' | 'high') => {
+    const s = summary(ab.sides[side].latencies);
+    return {
+      rate: ab.sides[side].latencies.length / (ab.sides[side].elapsedMs / 1000),
+      p50: s.p50,
+      p99: s.p99,
+    };
+  };
+  const [low, high] = [stats('low'), stats('high')];
+  const n = (count: number) => count.toLocaleString('en-US');
+  const name = `cliff A/B, ${MODE_NAMES[ab.mode].replace('nodeflavor, ', '')}, ${n(ab.high)} vs ${n(ab.low)} live tokens`;
+  const context = `two control planes side by side, ${ab.rounds} rounds of ${settings.perRound} issuances each at concurrency ${CONCURRENCY}, alternating low/high (ABBA); CPU per token at ${n(ab.high)}: ${ab.sides.high.cpu}; at ${n(ab.low)}: ${ab.sides.low.cpu}`;
+  const joins = ab.sides.high.joins;
+  return [
+    figure({
+      name: `${name}: issuance rate`,
+      value: high.rate,
+      unit: '/s',
+      baseline: low.rate,
+      baselineName: `${n(ab.low)} live tokens, same rounds`,
+      goal: '≥ 0.9× baseline',
+      met: high.rate >= 0.9 * low.rate,
+      notes: `p50 ${high.p50.toFixed(1)} ms (${n(ab.low)}: ${low.p50.toFixed(1)} ms); ${context}`,
+    }),
+    figure({
+      name: `${name}: issuance p99`,
+      value: high.p99,
+      unit: 'ms',
+      baseline: low.p99,
+      baselineName: `${n(ab.low)} live tokens, same rounds`,
+      goal: '≤ 1.1× baseline',
+      met: high.p99 <= 1.1 * low.p99,
+      notes: context,
+    }),
+    figure({
+      name: `${name}: join at ${n(ab.high)} (issued → Node registered)`,
+      value:
+        joins.filter((j) => j.ok).length > 0 ? summary(joins.filter((j) => j.ok).map((j) => j.ms)).p50 : 0,
+      unit: 'ms',
+      baseline: null,
+      baselineName: null,
+      goal: 'every join succeeds',
+      met: joins.length > 0 && joins.every((j) => j.ok) && ab.sides.high.kubeadmJoin?.ok !== false,
+      notes: `joins: ${joins.map(describeJoin).join(', ')}${ab.sides.high.kubeadmJoin ? `; a plain kubeadm join alongside: ${describeJoin(ab.sides.high.kubeadmJoin)}` : ''}; at ${n(ab.low)}: ${ab.sides.low.joins.map(describeJoin).join(', ')}`,
+    }),
+  ];
+}
+
 export async function runCliff(scale: Scale): Promise<Figure[]> {
   const settings: Settings = {
     ...SETTINGS[scale],
     ...(listArg('levels') ? { levels: (listArg('levels') ?? []).map(Number) } : {}),
   };
-  const modes = (listArg('modes') ?? ['kubeadm', 'token', 'file', 'file-nosigner']) as Mode[];
+  const modes = listArg('modes') ?? ['kubeadm', 'token', 'file', 'file-nosigner', 'ab', 'ab-nosigner'];
   const logs = benchDir('nodeflavor-bench-cliff-');
   mkdirSync(logs, { recursive: true });
   log(
@@ -787,7 +953,12 @@ export async function runCliff(scale: Scale): Promise<Figure[]> {
   const figures: Figure[] = [];
   for (const mode of modes) {
     const started = performance.now();
-    figures.push(...figuresOf(await runMode(mode, settings, logs), settings));
+    if (mode === 'ab' || mode === 'ab-nosigner') {
+      const ab = await runAb(mode === 'ab' ? 'file' : 'file-nosigner', settings, logs);
+      if (ab) figures.push(...abFigures(ab, settings));
+    } else {
+      figures.push(...figuresOf(await runMode(mode as Mode, settings, logs), settings));
+    }
     log(`cliff ${mode}: done in ${((performance.now() - started) / 1000).toFixed(0)} s`);
   }
   return figures;
