@@ -123,7 +123,9 @@ async function main(): Promise<void> {
       // Like real kubelets: keep the Lease renewed and report Ready.
       for (const kubelet of kubelets) kubelet.startHeartbeat(2000);
     } else {
-      say('two real nodes run `kubeadm join --config join.yaml` with the returned JoinConfigurations');
+      say(
+        'two real nodes run `kubeadm join --config join.yaml` with the returned JoinConfigurations and discovery kubeconfigs',
+      );
       host = await RealNodeHost.start(plane.server);
       for (const [name, issued] of [
         ['node-a', sweet],
