@@ -12,6 +12,8 @@ import {
   ensureNamespace,
   installCrds,
   issue,
+  type JoinFiles,
+  nodeFiles,
   OPERATOR_NAMESPACE,
   startOperator,
 } from '../test/e2e/support/nodeflavor.ts';
@@ -44,7 +46,7 @@ async function burst(
   kubeConfig: KubeConfig,
   prefix: string,
   label: string,
-  joinConfigs: string[],
+  materials: JoinFiles[],
   concurrency: number,
 ): Promise<Burst> {
   const observer = new LabelObserver(kubeConfig, prefix, label);
@@ -52,19 +54,23 @@ async function burst(
   const createdAt = new Map<string, number>();
   const kubelets: SimulatedKubelet[] = [];
   const started = performance.timeOrigin + performance.now();
-  await mapLimit(joinConfigs, concurrency, async (config, i) => {
+  await mapLimit(materials, concurrency, async (material, i) => {
     const name = `${prefix}${i}`;
-    const kubelet = new SimulatedKubelet(name, parseJoinConfiguration(config), { timeoutMs: 120_000 });
+    const config = typeof material === 'string' ? material : material.joinConfiguration;
+    const kubelet = new SimulatedKubelet(name, parseJoinConfiguration(config), {
+      timeoutMs: 120_000,
+      readFile: nodeFiles(material),
+    });
     kubelets.push(kubelet);
     await kubelet.join();
     createdAt.set(name, performance.timeOrigin + performance.now());
     kubelet.stop();
   });
-  await observer.waitForCount(joinConfigs.length, 300_000);
+  await observer.waitForCount(materials.length, 300_000);
   observer.stop();
   const latencies = [...createdAt].map(([name, at]) => Math.max(0, (observer.seenAt.get(name) ?? at) - at));
   const last = Math.max(...observer.seenAt.values());
-  return { latencies, nodesPerSecond: joinConfigs.length / ((last - started) / 1000) };
+  return { latencies, nodesPerSecond: materials.length / ((last - started) / 1000) };
 }
 
 async function waitTokensTakenIn(kubeConfig: KubeConfig, names: string[]): Promise<void> {
@@ -96,9 +102,10 @@ export async function runP1(scale: Scale): Promise<Figure[]> {
   await applyFlavorClass(env, 'bench', { labels: { [FLAVOR_LABEL]: 'bench' } });
   const logs = benchDir('nodeflavor-bench-p1-');
 
-  // Both bursts join under the same conditions: one token per node for each (every token adds a
-  // signature the bootstrap signer keeps in cluster-info, which every joining node downloads),
-  // all tokens made before either burst.
+  // Both bursts join under the same conditions: one token per node for each, all made before
+  // either burst. The plain tokens (token discovery) each add a signature the bootstrap signer
+  // keeps in cluster-info; nodeflavor's (file discovery, the default) add none. Every joining node
+  // reads cluster-info in both bursts (kubeadm's file discovery reads it to check the TLS).
   log(`P1: issuing ${nodes} nodeflavor tokens and creating ${nodes} plain bootstrap tokens`);
   const issued = await mapLimit(Array.from({ length: nodes }), 16, () => issue(env, 'bench', { ttl: '1h' }));
   const plain = await mapLimit(Array.from({ length: nodes }), 16, () => createBootstrapToken(env));
@@ -145,7 +152,7 @@ export async function runP1(scale: Scale): Promise<Figure[]> {
     env.kubeConfig,
     'p1-nf-',
     FLAVOR_LABEL,
-    issued.map((t) => t.material.joinConfiguration),
+    issued.map((t) => t.material),
     concurrency,
   );
   log(`P1 nodeflavor: API requests in all ${await requestCounts(metricsPort)}`);

@@ -13,6 +13,7 @@ const SCRIPTS: { id: string; file: string }[] = [
   { id: 'abuse', file: 'issuer-abuse.ts' },
   { id: 'p4p5', file: 'p4-p5-fleet.ts' },
   { id: 'fuzz', file: 'fuzz-flavor-tokens.ts' },
+  { id: 'cliff', file: 'discovery-cliff.ts' },
 ];
 
 function runScript(file: string, scale: string, out: string): Promise<number> {

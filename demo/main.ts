@@ -118,19 +118,25 @@ async function main(): Promise<void> {
 
     if (noRealNodes) {
       say('two simulated kubelets join with the returned JoinConfigurations (kubeadm join --config)');
-      kubelets.push(await joinWith(sweet.joinConfiguration, 'node-a'));
-      kubelets.push(await joinWith(sour.joinConfiguration, 'node-b'));
+      kubelets.push(await joinWith(sweet, 'node-a'));
+      kubelets.push(await joinWith(sour, 'node-b'));
       // Like real kubelets: keep the Lease renewed and report Ready.
       for (const kubelet of kubelets) kubelet.startHeartbeat(2000);
     } else {
-      say('two real nodes run `kubeadm join --config join.yaml` with the returned JoinConfigurations');
+      say(
+        'two real nodes run `kubeadm join --config join.yaml` with the returned JoinConfigurations and discovery kubeconfigs',
+      );
       host = await RealNodeHost.start(plane.server);
       for (const [name, issued] of [
         ['node-a', sweet],
         ['node-b', sour],
       ] as const) {
         const started = Date.now();
-        const node = await host.startNode({ name, joinConfiguration: issued.joinConfiguration });
+        const node = await host.startNode({
+          name,
+          joinConfiguration: issued.joinConfiguration,
+          discoveryKubeconfig: issued.discoveryKubeconfig,
+        });
         realNodes.push(node);
         await node.joined();
         console.log(
@@ -200,7 +206,7 @@ async function main(): Promise<void> {
 
     say('an insider with an unused sour token asks for a certificate as node-a (name squatting)');
     const squatter = await issueThroughApi(url, ca, bearer, 'sour');
-    const squat = await joinWith(squatter.joinConfiguration, 'node-a').then(
+    const squat = await joinWith(squatter, 'node-a').then(
       () => 'joined',
       (error: Error) => error.message,
     );

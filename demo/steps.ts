@@ -78,6 +78,9 @@ export async function readIssuerCa(
 export interface Issued {
   id: string;
   joinConfiguration: string;
+  /** The cluster CA and API server the JoinConfiguration reads (file discovery). */
+  discoveryKubeconfig: string;
+  discoveryKubeconfigPath: string;
   body: string;
 }
 
@@ -106,8 +109,14 @@ export function issueThroughApi(url: string, ca: string, bearer: string, flavor:
             reject(new Error(`POST /v1/tokens (${flavor}): HTTP ${res.statusCode}: ${body.slice(0, 300)}`));
             return;
           }
-          const parsed = JSON.parse(body) as { id: string; joinConfiguration: string };
-          resolve({ id: parsed.id, joinConfiguration: parsed.joinConfiguration, body });
+          const parsed = JSON.parse(body) as Omit<Issued, 'body'>;
+          resolve({
+            id: parsed.id,
+            joinConfiguration: parsed.joinConfiguration,
+            discoveryKubeconfig: parsed.discoveryKubeconfig,
+            discoveryKubeconfigPath: parsed.discoveryKubeconfigPath,
+            body,
+          });
         });
       },
     );

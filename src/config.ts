@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { isAddressOrCidr } from './tokenissuer/client-address.ts';
 import { DEFAULT_AUTH_EXTRA_GROUP, DEFAULT_ISSUER_AUDIENCE } from './tokenissuer/config.ts';
+import { DEFAULT_DISCOVERY_MODE, DISCOVERY_MODES } from './tokenissuer/discovery-kubeconfig.ts';
 
 const FORBIDDEN_ADMIN_GROUPS = new Set([
   'system:authenticated',
@@ -113,6 +114,11 @@ export const ConfigSchema = z.object({
   issuerService: z.string().default('nodeflavor-issuer'),
   /** host:port nodes join through, when it differs from the server in kube-public/cluster-info. */
   joinApiServerEndpoint: z.string().optional(),
+  /**
+   * How issued JoinConfigurations discover the API server: `file` (the discovery kubeconfig beside
+   * them; no signature in cluster-info) or `token` (CA hash pin and a cluster-info JWS per live token).
+   */
+  joinDiscovery: z.enum(DISCOVERY_MODES).default(DEFAULT_DISCOVERY_MODE),
   // The issuer's limits against abusive clients (docs/token-issuer.md, "Abusive clients").
   /** The TLS handshake, and then each request's headers, must arrive within this. */
   issuerHeadersTimeout: durationMs.refine((ms) => ms >= 100, 'must be at least 100ms').default(10_000),

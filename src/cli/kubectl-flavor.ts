@@ -13,8 +13,15 @@ import { listNodeFacts } from '../kube/node-list.ts';
 import { KubeReviews } from '../kube/reviews.ts';
 import { KubeTokenStore } from '../kube/tokens.ts';
 import { type IssuanceSettings, IssuanceSettingsSchema } from '../tokenissuer/config.ts';
+import { DEFAULT_DISCOVERY_KUBECONFIG_PATH, DISCOVERY_MODES } from '../tokenissuer/discovery-kubeconfig.ts';
 import { IssuerError } from '../tokenissuer/errors.ts';
-import { type IssuanceDeps, issueToken, listTokens, revokeToken } from '../tokenissuer/issue.ts';
+import {
+  discoveryInfo,
+  type IssuanceDeps,
+  issueToken,
+  listTokens,
+  revokeToken,
+} from '../tokenissuer/issue.ts';
 import { type IssueRequest, validateIssueRequest } from '../tokenissuer/request.ts';
 import { issueResponse } from '../tokenissuer/response.ts';
 import { explainNode, explainToken, nodeReason } from './explain.ts';
@@ -31,7 +38,10 @@ const USAGE = `Usage: kubectl flavor <command> [flags]
 Commands:
   issue --flavor F [--ttl 1h | --expires-at T] [--max-uses N]
         [--node-name N | --node-name-pattern P] [--description D]
+        [--discovery file|token]
         [-o yaml|json|join|cloud-init]    issue a join token for flavor F
+  discovery [-o kubeconfig|json|yaml]     the discovery kubeconfig nodes need (no secret): install
+                                          it once per machine at ${DEFAULT_DISCOVERY_KUBECONFIG_PATH}
   list [-o table|json|yaml]               list issued tokens (no secrets)
   revoke ID                               revoke a token (its name ft-<id> or its token ID)
   flavors                                 list FlavorClasses and whether you may use them
@@ -52,8 +62,12 @@ Flags:
                          keep it equal to the operator's --bootstrap-group)
   -h, --help             show this help
 
--o join prints the kubeadm JoinConfiguration (run: kubeadm join --config <file>);
--o cloud-init prints a #cloud-config that writes it and joins; -o yaml/json print everything.
+-o join prints the kubeadm JoinConfiguration (run: kubeadm join --config <file>). With file
+discovery (the default) it reads the cluster CA and API server from the discovery kubeconfig:
+install that first (kubectl flavor discovery > ${DEFAULT_DISCOVERY_KUBECONFIG_PATH}).
+--discovery token pins the CA by hash instead and needs no such file, but every live token then
+adds a signature to kube-public/cluster-info (see docs/token-issuer.md#discovery).
+-o cloud-init prints a #cloud-config that writes both files and joins; -o yaml/json print everything.
 Rotate keys with add, then activate; retire the old key once no token it derived is needed
 (docs/operations.md#hmac-key-rotation). The keys commands need get and update on the key Secret.
 `;
@@ -73,6 +87,7 @@ const OPTIONS = {
   'node-name-pattern': { type: 'string' },
   description: { type: 'string' },
   output: { type: 'string', short: 'o' },
+  discovery: { type: 'string' },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
@@ -89,7 +104,9 @@ const COMMAND_FLAGS: Readonly<Record<string, readonly string[]>> = {
     'output',
     'key-secret',
     'bootstrap-group',
+    'discovery',
   ],
+  discovery: ['output'],
   list: ['output'],
   revoke: [],
   flavors: [],
@@ -142,6 +159,8 @@ export async function main(argv: string[], io: Io): Promise<number> {
     switch (command) {
       case 'issue':
         return await issue(kubeConfig, issueFlags!, io);
+      case 'discovery':
+        return await discovery(kubeConfig, values.output ?? 'kubeconfig', io);
       case 'list':
         return await list(kubeConfig, values.output ?? 'table', io);
       case 'revoke':
@@ -162,7 +181,9 @@ export async function main(argv: string[], io: Io): Promise<number> {
 
 function checkUsage(command: string | undefined, values: Values, rest: string[]): asserts command is string {
   if (command === undefined)
-    throw new UsageError('a command is required (issue, list, revoke, flavors, nodes, explain, keys)');
+    throw new UsageError(
+      'a command is required (issue, discovery, list, revoke, flavors, nodes, explain, keys)',
+    );
   const allowed = COMMAND_FLAGS[command];
   if (!allowed) throw new UsageError(`unknown command '${command}'`);
   for (const flag of Object.keys(values)) {
@@ -198,6 +219,9 @@ function checkUsage(command: string | undefined, values: Values, rest: string[])
   ) {
     throw new UsageError(`-o ${values.output} is not one of table, json, yaml`);
   }
+  if (command === 'discovery' && !['kubeconfig', 'json', 'yaml'].includes(values.output ?? 'kubeconfig')) {
+    throw new UsageError(`-o ${values.output} is not one of kubeconfig, json, yaml`);
+  }
 }
 
 interface IssueFlags {
@@ -228,7 +252,14 @@ function parseIssueFlags(values: Values): IssueFlags {
     ...(values['node-name-pattern'] !== undefined ? { nodeNamePattern: values['node-name-pattern'] } : {}),
     ...(values.description !== undefined ? { description: values.description } : {}),
   };
-  const settings = IssuanceSettingsSchema.safeParse({ authExtraGroups: values['bootstrap-group'] });
+  const discovery = values.discovery;
+  if (discovery !== undefined && !(DISCOVERY_MODES as readonly string[]).includes(discovery)) {
+    throw new UsageError(`--discovery must be one of ${DISCOVERY_MODES.join(', ')}`);
+  }
+  const settings = IssuanceSettingsSchema.safeParse({
+    authExtraGroups: values['bootstrap-group'],
+    discovery,
+  });
   if (!settings.success)
     throw new UsageError(`--bootstrap-group ${settings.error.issues[0]?.message ?? 'is invalid'}`);
   validateIssueRequest(request, settings.data, new Date());
@@ -264,10 +295,25 @@ async function issue(kubeConfig: KubeConfig, flags: IssueFlags, io: Io): Promise
   const response = issueResponse(
     await issueToken(deps, { ...flags.request, ...(requestedBy ? { requestedBy } : {}) }),
   );
-  if (flags.output === 'join') io.stdout(response.joinConfiguration);
-  else if (flags.output === 'cloud-init') io.stdout(response.cloudInit);
+  if (flags.output === 'join') {
+    io.stdout(response.joinConfiguration);
+    if (response.discovery === 'file') {
+      io.stderr(
+        `${PROGRAM}: note: this JoinConfiguration reads ${response.discoveryKubeconfigPath}: install it on the node first (kubectl flavor discovery)\n`,
+      );
+    }
+  } else if (flags.output === 'cloud-init') io.stdout(response.cloudInit);
   else if (flags.output === 'json') io.stdout(asJson(response));
   else io.stdout(asYaml(response));
+  return 0;
+}
+
+/** The discovery kubeconfig (the cluster CA and API server): what machines install once. */
+async function discovery(kubeConfig: KubeConfig, output: string, io: Io): Promise<number> {
+  const info = await discoveryInfo({ kube: new KubeTokenStore(kubeConfig), settings: SETTINGS });
+  if (output === 'json') io.stdout(asJson(info));
+  else if (output === 'yaml') io.stdout(asYaml(info));
+  else io.stdout(info.kubeconfig);
   return 0;
 }
 

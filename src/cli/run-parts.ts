@@ -137,6 +137,7 @@ async function runIssuer({ kubeConfig, config, registry, log, keyRing }: PartOpt
     tls: { certPem: first.certPem, keyPem: first.keyPem },
     issuance: {
       authExtraGroups: config.bootstrapGroup,
+      discovery: config.joinDiscovery,
       ...(config.joinApiServerEndpoint ? { apiServerEndpoint: config.joinApiServerEndpoint } : {}),
     },
     keyRing: { namespace: config.namespace, secretName: config.keySecret, createIfMissing: true },

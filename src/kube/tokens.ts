@@ -36,6 +36,8 @@ export { KubeError } from './kube-error.ts';
 /** The API server looks bootstrap token Secrets up in this namespace only. */
 export const BOOTSTRAP_TOKEN_NAMESPACE = 'kube-system';
 export const BOOTSTRAP_TOKEN_SECRET_TYPE = 'bootstrap.kubernetes.io/token';
+/** The bootstrap signer's key for a token's JWS in cluster-info: this prefix and the token ID. */
+export const CLUSTER_INFO_SIGNATURE_PREFIX = 'jws-kubeconfig-';
 
 export interface BootstrapSecretRequest {
   token: BootstrapToken;
@@ -46,6 +48,19 @@ export interface BootstrapSecretRequest {
   description: string;
   /** The FlavoredToken that owns the Secret, so that deleting it lets the GC remove the Secret. */
   owner: { name: string; uid: string };
+  /**
+   * usage-bootstrap-signing: the bootstrap signer then adds a JWS for this token to
+   * kube-public/cluster-info. Only token discovery needs it; file discovery does not.
+   */
+  signing: boolean;
+}
+
+/** What the issuer reads from kube-public/cluster-info. */
+export interface ClusterInfo {
+  /** The `kubeconfig` entry (CA and server only). */
+  kubeconfig: string;
+  /** `jws-kubeconfig-<token ID>` entries: one per live token with usage-bootstrap-signing. */
+  signatures: number;
 }
 
 /** The I/O issuance needs; an interface so that the issuance logic can be tested without a cluster. */
@@ -67,8 +82,8 @@ export interface TokenKube {
   createBootstrapSecret(request: BootstrapSecretRequest): Promise<void>;
   /** false when there was nothing to delete. */
   deleteBootstrapSecret(tokenId: string): Promise<boolean>;
-  /** The `kubeconfig` entry of kube-public/cluster-info (CA and server only). */
-  readClusterInfoKubeconfig(): Promise<string>;
+  /** kube-public/cluster-info: its kubeconfig and how many token signatures it carries. */
+  readClusterInfo(): Promise<ClusterInfo>;
 }
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -250,7 +265,7 @@ export class KubeTokenStore implements TokenKube {
         'token-secret': request.token.secret.reveal(),
         expiration: request.expiration,
         'usage-bootstrap-authentication': 'true',
-        'usage-bootstrap-signing': 'true',
+        ...(request.signing ? { 'usage-bootstrap-signing': 'true' } : {}),
         'auth-extra-groups': request.authExtraGroups,
         description: request.description,
       },
@@ -271,20 +286,20 @@ export class KubeTokenStore implements TokenKube {
   }
 
   /**
-   * cluster-info changes only with the cluster CA or endpoint, but the bootstrap signer rewrites
-   * it (one signature per token) on every issuance, so it grows: read it at most every 10 s.
+   * cluster-info changes only with the cluster CA or endpoint, or when the bootstrap signer
+   * re-signs it for a token with usage-bootstrap-signing (one signature per such token, so it can
+   * be large): read it at most every 10 s.
    */
-  #clusterInfo: { kubeconfig: string; readAt: number } | undefined;
+  #clusterInfo: { info: ClusterInfo; readAt: number } | undefined;
 
-  async readClusterInfoKubeconfig(): Promise<string> {
-    if (this.#clusterInfo && Date.now() - this.#clusterInfo.readAt < 10_000)
-      return this.#clusterInfo.kubeconfig;
-    const kubeconfig = await this.#readClusterInfoKubeconfig();
-    this.#clusterInfo = { kubeconfig, readAt: Date.now() };
-    return kubeconfig;
+  async readClusterInfo(): Promise<ClusterInfo> {
+    if (this.#clusterInfo && Date.now() - this.#clusterInfo.readAt < 10_000) return this.#clusterInfo.info;
+    const info = await this.#readClusterInfo();
+    this.#clusterInfo = { info, readAt: Date.now() };
+    return info;
   }
 
-  async #readClusterInfoKubeconfig(): Promise<string> {
+  async #readClusterInfo(): Promise<ClusterInfo> {
     const configMap = await call('read ConfigMap kube-public/cluster-info', () =>
       this.#core.readNamespacedConfigMap({ name: 'cluster-info', namespace: 'kube-public' }),
     );
@@ -296,7 +311,10 @@ export class KubeTokenStore implements TokenKube {
         "ConfigMap kube-public/cluster-info has no 'kubeconfig' entry: is this a kubeadm-style cluster?",
       );
     }
-    return kubeconfig;
+    const signatures = Object.keys(configMap.data ?? {}).filter((key) =>
+      key.startsWith(CLUSTER_INFO_SIGNATURE_PREFIX),
+    ).length;
+    return { kubeconfig, signatures };
   }
 }
 

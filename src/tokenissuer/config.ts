@@ -5,6 +5,12 @@ import { z } from 'zod';
 import { DEFAULT_TTL, parseDuration, TtlSchema } from '../flavor/resources.ts';
 import { DEFAULT_KEY_SECRET_NAME } from '../kube/keyring-store.ts';
 import { isAddressOrCidr } from './client-address.ts';
+import {
+  DEFAULT_DISCOVERY_KUBECONFIG_PATH,
+  DEFAULT_DISCOVERY_MODE,
+  DISCOVERY_MODES,
+  isDiscoveryPath,
+} from './discovery-kubeconfig.ts';
 
 /**
  * nodeflavor's own bootstrap group: every flavor's token carries exactly this one
@@ -23,6 +29,13 @@ export const DEFAULT_FLAVORS_CLAIM = 'nodeflavor.io/flavors';
  * portal never hands the issuer a token that is also valid against the API server.
  */
 export const DEFAULT_ISSUER_AUDIENCE = 'nodeflavor-issuer';
+
+/**
+ * The highest maxClusterInfoSignatures allowed: 425 KB of signature values, 40 % of the 1 MiB a
+ * ConfigMap's values may total (12,325 signatures: bench/RESULTS.md), leaving room for what the
+ * 10 s cached read, other replicas and tokens made elsewhere add.
+ */
+export const MAX_CLUSTER_INFO_SIGNATURES = 5_000;
 
 /** The API server's rule for auth-extra-groups entries. */
 const BOOTSTRAP_GROUP_RE = /^system:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]$/;
@@ -99,6 +112,23 @@ export const IssuanceSettingsSchema = z
     apiServerEndpoint: z.string().min(1).optional(),
     /** Join material registers the node with the quarantine taint that only verification lifts. */
     quarantineTaint: z.boolean().default(true),
+    /**
+     * How kubeadm trusts the API server (discovery-kubeconfig.ts). `file`: the discovery kubeconfig
+     * (CA and server) beside the JoinConfiguration, no signature in cluster-info. `token`: the CA
+     * hash pin and the bootstrap signer's JWS, one per live token in cluster-info.
+     */
+    discovery: z.enum(DISCOVERY_MODES).default(DEFAULT_DISCOVERY_MODE),
+    /** Where the JoinConfiguration expects the discovery kubeconfig on the node (file discovery). */
+    discoveryKubeconfigPath: z
+      .string()
+      .refine(isDiscoveryPath, { message: 'must be an absolute file path (no URL, no . or .. segments)' })
+      .default(DEFAULT_DISCOVERY_KUBECONFIG_PATH),
+    /**
+     * Token discovery only: issue nothing (503) while kube-public/cluster-info carries this many
+     * JWS signatures or more (85 bytes of value each; past 12,325 the ConfigMap cannot be written at all
+     * and every token-discovery join in the cluster fails, kubeadm's own included).
+     */
+    maxClusterInfoSignatures: z.number().int().min(1).max(MAX_CLUSTER_INFO_SIGNATURES).default(1_000),
   })
   .refine((issuance) => parseDuration(issuance.defaultTtl) <= parseDuration(issuance.maxTtl), {
     message: 'defaultTtl must not be longer than maxTtl',

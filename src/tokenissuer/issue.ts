@@ -2,7 +2,9 @@
 // kubectl-flavor CLI. One issuance writes two objects, in this order:
 //   1. FlavoredToken ft-<token ID> (the record: flavor, expiry, uses; never a secret), its status
 //      stamped with the token ID and the expiry;
-//   2. Secret kube-system/bootstrap-token-<token ID>, owned by the FlavoredToken.
+//   2. Secret kube-system/bootstrap-token-<token ID>, owned by the FlavoredToken; with
+//      usage-bootstrap-signing only for token discovery (file discovery, the default, needs no
+//      signature in cluster-info, so live tokens cost it nothing).
 // The record comes first so that a Secret never exists without one: a node holding a token the
 // controller cannot trace would get no flavor, but it would still join. Nothing in either object,
 // nor in the join material, names the flavor where a token holder could read it.
@@ -30,8 +32,9 @@ import type { Secret } from '../flavor/secret.ts';
 import { type TokenNode, type TokenPhase, tokenLifecycle } from '../flavor/token-lifecycle.ts';
 import { isAlreadyExists, KubeError } from '../kube/kube-error.ts';
 import type { BootstrapSecretRequest, TokenKube } from '../kube/tokens.ts';
-import { type ClusterJoinFacts, clusterJoinFacts } from './cluster-info.ts';
+import { type ClusterJoinFacts, clusterInfoFullReason, clusterJoinFacts } from './cluster-info.ts';
 import type { IssuanceSettings } from './config.ts';
+import { type DiscoveryMode, renderDiscoveryKubeconfig } from './discovery-kubeconfig.ts';
 import { IssuerError } from './errors.ts';
 import { type JoinMaterial, renderJoinMaterial } from './join-material.ts';
 import { type IssueRequest, type ValidIssueRequest, validateIssueRequest } from './request.ts';
@@ -134,7 +137,11 @@ export async function prepareIssuance(deps: IssuanceDeps, input: IssueInput): Pr
     );
   }
   const ring = await deps.keyRing();
-  const facts = await readJoinFacts(deps);
+  const { facts, signatures } = await readJoinFacts(deps);
+  if (deps.settings.discovery === 'token') {
+    const full = clusterInfoFullReason(signatures, deps.settings.maxClusterInfoSignatures);
+    if (full) throw new IssuerError('Unavailable', full);
+  }
 
   const spec: FlavoredTokenInput['spec'] = {
     flavorClassName: request.flavorClassName,
@@ -164,6 +171,9 @@ export function renderMaterial(
   return renderJoinMaterial({
     apiServerEndpoint: facts.apiServerEndpoint,
     caCertHash: facts.caCertHash,
+    caCertPem: facts.caCertPem,
+    discovery: deps.settings.discovery,
+    discoveryKubeconfigPath: deps.settings.discoveryKubeconfigPath,
     token,
     flavorToken,
     expiresAt,
@@ -202,18 +212,43 @@ export async function issueToken(deps: IssuanceDeps, input: IssueInput): Promise
  */
 let lastJoinFacts: { kubeconfig: string; endpoint: string | undefined; facts: ClusterJoinFacts } | undefined;
 
-async function readJoinFacts(deps: IssuanceDeps): Promise<ClusterJoinFacts> {
-  const kubeconfig = await deps.kube.readClusterInfoKubeconfig();
+async function readJoinFacts(
+  deps: Pick<IssuanceDeps, 'kube' | 'settings'>,
+): Promise<{ facts: ClusterJoinFacts; signatures: number }> {
+  const { kubeconfig, signatures } = await deps.kube.readClusterInfo();
   const endpoint = deps.settings.apiServerEndpoint;
   if (lastJoinFacts?.kubeconfig === kubeconfig && lastJoinFacts.endpoint === endpoint)
-    return lastJoinFacts.facts;
+    return { facts: lastJoinFacts.facts, signatures };
   try {
     const facts = clusterJoinFacts(kubeconfig, endpoint);
     lastJoinFacts = { kubeconfig, endpoint, facts };
-    return facts;
+    return { facts, signatures };
   } catch (error) {
     throw new IssuerError('Internal', (error as Error).message);
   }
+}
+
+/** What a machine needs installed once to join this cluster by file discovery: no secret. */
+export interface DiscoveryInfo {
+  /** How issued JoinConfigurations discover the API server. */
+  discovery: DiscoveryMode;
+  apiServerEndpoint: string;
+  caCertHash: string;
+  /** The discovery kubeconfig (the cluster CA and the API server). */
+  kubeconfig: string;
+  /** Where issued JoinConfigurations expect it. */
+  kubeconfigPath: string;
+}
+
+export async function discoveryInfo(deps: Pick<IssuanceDeps, 'kube' | 'settings'>): Promise<DiscoveryInfo> {
+  const { facts } = await readJoinFacts(deps);
+  return {
+    discovery: deps.settings.discovery,
+    apiServerEndpoint: facts.apiServerEndpoint,
+    caCertHash: facts.caCertHash,
+    kubeconfig: renderDiscoveryKubeconfig(facts),
+    kubeconfigPath: deps.settings.discoveryKubeconfigPath,
+  };
 }
 
 class TokenIdTaken extends Error {}
@@ -302,6 +337,7 @@ export function bootstrapSecretRequest(
     authExtraGroups: deps.settings.authExtraGroups,
     description: deps.settings.secretDescription,
     owner: { name: record.metadata.name ?? '', uid: record.metadata.uid ?? '' },
+    signing: deps.settings.discovery === 'token',
   };
 }
 

@@ -1,8 +1,9 @@
 // Renders what a node administrator needs to join a node: a kubeadm JoinConfiguration carrying
-// the bootstrap token and the flavor token label, the `kubeadm join` line and a cloud-init twin.
-// Pure: no I/O, no clock. The flavor name is deliberately not an input: every flavor's material
-// has the same shape and the same byte length (tokens have fixed lengths and every string value
-// is quoted the same way), so a token holder cannot tell flavors apart by reading it.
+// the bootstrap token and the flavor token label, the discovery kubeconfig it points to (file
+// discovery, the default; see discovery-kubeconfig.ts), the `kubeadm join` line and a cloud-init
+// that writes both files. Pure: no I/O, no clock. The flavor name is deliberately not an input:
+// every flavor's material has the same shape and the same byte length (tokens have fixed lengths
+// and every string value is quoted the same way), so a token holder cannot tell flavors apart.
 
 import type { ToStringOptions } from 'yaml';
 import { Document, Scalar, stringify } from 'yaml';
@@ -10,6 +11,13 @@ import type { BootstrapToken } from '../flavor/bootstrap-token.ts';
 import { formatBootstrapToken, TOKEN_ID_PATTERN, TOKEN_SECRET_PATTERN } from '../flavor/bootstrap-token.ts';
 import { FLAVOR_TOKEN_PATTERN } from '../flavor/flavor-token.ts';
 import type { Secret } from '../flavor/secret.ts';
+import {
+  DEFAULT_DISCOVERY_KUBECONFIG_PATH,
+  DEFAULT_DISCOVERY_MODE,
+  type DiscoveryMode,
+  isDiscoveryPath,
+  renderDiscoveryKubeconfig,
+} from './discovery-kubeconfig.ts';
 
 export const DEFAULT_TOKEN_LABEL_KEY = 'nodeflavor.io/token';
 export const DEFAULT_QUARANTINE_TAINT: QuarantineTaint = {
@@ -34,6 +42,12 @@ export interface JoinMaterialInput {
   apiServerEndpoint: string;
   /** `sha256:<64 hex>` of the cluster CA's public key. */
   caCertHash: string;
+  /** The cluster CA certificate(s), PEM: what the discovery kubeconfig carries. */
+  caCertPem: string;
+  /** How kubeadm trusts the API server: `file` (default, no cluster-info signature) or `token`. */
+  discovery?: DiscoveryMode;
+  /** Where the JoinConfiguration expects the discovery kubeconfig (file discovery). */
+  discoveryKubeconfigPath?: string;
   token: BootstrapToken;
   flavorToken: Secret;
   expiresAt: Date;
@@ -50,15 +64,23 @@ export interface JoinMaterialInput {
 export interface JoinMaterial {
   /** The JoinConfiguration YAML (contains both tokens). */
   joinConfiguration: string;
-  /** The command to run with the JoinConfiguration saved as join.yaml. */
+  /**
+   * The command to run with the JoinConfiguration saved as join.yaml (with file discovery, the
+   * discovery kubeconfig installed at discoveryKubeconfigPath first).
+   */
   joinCommand: string;
-  /** A #cloud-config that writes the JoinConfiguration and joins (contains both tokens). */
+  /** A #cloud-config that writes the discovery kubeconfig (file discovery) and the JoinConfiguration, and joins. */
   cloudInit: string;
   apiServerEndpoint: string;
   caCertHash: string;
   tokenId: string;
   /** RFC 3339, UTC, whole seconds: always 20 characters. */
   expiresAt: string;
+  discovery: DiscoveryMode;
+  /** The discovery kubeconfig (no secret; the same for every token of the cluster). */
+  discoveryKubeconfig: string;
+  /** Where the JoinConfiguration reads it (file discovery). */
+  discoveryKubeconfigPath: string;
 }
 
 const ENDPOINT_PATTERN = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):([0-9]{1,5})$/;
@@ -81,7 +103,10 @@ export function renderJoinMaterial(input: JoinMaterialInput): JoinMaterial {
   const tokenLabelKey = input.tokenLabelKey ?? DEFAULT_TOKEN_LABEL_KEY;
   const quarantineTaint =
     input.quarantineTaint === undefined ? DEFAULT_QUARANTINE_TAINT : input.quarantineTaint;
-  checkInput(input, tokenLabelKey, quarantineTaint);
+  const discovery = input.discovery ?? DEFAULT_DISCOVERY_MODE;
+  const discoveryKubeconfigPath = input.discoveryKubeconfigPath ?? DEFAULT_DISCOVERY_KUBECONFIG_PATH;
+  checkInput(input, tokenLabelKey, quarantineTaint, discoveryKubeconfigPath);
+  const discoveryKubeconfig = renderDiscoveryKubeconfig(input);
 
   const token = formatBootstrapToken(input.token);
   const nodeLabels = `${tokenLabelKey}=${input.flavorToken.reveal()}`;
@@ -90,11 +115,17 @@ export function renderJoinMaterial(input: JoinMaterialInput): JoinMaterial {
       apiVersion: KUBEADM_API_VERSION,
       kind: 'JoinConfiguration',
       discovery: {
-        bootstrapToken: {
-          token,
-          apiServerEndpoint: input.apiServerEndpoint,
-          caCertHashes: [input.caCertHash],
-        },
+        // file: kubeadm trusts the CA in the discovery kubeconfig and talks to its server; the
+        // token serves only the TLS bootstrap. token: the CA pin and cluster-info's JWS.
+        ...(discovery === 'file'
+          ? { file: { kubeConfigPath: discoveryKubeconfigPath } }
+          : {
+              bootstrapToken: {
+                token,
+                apiServerEndpoint: input.apiServerEndpoint,
+                caCertHashes: [input.caCertHash],
+              },
+            }),
         tlsBootstrapToken: token,
       },
       // No `name`: the node's own hostname (kubeadm's default) names it; the controller binds
@@ -110,24 +141,47 @@ export function renderJoinMaterial(input: JoinMaterialInput): JoinMaterial {
   return {
     joinConfiguration,
     joinCommand: 'kubeadm join --config join.yaml',
-    cloudInit: renderCloudInit(joinConfiguration),
+    cloudInit: renderCloudInit(
+      discovery === 'file' ? { path: discoveryKubeconfigPath, content: discoveryKubeconfig } : undefined,
+      joinConfiguration,
+    ),
     apiServerEndpoint: input.apiServerEndpoint,
     caCertHash: input.caCertHash,
     tokenId: input.token.id,
     expiresAt: formatExpiry(input.expiresAt),
+    discovery,
+    discoveryKubeconfig,
+    discoveryKubeconfigPath,
   };
 }
 
-function renderCloudInit(joinConfiguration: string): string {
+function renderCloudInit(
+  discoveryFile: { path: string; content: string } | undefined,
+  joinConfiguration: string,
+): string {
+  // The discovery kubeconfig holds no secret (CA and server): readable, like cluster-info itself.
+  const files = [
+    ...(discoveryFile
+      ? [
+          {
+            path: discoveryFile.path,
+            permissions: '0644',
+            owner: 'root:root',
+            content: discoveryFile.content,
+          },
+        ]
+      : []),
+    { path: JOIN_CONFIG_PATH, permissions: '0600', owner: 'root:root', content: joinConfiguration },
+  ];
   const document = new Document({
-    write_files: [
-      { path: JOIN_CONFIG_PATH, permissions: '0600', owner: 'root:root', content: joinConfiguration },
-    ],
+    write_files: files,
     runcmd: [['kubeadm', 'join', '--config', JOIN_CONFIG_PATH]],
   });
   // The embedded YAML reads best, and is copied most faithfully, as a literal block.
-  const content = document.getIn(['write_files', 0, 'content'], true);
-  if (content instanceof Scalar) content.type = Scalar.BLOCK_LITERAL;
+  for (const index of files.keys()) {
+    const content = document.getIn(['write_files', index, 'content'], true);
+    if (content instanceof Scalar) content.type = Scalar.BLOCK_LITERAL;
+  }
   return '#cloud-config\n' + document.toString(YAML_OPTIONS);
 }
 
@@ -141,6 +195,7 @@ function checkInput(
   input: JoinMaterialInput,
   tokenLabelKey: string,
   quarantineTaint: QuarantineTaint | null,
+  discoveryKubeconfigPath: string,
 ): void {
   const endpoint = ENDPOINT_PATTERN.exec(input.apiServerEndpoint);
   const port = Number(endpoint?.[1]);
@@ -167,5 +222,10 @@ function checkInput(
   }
   if (quarantineTaint && !QUALIFIED_NAME_PATTERN.test(quarantineTaint.key)) {
     throw new Error(`join material: quarantine taint key '${quarantineTaint.key}' is not a valid taint key`);
+  }
+  if (!isDiscoveryPath(discoveryKubeconfigPath) || discoveryKubeconfigPath === JOIN_CONFIG_PATH) {
+    throw new Error(
+      `join material: discoveryKubeconfigPath '${discoveryKubeconfigPath}' is not an absolute file path of its own`,
+    );
   }
 }

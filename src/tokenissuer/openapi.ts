@@ -23,7 +23,8 @@ const errors = {
   ),
   '500': errorResponse('The issuer failed (e.g. missing RBAC); the message says what to fix.'),
   '503': errorResponse(
-    'The Kubernetes API is unavailable, or the HMAC key ring is missing (an operator must restore it); retry later.',
+    'The Kubernetes API is unavailable, or the HMAC key ring is missing (an operator must restore it), or ' +
+      '(token discovery only) kube-public/cluster-info carries too many token signatures; retry later.',
   ),
 };
 
@@ -188,6 +189,24 @@ export const OPENAPI_DOCUMENT = {
         },
       },
     },
+    '/v1/discovery': {
+      get: {
+        operationId: 'getDiscovery',
+        summary: 'The discovery kubeconfig nodes of this cluster need (no secret)',
+        description:
+          'With file discovery (the default) every issued JoinConfiguration reads the cluster CA and the API ' +
+          'server from a kubeconfig at `kubeconfigPath` on the node. It is the same for every token and ' +
+          'flavor of the cluster, so it can be installed once per machine image; every issuance answer ' +
+          'carries it too (`discoveryKubeconfig`).',
+        responses: {
+          '200': {
+            description: 'The discovery kubeconfig and where it goes.',
+            content: json(ref('Discovery')),
+          },
+          ...errors,
+        },
+      },
+    },
     '/v1/flavors': {
       get: {
         operationId: 'listFlavors',
@@ -296,6 +315,9 @@ export const OPENAPI_DOCUMENT = {
           'joinConfiguration',
           'joinCommand',
           'cloudInit',
+          'discovery',
+          'discoveryKubeconfig',
+          'discoveryKubeconfigPath',
         ],
         properties: {
           id: { type: 'string', description: 'ft-<tokenID>: the handle for status and revocation.' },
@@ -306,11 +328,52 @@ export const OPENAPI_DOCUMENT = {
           bootstrapToken: { type: 'string', pattern: '^[a-z0-9]{6}\\.[a-z0-9]{16}$', description: 'Secret.' },
           flavorToken: { type: 'string', pattern: '^[a-z2-7]{52}$', description: 'Secret.' },
           joinConfiguration: { type: 'string', description: 'kubeadm JoinConfiguration YAML (secret).' },
-          joinCommand: { type: 'string', description: 'Run with the JoinConfiguration saved as join.yaml.' },
+          joinCommand: {
+            type: 'string',
+            description:
+              'Run with the JoinConfiguration saved as join.yaml (and, with file discovery, the discovery ' +
+              'kubeconfig installed at discoveryKubeconfigPath).',
+          },
           cloudInit: {
             type: 'string',
-            description: '#cloud-config that writes the configuration and joins.',
+            description:
+              '#cloud-config that writes the discovery kubeconfig (file discovery) and the configuration, and joins.',
           },
+          discovery: {
+            type: 'string',
+            enum: ['file', 'token'],
+            description:
+              '`file` (default): the JoinConfiguration reads the cluster CA and API server from ' +
+              'discoveryKubeconfigPath; no signature in kube-public/cluster-info. `token`: CA hash pin and ' +
+              'the JWS in cluster-info.',
+          },
+          discoveryKubeconfig: {
+            type: 'string',
+            description:
+              'Kubeconfig with the cluster CA and API server only; no secret, the same for every token.',
+          },
+          discoveryKubeconfigPath: {
+            type: 'string',
+            description: 'Where the JoinConfiguration expects discoveryKubeconfig on the node.',
+          },
+        },
+      },
+      Discovery: {
+        type: 'object',
+        required: ['discovery', 'apiServerEndpoint', 'caCertHash', 'kubeconfig', 'kubeconfigPath'],
+        properties: {
+          discovery: {
+            type: 'string',
+            enum: ['file', 'token'],
+            description: 'How issued material discovers.',
+          },
+          apiServerEndpoint: { type: 'string', description: 'host:port' },
+          caCertHash: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$' },
+          kubeconfig: {
+            type: 'string',
+            description: 'The discovery kubeconfig (cluster CA and API server).',
+          },
+          kubeconfigPath: { type: 'string', description: 'Where issued JoinConfigurations expect it.' },
         },
       },
       TokenStatus: {

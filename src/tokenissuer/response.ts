@@ -13,6 +13,11 @@ export interface IssueResponse {
   joinConfiguration: string;
   joinCommand: string;
   cloudInit: string;
+  /** `file`: the JoinConfiguration reads discoveryKubeconfig from discoveryKubeconfigPath. */
+  discovery: 'file' | 'token';
+  /** The cluster CA and API server, no secret: the same for every token of the cluster. */
+  discoveryKubeconfig: string;
+  discoveryKubeconfigPath: string;
 }
 
 /** The one place join material turns into a response body. */
@@ -28,5 +33,8 @@ export function issueResponse(issued: IssuedToken): IssueResponse {
     joinConfiguration: issued.material.joinConfiguration,
     joinCommand: issued.material.joinCommand,
     cloudInit: issued.material.cloudInit,
+    discovery: issued.material.discovery,
+    discoveryKubeconfig: issued.material.discoveryKubeconfig,
+    discoveryKubeconfigPath: issued.material.discoveryKubeconfigPath,
   };
 }

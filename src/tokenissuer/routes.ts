@@ -14,6 +14,7 @@ import { IssuerError } from './errors.ts';
 import type { IdempotencyCache } from './idempotency.ts';
 import { issueIdempotently } from './idempotent-issue.ts';
 import {
+  discoveryInfo,
   findToken,
   flavoredTokenName,
   type IssuanceDeps,
@@ -110,6 +111,9 @@ export function registerRoutes(app: FastifyInstance, ctx: IssuerContext): void {
         request.log.info({ tokenID: view.tokenID, caller: callerOf(request)?.username }, 'token revoked');
         return view;
       });
+      // No secret and no flavor (the cluster CA and API server), for any authenticated caller: a
+      // portal fetches it once per cluster to bake into machine images beside the JoinConfiguration.
+      v1.get('/discovery', async () => discoveryInfo(ctx.issuance));
       v1.get('/flavors', async (request) => {
         const caller = requireCaller(request);
         const flavors = await ctx.issuance.kube.listFlavorClasses();

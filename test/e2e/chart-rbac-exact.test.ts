@@ -199,7 +199,7 @@ describe("the chart's RBAC is exactly what the operator uses (audit log)", () =>
     // A node joins: the controller approves its CSR, binds and verifies it, writes its flavor and
     // consumes the single-use token (its bootstrap Secret goes).
     const node = uniqueName('rbac-node');
-    kubelets.push(await joinWith(joining.joinConfiguration, node, { timeoutMs: 60_000 }));
+    kubelets.push(await joinWith(joining, node, { timeoutMs: 60_000 }));
     await waitFor(
       async () =>
         (await env.core.readNode({ name: node })).metadata?.labels?.['nodeflavor.io/flavor'] === flavor,

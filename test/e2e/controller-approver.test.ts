@@ -67,7 +67,7 @@ describe('controller: CSR approver mode and metrics', () => {
     const before = await verified();
     const token = await issue(env, flavor);
     const name = uniqueName('approved');
-    const kubelet = await joinWith(token.material.joinConfiguration, name);
+    const kubelet = await joinWith(token.material, name);
     kubelets.push(kubelet);
     const csr = await env.kubeConfig
       .makeApiClient(CertificatesV1Api)
@@ -91,10 +91,7 @@ describe('controller: CSR approver mode and metrics', () => {
 
   it('denies the CSR of a node whose name the token does not allow', async () => {
     const token = await issue(env, flavor, { nodeNamePattern: 'rack-1-*' });
-    await assert.rejects(
-      joinWith(token.material.joinConfiguration, uniqueName('rack-2')),
-      /denied: NodeNameMismatch/,
-    );
+    await assert.rejects(joinWith(token.material, uniqueName('rack-2')), /denied: NodeNameMismatch/);
   });
 
   it('denies the CSR made with a bootstrap token of its group that nodeflavor did not issue', async () => {

@@ -74,7 +74,7 @@ describe('controller: keeping flavors true', () => {
   async function flavoredNode(): Promise<{ name: string; tokenName: string; kubelet: SimulatedKubelet }> {
     const token = await issue(env, flavor);
     const name = uniqueName('kept');
-    const kubelet = await joinWith(token.material.joinConfiguration, name);
+    const kubelet = await joinWith(token.material, name);
     kubelets.push(kubelet);
     await waitFor(async () => (await labelsOf(name))[FLAVOR_LABEL] === flavor, {
       what: `${name} to be flavored`,

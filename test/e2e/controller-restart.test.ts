@@ -89,7 +89,7 @@ describe('controller restarts and failover', () => {
     const name = uniqueName('between-csr-and-node');
     // The controller binds the CSR, then dies (failpoint) before approving it: the kubelet waits
     // for its certificate, and the Node does not exist yet.
-    const joining = joinWith(token.material.joinConfiguration, name, { timeoutMs: 60_000 });
+    const joining = joinWith(token.material, name, { timeoutMs: 60_000 });
     await waitFor(async () => !first.running, {
       what: 'the controller to crash after binding, before approving the CSR',
       timeoutMs: 30_000,
@@ -119,7 +119,7 @@ describe('controller restarts and failover', () => {
     const first = operator(['--no-leader-elect'], ['after-verification-recorded']);
     const token = await issue(env, flavor);
     const name = uniqueName('between-verify-and-label');
-    kubelets.push(await joinWith(token.material.joinConfiguration, name));
+    kubelets.push(await joinWith(token.material, name));
     await waitFor(async () => !first.running, {
       what: 'the controller to crash after recording the verification',
       timeoutMs: 30_000,
@@ -148,12 +148,7 @@ describe('controller restarts and failover', () => {
     const worker = async () => {
       while (next < tokens.length) {
         const i = next++;
-        kubelets.push(
-          await joinWith(
-            (tokens[i] as (typeof tokens)[number]).material.joinConfiguration,
-            names[i] as string,
-          ),
-        );
+        kubelets.push(await joinWith((tokens[i] as (typeof tokens)[number]).material, names[i] as string));
         if (i === 15 && !killed) {
           // Kill whichever replica holds the Lease right now.
           const lease = await env.kubeConfig

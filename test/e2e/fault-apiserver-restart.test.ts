@@ -118,7 +118,7 @@ describe('fault tolerance: kube-apiserver restarts during a burst of joins', {
       while (next < tokens.length) {
         const i = next++;
         kubelets.push(
-          await joinWith((tokens[i] as IssuedToken).material.joinConfiguration, names[i] as string, {
+          await joinWith((tokens[i] as IssuedToken).material, names[i] as string, {
             timeoutMs: 60_000,
           }),
         );

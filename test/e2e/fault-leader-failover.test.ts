@@ -137,7 +137,7 @@ describe('fault tolerance: leader failover under a continuous load of joins', ()
         await delay(Math.max(0, loadStart + i * PACE_MS - Date.now()));
         try {
           tokens[i] = await issue(env, flavor, { maxUses: 1 });
-          kubelets.push(await joinWith(tokens[i].material.joinConfiguration, names[i] as string));
+          kubelets.push(await joinWith(tokens[i].material, names[i] as string));
           joined += 1;
         } catch (error) {
           failed ??= new Error(`join ${i} failed: ${(error as Error).message}`);

@@ -190,7 +190,7 @@ describe('fault tolerance: the controller SIGKILLed at random moments during a 2
         try {
           const token = await issue(env, flavorOf(i), { maxUses: 1 });
           tokens[i] = token;
-          kubelets.push(await joinWith(token.material.joinConfiguration, names[i] as string));
+          kubelets.push(await joinWith(token.material, names[i] as string));
           joined += 1;
           for (const at of spareAt) {
             if (at !== i) continue;

@@ -10,6 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { AuthenticationV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { parse } from 'yaml';
 import { keyRingFromSecretData, keyRingKeys } from '../../src/flavor/keyring.ts';
 import type { CertificateAuthority } from '../../src/pki/certs.ts';
 import { KUBEADM_BOOTSTRAP_GROUP } from '../../src/tokenissuer/config.ts';
@@ -18,7 +19,7 @@ import type { RunningIssuer } from '../../src/tokenissuer/server.ts';
 import { applyObjects } from './cluster/apply.ts';
 import { parseJoinConfiguration } from './kubelet-sim/join-config.ts';
 import { JoinError, SimulatedKubelet } from './kubelet-sim/kubelet.ts';
-import { tokenKubeConfig } from './support/bootstrap.ts';
+import { createBootstrapToken, tokenKubeConfig } from './support/bootstrap.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
 import {
   bootstrapSecretNames as bootstrapSecretNamesOf,
@@ -31,7 +32,13 @@ import {
   useFlavorClassesRole,
 } from './support/issuer.ts';
 import { kubectlFlavor } from './support/kubectl-flavor-cli.ts';
-import { ensureNamespace, installCrds, OPERATOR_NAMESPACE } from './support/nodeflavor.ts';
+import {
+  ensureNamespace,
+  installCrds,
+  type JoinFiles,
+  nodeFiles,
+  OPERATOR_NAMESPACE,
+} from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const _run = promisify(execFile);
@@ -153,14 +160,46 @@ describe('token issuer on the real control plane', () => {
     return result;
   }
 
-  async function joinNode(joinConfiguration: string, name: string, timeoutMs = 30_000) {
-    const kubelet = new SimulatedKubelet(name, parseJoinConfiguration(joinConfiguration), { timeoutMs });
+  async function joinNode(material: JoinFiles, name: string, timeoutMs = 30_000) {
+    const joinConfiguration = typeof material === 'string' ? material : material.joinConfiguration;
+    const kubelet = new SimulatedKubelet(name, parseJoinConfiguration(joinConfiguration), {
+      timeoutMs,
+      readFile: nodeFiles(material),
+    });
     kubelets.push(kubelet);
     await kubelet.join();
     return kubelet;
   }
 
   const serviceAccountToken = (name: string) => serviceAccountTokenOf(env, PORTAL_NAMESPACE, name);
+
+  /** The bootstrap signer's JWS entries in kube-public/cluster-info, by token ID. */
+  async function clusterInfoSignatures(): Promise<Set<string>> {
+    const info = await env.core.readNamespacedConfigMap({ name: 'cluster-info', namespace: 'kube-public' });
+    return new Set(
+      Object.keys(info.data ?? {})
+        .filter((key) => key.startsWith('jws-kubeconfig-'))
+        .map((key) => key.slice('jws-kubeconfig-'.length)),
+    );
+  }
+
+  /**
+   * Until the API server refuses `token` (401). It caches a successful authentication for 10 s, so
+   * a token revoked or expired right after use still works that long (FACTS.md).
+   */
+  async function untilRefused(token: string): Promise<void> {
+    await waitFor(
+      () =>
+        tokenKubeConfig(env, token)
+          .makeApiClient(AuthenticationV1Api)
+          .createSelfSubjectReview({ body: {} })
+          .then(
+            () => false,
+            (error: { code?: number }) => error.code === 401,
+          ),
+      { what: 'the API server to refuse the token', timeoutMs: 30_000, intervalMs: 500 },
+    );
+  }
 
   before(async () => {
     env = await e2eEnvironment();
@@ -217,7 +256,7 @@ describe('token issuer on the real control plane', () => {
     assert.ok(!answer.text.includes('sweet'), 'the answer does not name the flavor');
 
     const name = uniqueName('issued');
-    await joinNode(issued.joinConfiguration, name);
+    await joinNode(issued, name);
     const node = await env.core.readNode({ name });
     const label = node.metadata?.labels?.['nodeflavor.io/token'] ?? '';
     assert.match(label, /^[a-z2-7]{52}$/);
@@ -250,6 +289,8 @@ describe('token issuer on the real control plane', () => {
     assert.equal(data('auth-extra-groups'), DEFAULT_GROUP);
     assert.equal(data('description'), 'nodeflavor join token');
     assert.equal(data('expiration'), issued.expiresAt);
+    assert.equal(data('usage-bootstrap-authentication'), 'true');
+    assert.equal(data('usage-bootstrap-signing'), '', 'file discovery needs no cluster-info signature');
     assert.equal(secret.metadata?.ownerReferences?.[0]?.name, issued.id);
 
     const status = await call(issuer, 'GET', `/v1/tokens/${issued.tokenID}`, { token: portalToken });
@@ -261,25 +302,103 @@ describe('token issuer on the real control plane', () => {
 
   it('revoke deletes the bootstrap Secret at once: a second kubelet cannot join with the same material', async () => {
     const { issued } = await issue(portalToken, { flavorClassName: 'sweet', maxUses: 2 });
-    await joinNode(issued.joinConfiguration, uniqueName('before-revoke'));
+    await joinNode(issued, uniqueName('before-revoke'));
     const revoked = await call(issuer, 'DELETE', `/v1/tokens/${issued.id}`, { token: portalToken });
     assert.equal(revoked.status, 200, revoked.text);
     assert.equal((JSON.parse(revoked.text) as { state: string }).state, 'Revoked');
     assert.equal((await bootstrapSecretNames()).has(`bootstrap-token-${issued.tokenID}`), false);
-    // The bootstrap signer drops the token's JWS from cluster-info once its Secret is gone, which
-    // is what makes discovery fail. (The API server may still accept a token it authenticated in
-    // the last 10 s, its token cache TTL: discovery is the gate a fresh kubelet cannot pass.)
-    await waitFor(
-      async () => {
-        const info = await env.core.readNamespacedConfigMap({
-          name: 'cluster-info',
-          namespace: 'kube-public',
-        });
-        return info.data?.[`jws-kubeconfig-${issued.tokenID}`] === undefined;
+    // File discovery involves no token, so the TLS bootstrap is the gate: the API server refuses
+    // the token once its 10 s authentication cache has let go of the first join's success. (With
+    // nodeflavor's own group, the controller also denies a revoked token's CSR at once.)
+    await untilRefused(issued.bootstrapToken);
+    await assert.rejects(joinNode(issued, uniqueName('after-revoke'), 5_000), /401 Unauthorized/);
+  });
+
+  it('by default an issued token adds no jws-kubeconfig-<id> entry to kube-public/cluster-info', async () => {
+    const { issued } = await issue(portalToken, { flavorClassName: 'sweet' });
+    // The control: a signing token created after it. Once the bootstrap signer has signed that
+    // one, it has re-signed cluster-info over a set of Secrets that already held ours.
+    const control = await createBootstrapToken(env, { expiresAt: new Date(Date.now() + 600_000) });
+    try {
+      await waitFor(async () => (await clusterInfoSignatures()).has(control.id), {
+        what: "the bootstrap signer to sign the control token's entry",
+        timeoutMs: 30_000,
+      });
+      assert.equal((await clusterInfoSignatures()).has(issued.tokenID), false);
+      assert.equal(issued.discovery, 'file');
+      assert.equal(
+        parse(issued.joinConfiguration).discovery.file.kubeConfigPath,
+        '/etc/kubernetes/nodeflavor-discovery.conf',
+      );
+    } finally {
+      await env.core.deleteNamespacedSecret({
+        name: `bootstrap-token-${control.id}`,
+        namespace: 'kube-system',
+      });
+    }
+  });
+
+  it('GET /v1/discovery: the kubeconfig a machine installs once; a kubelet joins with it and any JoinConfiguration', async () => {
+    const answer = await call(issuer, 'GET', '/v1/discovery', { token: portalToken });
+    assert.equal(answer.status, 200, answer.text);
+    const info = JSON.parse(answer.text) as {
+      discovery: string;
+      kubeconfig: string;
+      kubeconfigPath: string;
+      caCertHash: string;
+    };
+    assert.equal(info.discovery, 'file');
+    assert.equal(info.caCertHash, env.caCertHash);
+    const cluster = (parse(info.kubeconfig) as { clusters: { cluster: Record<string, string> }[] })
+      .clusters[0]?.cluster;
+    assert.equal(Buffer.from(cluster?.['certificate-authority-data'] ?? '', 'base64').toString(), env.caPem);
+    assert.equal(cluster?.server, env.server);
+    assert.equal((await call(issuer, 'GET', '/v1/discovery')).status, 401, 'only for authenticated callers');
+
+    const { issued } = await issue(portalToken, { flavorClassName: 'sweet' });
+    assert.equal(issued.discoveryKubeconfig, info.kubeconfig);
+    const name = uniqueName('image');
+    await joinNode(
+      {
+        joinConfiguration: issued.joinConfiguration,
+        discoveryKubeconfig: info.kubeconfig,
+        discoveryKubeconfigPath: info.kubeconfigPath,
       },
-      { what: 'the bootstrap signer to drop the revoked token', timeoutMs: 10_000 },
+      name,
     );
-    await assert.rejects(joinNode(issued.joinConfiguration, uniqueName('after-revoke'), 5_000), JoinError);
+    assert.equal(
+      (await env.core.readNode({ name })).metadata?.labels?.['nodeflavor.io/token'],
+      issued.flavorToken,
+    );
+  });
+
+  it('token discovery (opt-in): signs, joins by the JWS and CA pin, and refuses to fill cluster-info', async () => {
+    const byToken = await startIssuer({
+      issuance: { authExtraGroups: DEFAULT_GROUP, discovery: 'token' },
+    });
+    const answer = await call(byToken, 'POST', '/v1/tokens', {
+      token: portalToken,
+      body: { flavorClassName: 'sweet', maxUses: 0 },
+    });
+    assert.equal(answer.status, 201, answer.text);
+    const issued = JSON.parse(answer.text) as IssueResponse;
+    issuedSecrets.push(issued.bootstrapToken, issued.bootstrapToken.split('.')[1] ?? '', issued.flavorToken);
+    assert.equal(issued.discovery, 'token');
+    const discovery = parse(issued.joinConfiguration).discovery;
+    assert.deepEqual(discovery.bootstrapToken.caCertHashes, [env.caCertHash]);
+    await joinNode(issued.joinConfiguration, uniqueName('by-token'));
+    assert.ok((await clusterInfoSignatures()).has(issued.tokenID), 'the signer signed it');
+
+    // cluster-info now carries at least this live token's signature: with a limit of 1, nothing more.
+    const full = await startIssuer({
+      issuance: { authExtraGroups: DEFAULT_GROUP, discovery: 'token', maxClusterInfoSignatures: 1 },
+    });
+    const refused = await mintsNothing(() =>
+      call(full, 'POST', '/v1/tokens', { token: portalToken, body: { flavorClassName: 'sweet' } }),
+    );
+    assert.equal(refused.status, 503, refused.text);
+    assert.match(errorOf(refused).message, /cluster-info already carries \d+ token signatures \(limit 1/);
+    await call(byToken, 'DELETE', `/v1/tokens/${issued.id}`, { token: portalToken });
   });
 
   it('answers sweet and sour alike: same keys, same byte lengths', async () => {
@@ -542,14 +661,14 @@ describe('token issuer on the real control plane', () => {
       (error: { code?: number }) => error.code === 401,
       'the API server refuses it after',
     );
-    await assert.rejects(joinNode(issued.joinConfiguration, uniqueName('expired'), 5_000), JoinError);
+    await assert.rejects(joinNode(issued, uniqueName('expired'), 5_000), JoinError);
   });
 
   describe('kubectl-flavor CLI with the admin kubeconfig', () => {
     const cli = (args: string[]) => kubectlFlavor(env.kubeconfigPath, args);
     const keySecret = ['--key-secret', `${OPERATOR_NAMESPACE}/nodeflavor-hmac-keys`];
 
-    it('issue -o join prints a JoinConfiguration a kubelet joins with; list shows it; revoke revokes it', async () => {
+    it('issue -o join prints a JoinConfiguration a kubelet joins with beside `discovery`; list shows it; revoke revokes it', async () => {
       const issued = await cli([
         'issue',
         '--flavor',
@@ -563,12 +682,31 @@ describe('token issuer on the real control plane', () => {
         ...keySecret,
       ]);
       assert.equal(issued.code, 0, issued.stderr);
+      assert.match(issued.stderr, /reads \/etc\/kubernetes\/nodeflavor-discovery\.conf: install it/);
       const settings = parseJoinConfiguration(issued.stdout);
       const tokenId = settings.tlsBootstrapToken.split('.')[0] ?? '';
       issuedSecrets.push(settings.tlsBootstrapToken, settings.tlsBootstrapToken.split('.')[1] ?? '');
       issuedSecrets.push(settings.nodeLabels['nodeflavor.io/token'] ?? '');
-      if (settings.apiServerEndpoint === env.apiServerEndpoint) {
-        await joinNode(issued.stdout, uniqueName('cli'));
+      assert.deepEqual(settings.discovery, {
+        kind: 'file',
+        kubeConfigPath: '/etc/kubernetes/nodeflavor-discovery.conf',
+      });
+      const discovery = await cli(['discovery']);
+      assert.equal(discovery.code, 0, discovery.stderr);
+      const asJson = await cli(['discovery', '-o', 'json']);
+      assert.equal((JSON.parse(asJson.stdout) as { kubeconfig: string }).kubeconfig, discovery.stdout);
+      // The CLI names cluster-info's server; join when this process reaches the cluster there.
+      const server = (parse(discovery.stdout) as { clusters: { cluster: { server: string } }[] }).clusters[0]
+        ?.cluster.server;
+      if (server === env.server) {
+        await joinNode(
+          {
+            joinConfiguration: issued.stdout,
+            discoveryKubeconfig: discovery.stdout,
+            discoveryKubeconfigPath: '/etc/kubernetes/nodeflavor-discovery.conf',
+          },
+          uniqueName('cli'),
+        );
       }
 
       const list = await cli(['list']);

@@ -8,9 +8,15 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { AuthenticationV1Api, CertificatesV1Api, CoreV1Api, VersionApi } from '@kubernetes/client-node';
+import { createCertificateAuthority } from '../../src/pki/certs.ts';
 import { parseJoinConfiguration } from './kubelet-sim/join-config.ts';
 import { JoinError, KUBELET_SIGNER, SimulatedKubelet } from './kubelet-sim/kubelet.ts';
-import { createBootstrapToken, joinConfiguration, nodeKubeConfig } from './support/bootstrap.ts';
+import {
+  createBootstrapToken,
+  discoveryKubeconfig,
+  joinConfiguration,
+  nodeKubeConfig,
+} from './support/bootstrap.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
 import { tempDirForThisProcess } from './support/temp-dir.ts';
 import { uniqueName } from './support/wait.ts';
@@ -103,16 +109,63 @@ describe('kubeadm-style join on the real control plane', () => {
   });
 
   it('rejects a token unknown to the cluster at the TLS bootstrap (401), even skipping discovery checks', async () => {
-    const config = parseJoinConfiguration(joinConfiguration(env, 'abcdef.0123456789abcdef'));
-    // Pretend discovery succeeded with the right token, then bootstrap with an unknown one.
+    // Discovery with a good token, then the TLS bootstrap with an unknown one.
     const good = await createBootstrapToken(env);
+    const config = parseJoinConfiguration(joinConfiguration(env, good.token));
     const kubelet = new SimulatedKubelet(uniqueName('unknown'), {
       ...config,
-      discoveryToken: good.token,
       tlsBootstrapToken: 'abcdef.0123456789abcdef',
     });
     kubelets.push(kubelet);
     await assert.rejects(kubelet.join(), /rejected the bootstrap token \(401 Unauthorized\)/);
+  });
+
+  describe('file discovery (discovery.file.kubeConfigPath), as kubeadm does it', () => {
+    const path = '/etc/kubernetes/nodeflavor-discovery.conf';
+    async function joinByFile(name: string, files: Record<string, string>, timeoutMs = 30_000) {
+      // A token without usage-bootstrap-signing: cluster-info never gets a signature for it.
+      const token = await createBootstrapToken(env, { signing: false });
+      const kubelet = new SimulatedKubelet(
+        name,
+        parseJoinConfiguration(joinConfiguration(env, token.token, { discoveryFile: path })),
+        { timeoutMs, readFile: (p) => files[p] },
+      );
+      kubelets.push(kubelet);
+      return { token, kubelet, joined: kubelet.join() };
+    }
+
+    it('joins with the cluster CA from the discovery kubeconfig; no signature is involved', async () => {
+      const name = uniqueName('by-file');
+      const { token, joined } = await joinByFile(name, { [path]: discoveryKubeconfig(env) });
+      await joined;
+      assert.equal((await env.core.readNode({ name })).metadata?.name, name);
+      const clusterInfo = await env.core.readNamespacedConfigMap({
+        name: 'cluster-info',
+        namespace: 'kube-public',
+      });
+      assert.equal(clusterInfo.data?.[`jws-kubeconfig-${token.id}`], undefined);
+    });
+
+    it('refuses an API server the CA in the file does not vouch for, before the token is used', async () => {
+      const other = await createCertificateAuthority('not-the-cluster-ca', 3_600_000);
+      const { kubelet, joined } = await joinByFile(
+        uniqueName('wrong-ca'),
+        { [path]: discoveryKubeconfig(env, other.certPem) },
+        2_000,
+      );
+      await assert.rejects(joined, (error: Error) => {
+        assert.ok(error instanceof JoinError);
+        assert.match(error.message, /couldn't validate the identity of the API Server: Abort reading/);
+        assert.match(error.message, /certificate/i);
+        return true;
+      });
+      assert.equal(kubelet.csrName, undefined, 'no CSR: the token never reached that server');
+    });
+
+    it('fails clearly when the discovery kubeconfig is not on the node', async () => {
+      const { joined } = await joinByFile(uniqueName('no-file'), {});
+      await assert.rejects(joined, new RegExp(`open ${path}: no such file or directory`));
+    });
   });
 
   it('kubelet-sim CLI: exit 0 and a kubeconfig on success; exit 1 and one line on a bad token', async () => {

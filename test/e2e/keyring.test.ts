@@ -45,6 +45,7 @@ import {
   applyFlavorClass,
   ensureNamespace,
   installCrds,
+  type JoinFiles,
   joinWith,
   metricValue,
   OPERATOR_NAMESPACE,
@@ -175,7 +176,7 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
 
   const cli = (args: string[]) => kubectlFlavor(env.kubeconfigPath, args);
 
-  async function joinNode(material: string, name: string): Promise<void> {
+  async function joinNode(material: JoinFiles, name: string): Promise<void> {
     kubelets.push(await joinWith(material, name));
   }
 
@@ -282,7 +283,7 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
     await waitReady();
     const verified = await issue();
     const verifiedNode = uniqueName('kept');
-    await joinNode(verified.joinConfiguration, verifiedNode);
+    await joinNode(verified, verifiedNode);
     await waitForFlavor(verifiedNode);
     const waiting = await issue();
 
@@ -335,7 +336,7 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
     // A node joins meanwhile: it is not judged (no InvalidToken, token label kept), and the
     // verified node keeps its flavor.
     const joinedMeanwhile = uniqueName('meanwhile');
-    await joinNode(waiting.joinConfiguration, joinedMeanwhile);
+    await joinNode(waiting, joinedMeanwhile);
     const rejectedBefore = await metricValue(
       metricsPort,
       'nodeflavor_verifications_total{result="rejected",reason="InvalidToken"}',
@@ -408,10 +409,10 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
 
     // A token of the old key still verifies; one of the new key too.
     const oldNode = uniqueName('old-key');
-    await joinNode(beforeRotation.joinConfiguration, oldNode);
+    await joinNode(beforeRotation, oldNode);
     await waitForFlavor(oldNode);
     const newNode = uniqueName('new-key');
-    await joinNode(afterRotation.joinConfiguration, newNode);
+    await joinNode(afterRotation, newNode);
     await waitForFlavor(newNode);
 
     // Retire: never the active (or last) key; a retired key leaves the controller's ring at once.
@@ -437,7 +438,7 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
     const rejected = 'nodeflavor_verifications_total{result="rejected",reason="InvalidToken"}';
     const rejectedBefore = await metricValue(metricsPort, rejected);
     const lateNode = uniqueName('late');
-    await joinNode(issuedAfterAdd.joinConfiguration, lateNode);
+    await joinNode(issuedAfterAdd, lateNode);
     await waitFor(async () => (await metricValue(metricsPort, rejected)) > rejectedBefore, {
       what: `${lateNode} to be rejected (InvalidToken)`,
       timeoutMs: 30_000,

@@ -1,6 +1,7 @@
 // nodeflavor as users run it, on real nodes: `helm install` of the chart runs the operator as Pods
 // on a plain-joined "system" node; a real `kubeadm join --config` of what the issuer API hands out
-// brings up a real kubelet that the in-cluster operator verifies and flavors; kube-scheduler
+// (file discovery: the JoinConfiguration and the discovery kubeconfig, no signature in
+// cluster-info) brings up a real kubelet that the in-cluster operator verifies and flavors; kube-scheduler
 // places the README's workload there, never on an unverified node, and no longer once the flavor
 // is revoked. The file runs its own control plane (with kube-scheduler): a first install needs a
 // cluster no other test has touched. Needs root on Linux with the Debian packages `make tools`
@@ -13,7 +14,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
+import { parse, parseAllDocuments } from 'yaml';
 import { kubeJson } from '../../src/kube/fetch.ts';
 import { applyObjects } from './cluster/apply.ts';
 import { ControlPlane } from './cluster/controlplane.ts';
@@ -59,20 +60,40 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
   let issuerCa: string;
   let flavored: RealNode;
   let flavoredTokenId: string;
+  let flavoredTokenID: string;
   let unverified: RealNode;
   const helm = (...args: string[]) =>
     run(binaryPaths().helm, [...args, '--kubeconfig', plane.kubeconfigPath, '--namespace', NAMESPACE], {
       maxBuffer: 16 * 1024 * 1024,
     });
 
-  async function issue(): Promise<{ id: string; joinConfiguration: string }> {
+  interface Issued {
+    id: string;
+    tokenID: string;
+    joinConfiguration: string;
+    discoveryKubeconfig: string;
+    cloudInit: string;
+  }
+
+  async function issuerCall(method: string, path: string, body?: unknown): Promise<string> {
     const issuer = await serviceAddress(env, NAMESPACE, `${RELEASE}-issuer`, 'https');
-    const answer = await serviceRequest(issuer, issuerCa, 'POST', '/v1/tokens', {
+    const answer = await serviceRequest(issuer, issuerCa, method, path, {
       bearer: portalToken,
-      body: { flavorClassName: 'sweet', ttl: '1h' },
+      ...(body === undefined ? {} : { body }),
     });
-    assert.equal(answer.status, 201, answer.text);
-    return JSON.parse(answer.text) as { id: string; joinConfiguration: string };
+    assert.equal(answer.status, method === 'POST' ? 201 : 200, answer.text);
+    return answer.text;
+  }
+
+  async function issue(): Promise<Issued> {
+    return JSON.parse(
+      await issuerCall('POST', '/v1/tokens', { flavorClassName: 'sweet', ttl: '1h' }),
+    ) as Issued;
+  }
+
+  async function clusterInfoSignatureOf(tokenId: string): Promise<string | undefined> {
+    const info = await env.core.readNamespacedConfigMap({ name: 'cluster-info', namespace: 'kube-public' });
+    return info.data?.[`jws-kubeconfig-${tokenId}`];
   }
 
   const readNode = (name: string) => env.core.readNode({ name });
@@ -219,13 +240,47 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
   it('the issuer answers through its Service, with a certificate for the Service name', async () => {
     const issued = await issue();
     assert.match(issued.joinConfiguration, /kind: "JoinConfiguration"/);
-    // Keep it for the next test: a real kubeadm join of exactly this material.
+    // The chart's default: file discovery, and a token the bootstrap signer never signs.
+    assert.match(issued.joinConfiguration, /kubeConfigPath: "\/etc\/kubernetes\/nodeflavor-discovery\.conf"/);
+    assert.doesNotMatch(issued.joinConfiguration, /bootstrapToken:|caCertHashes/);
+    // Keep it for the next test: a real kubeadm join of exactly the files its cloud-init writes.
+    const cloudInit = parse(issued.cloudInit) as {
+      write_files: { path: string; content: string }[];
+      runcmd: string[][];
+    };
+    const [discoveryFile, joinFile] = cloudInit.write_files;
+    assert.equal(discoveryFile?.path, '/etc/kubernetes/nodeflavor-discovery.conf');
+    assert.equal(discoveryFile?.content, issued.discoveryKubeconfig);
+    assert.equal(joinFile?.content, issued.joinConfiguration);
+    assert.deepEqual(cloudInit.runcmd, [['kubeadm', 'join', '--config', joinFile?.path]]);
     flavoredTokenId = issued.id;
-    flavored = await host.startNode({ name: 'flavored-1', joinConfiguration: issued.joinConfiguration });
+    flavored = await host.startNode({
+      name: 'flavored-1',
+      joinConfiguration: joinFile?.content ?? '',
+      discoveryKubeconfig: discoveryFile?.content ?? '',
+    });
+    flavoredTokenID = issued.tokenID;
   });
 
-  it('a real kubeadm join of the issued JoinConfiguration is verified and flavored by the in-cluster operator', async () => {
+  it('a real kubeadm join of the issued material (file discovery) is verified and flavored by the in-cluster operator', async () => {
     await flavored.joined();
+    // kubeadm trusted the API server through the CA in the discovery kubeconfig: cluster-info holds
+    // no signature for this token. The control: a signing token made now gets one, so the bootstrap
+    // signer has re-signed cluster-info since this token's Secret appeared.
+    const control = await createBootstrapToken(env, { expiresAt: new Date(Date.now() + 600_000) });
+    await waitFor(async () => (await clusterInfoSignatureOf(control.id)) !== undefined, {
+      what: 'the bootstrap signer to sign the control token',
+      timeoutMs: 30_000,
+    });
+    assert.equal(await clusterInfoSignatureOf(flavoredTokenID), undefined);
+    await env.core.deleteNamespacedSecret({
+      name: `bootstrap-token-${control.id}`,
+      namespace: 'kube-system',
+    });
+    // kubeadm's own account (--v=2): file discovery, then the token for the TLS bootstrap only.
+    const kubeadmLog = readFileSync(join(flavored.dir, 'kubeadm.log'), 'utf8');
+    assert.match(kubeadmLog, /Discovery file does not contains? authentication credentials/);
+    assert.match(kubeadmLog, /Using provided TLSBootstrapToken as authentication credentials/);
     const node = await waitFor(
       async () => {
         const n = await readNode('flavored-1');
@@ -378,7 +433,14 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
       (_, prefix: string, first: string) => `${prefix}${first === 'a' ? 'b' : 'a'}`,
     );
     assert.notEqual(tampered, issued.joinConfiguration);
-    unverified = await host.startNode({ name: 'unverified-1', joinConfiguration: tampered });
+    // This machine's discovery kubeconfig comes from GET /v1/discovery, as a machine image would
+    // have it installed once, not from this issuance's answer.
+    const discovery = JSON.parse(await issuerCall('GET', '/v1/discovery')) as { kubeconfig: string };
+    unverified = await host.startNode({
+      name: 'unverified-1',
+      joinConfiguration: tampered,
+      discoveryKubeconfig: discovery.kubeconfig,
+    });
     await unverified.joined();
     await waitFor(
       async () => {

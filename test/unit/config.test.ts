@@ -44,6 +44,7 @@ describe('config defaults', () => {
       issuerTlsSecret: 'nodeflavor-issuer-tls',
       issuerCaConfigMap: 'nodeflavor-issuer-ca',
       issuerService: 'nodeflavor-issuer',
+      joinDiscovery: 'file',
       issuerHeadersTimeout: 10_000,
       issuerRequestTimeout: 15_000,
       issuerIdleTimeout: 65_000,
@@ -432,5 +433,17 @@ describe('kebab', () => {
   test('turns config keys into flag names', () => {
     assert.equal(kebab('leaderElectionId'), 'leader-election-id');
     assert.equal(kebab('namespace'), 'namespace');
+  });
+});
+
+describe('--join-discovery', () => {
+  test('file by default; token from the flag or NODEFLAVOR_JOIN_DISCOVERY', () => {
+    assert.equal(configOf([]).joinDiscovery, 'file');
+    assert.equal(configOf(['--join-discovery', 'token']).joinDiscovery, 'token');
+    assert.equal(configOf([], { NODEFLAVOR_JOIN_DISCOVERY: 'token' }).joinDiscovery, 'token');
+  });
+
+  test('anything else is refused', () => {
+    assert.throws(() => configOf(['--join-discovery', 'https']), /joinDiscovery|join-discovery/);
   });
 });

@@ -161,6 +161,7 @@ const MODES: Record<string, string[]> = {
   'issuer ingress': ['--set=issuer.ingress.enabled=true'],
   'csr approver off': ['--set=controller.csrApprover=false'],
   'kubeadm bootstrap group': ['--set=joins.bootstrapGroup=system:bootstrappers:kubeadm:default-node-token'],
+  'token discovery': ['--set=joins.discovery=token'],
   'no leader election, one replica': ['--set=controller.leaderElect=false', '--set=replicaCount=1'],
   'flavor classes': [
     '--set-json=flavorClasses=[{"name":"sweet","description":"ours","labels":{"example.com/trust":"a7"},"taints":[{"key":"example.com/trust","value":"a7","effect":"NoSchedule"}]},{"name":"sour","annotations":{"example.com/note":"x"}}]',
@@ -294,6 +295,8 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     // nodeflavor's own bootstrap group, and nodeflavor its only approver (name squatting).
     assert.ok(args(objects).includes('--csr-approver'));
     assert.equal(flag(objects, 'bootstrap-group'), 'system:bootstrappers:nodeflavor');
+    // File discovery: issued tokens add nothing to kube-public/cluster-info.
+    assert.equal(flag(objects, 'join-discovery'), 'file');
     assert.equal(flag(objects, 'namespace'), NAMESPACE);
     assert.equal(flag(objects, 'service-account'), RELEASE);
     assert.equal(flag(objects, 'metrics-address'), ':8080');
@@ -461,6 +464,11 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     const kubeadm = await render(...(MODES['kubeadm bootstrap group'] as string[]));
     assert.equal(flag(kubeadm, 'bootstrap-group'), 'system:bootstrappers:kubeadm:default-node-token');
     assert.ok(!kubeadm.some((o) => o.metadata.name === `${RELEASE}-join-config`));
+  });
+
+  test('joins.discovery: token discovery is opt-in; anything else fails the schema', async () => {
+    assert.equal(flag(await render(...(MODES['token discovery'] as string[])), 'join-discovery'), 'token');
+    await assert.rejects(render('--set=joins.discovery=https'), /discovery/);
   });
 
   test('admission.mode: the flag and the webhook Service follow the mode; RBAC covers every mode', async () => {

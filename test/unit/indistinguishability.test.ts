@@ -115,6 +115,7 @@ function sampleFlavors(): Record<(typeof FLAVORS)[number], Sample[]> {
     const material = renderJoinMaterial({
       apiServerEndpoint: '192.0.2.10:6443',
       caCertHash: `sha256:${'5e'.repeat(32)}`,
+      caCertPem: '-----BEGIN CERTIFICATE-----\nMIIBcluster\n-----END CERTIFICATE-----\n',
       token,
       flavorToken,
       expiresAt,

@@ -66,6 +66,9 @@ describe('token issuer HTTP API', () => {
       'joinConfiguration',
       'joinCommand',
       'cloudInit',
+      'discovery',
+      'discoveryKubeconfig',
+      'discoveryKubeconfigPath',
     ]);
     assert.doesNotMatch(response.body, /sweet/);
     assert.equal(kube.tokens.size, 1);
@@ -242,6 +245,24 @@ describe('token issuer HTTP API', () => {
       headers: { authorization: 'Bearer portal-token' },
     });
     assert.deepEqual(response.json(), { items: [{ name: 'sweet', description: null }] });
+  });
+
+  it('serves the discovery kubeconfig to authenticated callers only, the same one issuance hands out', async () => {
+    const { app, post, kube } = await setup();
+    const anonymous = await app.inject({ method: 'GET', url: '/v1/discovery' });
+    assertError(anonymous, 401, 'Unauthenticated');
+    const response = await app.inject({
+      method: 'GET',
+      url: '/v1/discovery',
+      headers: { authorization: 'Bearer portal-token' },
+    });
+    assert.equal(response.statusCode, 200);
+    assert.equal(kube.tokens.size, 0, 'reading it issues nothing');
+    const info = response.json() as { discovery: string; kubeconfig: string; kubeconfigPath: string };
+    const issued = (await post({ flavorClassName: 'sweet' })).json() as Record<string, string>;
+    assert.equal(info.discovery, 'file');
+    assert.equal(info.kubeconfig, issued.discoveryKubeconfig);
+    assert.equal(info.kubeconfigPath, issued.discoveryKubeconfigPath);
   });
 
   it('gets and revokes a token only for the caller that issued it (404 for anyone else)', async () => {

@@ -1,14 +1,21 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { parse } from 'yaml';
 import { TOKEN_ID_LABEL } from '../../src/flavor/resources.ts';
 import { KubeError } from '../../src/kube/kube-error.ts';
 import { IssuanceSettingsSchema } from '../../src/tokenissuer/config.ts';
 import type { IssuerError } from '../../src/tokenissuer/errors.ts';
-import { type IssuanceDeps, issueToken, listTokens, revokeToken } from '../../src/tokenissuer/issue.ts';
+import {
+  discoveryInfo,
+  type IssuanceDeps,
+  issueToken,
+  listTokens,
+  revokeToken,
+} from '../../src/tokenissuer/issue.ts';
 import { clusterInfoKubeconfig, FakeTokenKube, fakeKeyRing } from './support/issuer-fakes.ts';
 import { seededRandomBytes } from './support/random.ts';
 
-async function setup(seed = 'issue') {
+async function setup(seed = 'issue', settings: Record<string, unknown> = {}) {
   const kube = new FakeTokenKube(await clusterInfoKubeconfig());
   kube.addFlavor('sweet');
   kube.addFlavor('sour');
@@ -16,7 +23,7 @@ async function setup(seed = 'issue') {
   const deps: IssuanceDeps = {
     kube,
     keyRing: () => ring.get(),
-    settings: IssuanceSettingsSchema.parse({}),
+    settings: IssuanceSettingsSchema.parse(settings),
     now: () => new Date('2030-01-01T00:00:00Z'),
     randomBytes: seededRandomBytes(seed),
   };
@@ -53,6 +60,7 @@ describe('issueToken', () => {
       authExtraGroups: 'system:bootstrappers:nodeflavor',
       description: 'nodeflavor join token',
       owner: { name: issued.name, uid: record.metadata.uid },
+      signing: false,
     });
     assert.equal(issued.expiresAt, '2030-01-01T01:00:00Z');
     assert.ok(
@@ -157,7 +165,7 @@ describe('issueToken', () => {
 
   it('reads the key ring and cluster-info before writing, so their failures leave nothing', async () => {
     const { kube, deps } = await setup();
-    kube.failNext.readClusterInfoKubeconfig = new KubeError(403, 'Forbidden', 'cluster-info forbidden');
+    kube.failNext.readClusterInfo = new KubeError(403, 'Forbidden', 'cluster-info forbidden');
     await assert.rejects(issueToken(deps, { flavorClassName: 'sweet' }), /cluster-info forbidden/);
     await assert.rejects(
       issueToken(
@@ -167,6 +175,90 @@ describe('issueToken', () => {
       /no ring/,
     );
     assert.equal(kube.tokens.size + kube.secrets.size, 0);
+  });
+});
+
+describe('discovery', () => {
+  it('file discovery (default): the Secret asks for no cluster-info signature; the material carries the CA', async () => {
+    const { kube, deps } = await setup();
+    const issued = await issueToken(deps, { flavorClassName: 'sweet' });
+    assert.equal(kube.secrets.get(issued.tokenId)?.signing, false);
+    assert.equal(issued.material.discovery, 'file');
+    const kubeconfig = parse(issued.material.discoveryKubeconfig);
+    const clusterInfo = parse(kube.clusterInfo);
+    assert.equal(
+      kubeconfig.clusters[0].cluster['certificate-authority-data'],
+      clusterInfo.clusters[0].cluster['certificate-authority-data'],
+    );
+    assert.equal(kubeconfig.clusters[0].cluster.server, 'https://10.0.0.1:6443');
+    assert.equal(
+      parse(issued.material.joinConfiguration).discovery.file.kubeConfigPath,
+      issued.material.discoveryKubeconfigPath,
+    );
+  });
+
+  it('file discovery issues however many signatures cluster-info carries', async () => {
+    const { kube, deps } = await setup();
+    kube.clusterInfoSignatures = 50_000;
+    await issueToken(deps, { flavorClassName: 'sweet' });
+    assert.equal(kube.secrets.size, 1);
+  });
+
+  it('token discovery: the Secret asks for a signature and the JoinConfiguration pins the CA hash', async () => {
+    const { kube, deps } = await setup('issue', { discovery: 'token' });
+    const issued = await issueToken(deps, { flavorClassName: 'sweet' });
+    assert.equal(kube.secrets.get(issued.tokenId)?.signing, true);
+    const discovery = parse(issued.material.joinConfiguration).discovery;
+    assert.equal(discovery.bootstrapToken.caCertHashes[0], issued.material.caCertHash);
+  });
+
+  it('token discovery refuses (503, nothing written) once cluster-info holds the signature limit', async () => {
+    const { kube, deps } = await setup('issue', { discovery: 'token', maxClusterInfoSignatures: 3 });
+    kube.clusterInfoSignatures = 2;
+    await issueToken(deps, { flavorClassName: 'sweet' });
+    kube.clusterInfoSignatures = 3;
+    await assert.rejects(issueToken(deps, { flavorClassName: 'sweet' }), (error: IssuerError) => {
+      assert.equal(error.status, 503);
+      assert.match(error.message, /3 token signatures \(limit 3.*issuance\.discovery: file/);
+      return true;
+    });
+    assert.equal(kube.secrets.size, 1);
+    assert.equal(kube.tokens.size, 1);
+  });
+
+  it('settings refuse a discovery path kubeadm would fetch without the CA pin, and a signature limit past the cap', () => {
+    for (const discoveryKubeconfigPath of [
+      'https://example.com/d.conf',
+      'd.conf',
+      '/etc/../d.conf',
+      '/etc/',
+    ]) {
+      assert.equal(
+        IssuanceSettingsSchema.safeParse({ discoveryKubeconfigPath }).success,
+        false,
+        discoveryKubeconfigPath,
+      );
+    }
+    assert.equal(
+      IssuanceSettingsSchema.safeParse({ discoveryKubeconfigPath: '/opt/join/d.conf' }).success,
+      true,
+    );
+    assert.equal(IssuanceSettingsSchema.safeParse({ maxClusterInfoSignatures: 5_001 }).success, false);
+    assert.equal(IssuanceSettingsSchema.safeParse({ discovery: 'https' }).success, false);
+  });
+
+  it('discoveryInfo: the same discovery kubeconfig an issuance carries, without issuing', async () => {
+    const { kube, deps } = await setup();
+    const info = await discoveryInfo(deps);
+    assert.equal(kube.tokens.size + kube.secrets.size, 0);
+    const issued = await issueToken(deps, { flavorClassName: 'sweet' });
+    assert.deepEqual(info, {
+      discovery: 'file',
+      apiServerEndpoint: '10.0.0.1:6443',
+      caCertHash: issued.material.caCertHash,
+      kubeconfig: issued.material.discoveryKubeconfig,
+      kubeconfigPath: '/etc/kubernetes/nodeflavor-discovery.conf',
+    });
   });
 });
 

@@ -9,12 +9,14 @@ import { renderJoinMaterial } from '../../src/tokenissuer/join-material.ts';
 import { seededRandomBytes } from './support/random.ts';
 
 const CA_CERT_HASH = `sha256:${'0f'.repeat(32)}`;
+const CA_PEM = '-----BEGIN CERTIFICATE-----\nMIIBtestCA\n-----END CERTIFICATE-----\n';
 const FLAVOR_TOKEN = 'oxmcc5gbgduo3u7umkvuqjcd6le7qqsfspzaixipbvqavipzmhua';
 
 function input(overrides: Partial<JoinMaterialInput> = {}): JoinMaterialInput {
   return {
     apiServerEndpoint: '10.0.0.1:6443',
     caCertHash: CA_CERT_HASH,
+    caCertPem: CA_PEM,
     token: parseBootstrapToken('abcdef.0123456789abcdef'),
     flavorToken: new Secret(FLAVOR_TOKEN),
     expiresAt: new Date('2030-01-02T03:04:05.678Z'),
@@ -22,7 +24,12 @@ function input(overrides: Partial<JoinMaterialInput> = {}): JoinMaterialInput {
   };
 }
 
-const expectedDiscovery = {
+const fileDiscovery = {
+  file: { kubeConfigPath: '/etc/kubernetes/nodeflavor-discovery.conf' },
+  tlsBootstrapToken: 'abcdef.0123456789abcdef',
+};
+
+const tokenDiscovery = {
   bootstrapToken: {
     token: 'abcdef.0123456789abcdef',
     apiServerEndpoint: '10.0.0.1:6443',
@@ -31,18 +38,77 @@ const expectedDiscovery = {
   tlsBootstrapToken: 'abcdef.0123456789abcdef',
 };
 
+const expectedDiscoveryKubeconfig = {
+  apiVersion: 'v1',
+  kind: 'Config',
+  clusters: [
+    {
+      name: '',
+      cluster: {
+        'certificate-authority-data': Buffer.from(CA_PEM).toString('base64'),
+        server: 'https://10.0.0.1:6443',
+      },
+    },
+  ],
+};
+
 describe('renderJoinMaterial', () => {
-  it('renders a kubeadm v1beta4 JoinConfiguration by default', () => {
+  it('renders a kubeadm v1beta4 JoinConfiguration with file discovery by default', () => {
     const material = renderJoinMaterial(input());
+    assert.equal(material.discovery, 'file');
     assert.deepEqual(parse(material.joinConfiguration), {
       apiVersion: 'kubeadm.k8s.io/v1beta4',
       kind: 'JoinConfiguration',
-      discovery: expectedDiscovery,
+      discovery: fileDiscovery,
       nodeRegistration: {
         kubeletExtraArgs: [{ name: 'node-labels', value: `nodeflavor.io/token=${FLAVOR_TOKEN}` }],
         taints: [{ key: 'nodeflavor.io/unverified', effect: 'NoSchedule' }],
       },
     });
+  });
+
+  it('renders the discovery kubeconfig: the cluster CA and the API server, no credential', () => {
+    const material = renderJoinMaterial(input());
+    assert.equal(material.discoveryKubeconfigPath, '/etc/kubernetes/nodeflavor-discovery.conf');
+    assert.deepEqual(parse(material.discoveryKubeconfig), expectedDiscoveryKubeconfig);
+    assert.ok(!material.discoveryKubeconfig.includes('0123456789abcdef'), 'no token in the discovery file');
+    assert.ok(!material.discoveryKubeconfig.includes(FLAVOR_TOKEN), 'no flavor token in the discovery file');
+    const ipv6 = renderJoinMaterial(input({ apiServerEndpoint: '[fd00::1]:6443' }));
+    assert.equal(parse(ipv6.discoveryKubeconfig).clusters[0].cluster.server, 'https://[fd00::1]:6443');
+  });
+
+  it('the discovery kubeconfig is the same for every token (installable once per machine)', () => {
+    const a = renderJoinMaterial(input());
+    const b = renderJoinMaterial(
+      input({
+        token: parseBootstrapToken('zyxwvu.9876543210zyxwvu'),
+        flavorToken: new Secret('a'.repeat(52)),
+      }),
+    );
+    assert.equal(a.discoveryKubeconfig, b.discoveryKubeconfig);
+  });
+
+  it('renders token discovery (CA hash pin) when asked', () => {
+    const material = renderJoinMaterial(input({ discovery: 'token' }));
+    assert.equal(material.discovery, 'token');
+    assert.deepEqual(parse(material.joinConfiguration).discovery, tokenDiscovery);
+    assert.deepEqual(parse(material.cloudInit), {
+      write_files: [
+        {
+          path: '/etc/kubernetes/nodeflavor-join.yaml',
+          permissions: '0600',
+          owner: 'root:root',
+          content: material.joinConfiguration,
+        },
+      ],
+      runcmd: [['kubeadm', 'join', '--config', '/etc/kubernetes/nodeflavor-join.yaml']],
+    });
+  });
+
+  it('points at a custom discovery kubeconfig path', () => {
+    const material = renderJoinMaterial(input({ discoveryKubeconfigPath: '/opt/join/discovery.conf' }));
+    assert.equal(parse(material.joinConfiguration).discovery.file.kubeConfigPath, '/opt/join/discovery.conf');
+    assert.equal(parse(material.cloudInit).write_files[0].path, '/opt/join/discovery.conf');
   });
 
   it('leaves the node name to the node', () => {
@@ -66,12 +132,18 @@ describe('renderJoinMaterial', () => {
     assert.deepEqual(untainted.nodeRegistration.taints, []);
   });
 
-  it('renders the join command and a cloud-init that writes the same configuration', () => {
+  it('renders the join command and a cloud-init that writes both files, then joins', () => {
     const material = renderJoinMaterial(input());
     assert.equal(material.joinCommand, 'kubeadm join --config join.yaml');
     assert.ok(material.cloudInit.startsWith('#cloud-config\n'));
     assert.deepEqual(parse(material.cloudInit), {
       write_files: [
+        {
+          path: '/etc/kubernetes/nodeflavor-discovery.conf',
+          permissions: '0644',
+          owner: 'root:root',
+          content: material.discoveryKubeconfig,
+        },
         {
           path: '/etc/kubernetes/nodeflavor-join.yaml',
           permissions: '0600',
@@ -106,33 +178,43 @@ describe('renderJoinMaterial', () => {
   it('has the same length for a token that looks like a number as for any other', () => {
     // Plain YAML would quote `123456.7890123456789012` (it reads as a float) but not `abcdef.…`.
     const letters = renderJoinMaterial(input());
+    const lettersByToken = renderJoinMaterial(input({ discovery: 'token' }));
     for (const token of ['123456.7890123456789012', '123456.78901234567890e1']) {
       const material = renderJoinMaterial(input({ token: parseBootstrapToken(token) }));
       assert.equal(material.joinConfiguration.length, letters.joinConfiguration.length);
       assert.equal(material.cloudInit.length, letters.cloudInit.length);
-      const discovery = parse(material.joinConfiguration).discovery;
-      assert.equal(discovery.bootstrapToken.token, token);
-      assert.equal(discovery.tlsBootstrapToken, token);
+      assert.equal(parse(material.joinConfiguration).discovery.tlsBootstrapToken, token);
+      const byToken = renderJoinMaterial(input({ token: parseBootstrapToken(token), discovery: 'token' }));
+      assert.equal(byToken.joinConfiguration.length, lettersByToken.joinConfiguration.length);
+      assert.equal(byToken.cloudInit.length, lettersByToken.cloudInit.length);
+      assert.equal(parse(byToken.joinConfiguration).discovery.bootstrapToken.token, token);
     }
   });
 
-  it('has a length independent of the tokens (property)', () => {
-    const reference = renderJoinMaterial(input());
-    fc.assert(
-      fc.property(fc.string(), fc.stringMatching(/^[a-z2-7]{52}$/), (seed, flavorToken) => {
-        const material = renderJoinMaterial(
-          input({
-            token: generateBootstrapToken(seededRandomBytes(seed)),
-            flavorToken: new Secret(flavorToken),
-          }),
-        );
-        assert.equal(material.joinConfiguration.length, reference.joinConfiguration.length);
-        assert.equal(material.cloudInit.length, reference.cloudInit.length);
-        assert.equal(parse(material.joinConfiguration).nodeRegistration.kubeletExtraArgs[0].value.length, 72);
-      }),
-      { numRuns: 200 },
-    );
-  });
+  for (const discovery of ['file', 'token'] as const) {
+    it(`has a length independent of the tokens, ${discovery} discovery (property)`, () => {
+      const reference = renderJoinMaterial(input({ discovery }));
+      fc.assert(
+        fc.property(fc.string(), fc.stringMatching(/^[a-z2-7]{52}$/), (seed, flavorToken) => {
+          const material = renderJoinMaterial(
+            input({
+              discovery,
+              token: generateBootstrapToken(seededRandomBytes(seed)),
+              flavorToken: new Secret(flavorToken),
+            }),
+          );
+          assert.equal(material.joinConfiguration.length, reference.joinConfiguration.length);
+          assert.equal(material.cloudInit.length, reference.cloudInit.length);
+          assert.equal(material.discoveryKubeconfig, reference.discoveryKubeconfig);
+          assert.equal(
+            parse(material.joinConfiguration).nodeRegistration.kubeletExtraArgs[0].value.length,
+            72,
+          );
+        }),
+        { numRuns: 200 },
+      );
+    });
+  }
 
   const invalid: Record<string, { overrides: Partial<JoinMaterialInput>; error: RegExp }> = {
     'an endpoint without a port': {
@@ -156,6 +238,23 @@ describe('renderJoinMaterial', () => {
     'a bad taint key': {
       overrides: { quarantineTaint: { key: '-bad', effect: 'NoSchedule' } },
       error: /taint key/,
+    },
+    'a CA that is not a PEM certificate': { overrides: { caCertPem: 'not a cert' }, error: /PEM/ },
+    'a relative discovery path': {
+      overrides: { discoveryKubeconfigPath: 'discovery.conf' },
+      error: /discoveryKubeconfigPath/,
+    },
+    'an https discovery URL (kubeadm would drop the CA pinning)': {
+      overrides: { discoveryKubeconfigPath: 'https://example.com/discovery.conf' },
+      error: /discoveryKubeconfigPath/,
+    },
+    'a discovery path with ..': {
+      overrides: { discoveryKubeconfigPath: '/etc/kubernetes/../shadow' },
+      error: /discoveryKubeconfigPath/,
+    },
+    'the JoinConfiguration’s own path as the discovery path': {
+      overrides: { discoveryKubeconfigPath: '/etc/kubernetes/nodeflavor-join.yaml' },
+      error: /discoveryKubeconfigPath/,
     },
   };
   for (const [name, { overrides, error }] of Object.entries(invalid)) {

@@ -1,5 +1,6 @@
 // Reads a kubeadm JoinConfiguration (kubeadm.k8s.io/v1beta3 or v1beta4) — the file a node
-// admin passes to `kubeadm join --config` — into what the simulated kubelet needs.
+// admin passes to `kubeadm join --config` — into what the simulated kubelet needs: token discovery
+// (discovery.bootstrapToken) or file discovery (discovery.file.kubeConfigPath), as kubeadm reads them.
 import { parse } from 'yaml';
 import { z } from 'zod';
 
@@ -9,12 +10,15 @@ const joinConfiguration = z.object({
   apiVersion: z.enum(['kubeadm.k8s.io/v1beta3', 'kubeadm.k8s.io/v1beta4']),
   kind: z.literal('JoinConfiguration'),
   discovery: z.object({
-    bootstrapToken: z.object({
-      token: z.string().min(1),
-      apiServerEndpoint: z.string().min(1),
-      caCertHashes: z.array(z.string()).optional(),
-      unsafeSkipCAVerification: z.boolean().optional(),
-    }),
+    bootstrapToken: z
+      .object({
+        token: z.string().min(1),
+        apiServerEndpoint: z.string().min(1),
+        caCertHashes: z.array(z.string()).optional(),
+        unsafeSkipCAVerification: z.boolean().optional(),
+      })
+      .optional(),
+    file: z.object({ kubeConfigPath: z.string().min(1) }).optional(),
     tlsBootstrapToken: z.string().optional(),
   }),
   nodeRegistration: z
@@ -29,12 +33,24 @@ const joinConfiguration = z.object({
     .optional(),
 });
 
-export interface JoinSettings {
+/** Token discovery: cluster-info's JWS signed with the token, and the CA pinned by its hash. */
+export interface TokenDiscovery {
+  kind: 'token';
   apiServerEndpoint: string;
-  discoveryToken: string;
-  tlsBootstrapToken: string;
+  token: string;
   caCertHashes: string[];
   unsafeSkipCAVerification: boolean;
+}
+
+/** File discovery: a kubeconfig on the node names the API server and the CA to trust. */
+export interface FileDiscovery {
+  kind: 'file';
+  kubeConfigPath: string;
+}
+
+export interface JoinSettings {
+  discovery: TokenDiscovery | FileDiscovery;
+  tlsBootstrapToken: string;
   nodeName?: string;
   nodeLabels: Record<string, string>;
   taints: { key: string; value?: string; effect: string }[];
@@ -79,15 +95,41 @@ export function parseJoinConfiguration(text: string): JoinSettings {
   const config = result.data;
   const args = extraArgs(config.nodeRegistration?.kubeletExtraArgs);
   const settings: JoinSettings = {
-    apiServerEndpoint: config.discovery.bootstrapToken.apiServerEndpoint,
-    discoveryToken: config.discovery.bootstrapToken.token,
-    tlsBootstrapToken: config.discovery.tlsBootstrapToken ?? config.discovery.bootstrapToken.token,
-    caCertHashes: config.discovery.bootstrapToken.caCertHashes ?? [],
-    unsafeSkipCAVerification: config.discovery.bootstrapToken.unsafeSkipCAVerification ?? false,
+    discovery: discoveryOf(config.discovery),
+    tlsBootstrapToken: config.discovery.tlsBootstrapToken ?? config.discovery.bootstrapToken?.token ?? '',
     nodeLabels: parseNodeLabels(args.get('node-labels')),
     taints: config.nodeRegistration?.taints ?? [],
   };
   if (config.nodeRegistration?.name) settings.nodeName = config.nodeRegistration.name;
+  return settings;
+}
+
+/** kubeadm's rules (ValidateDiscovery): exactly one of bootstrapToken and file; a pin or an explicit skip. */
+function discoveryOf(discovery: z.infer<typeof joinConfiguration>['discovery']): JoinSettings['discovery'] {
+  const { bootstrapToken, file } = discovery;
+  if ((bootstrapToken === undefined) === (file === undefined)) {
+    throw new Error('invalid JoinConfiguration: discovery: set exactly one of bootstrapToken and file');
+  }
+  if (file) {
+    if (/^[a-z]+:\/\//i.test(file.kubeConfigPath)) {
+      throw new Error('the simulated kubelet reads discovery.file.kubeConfigPath from files only, not URLs');
+    }
+    // kubeadm would take credentials from the discovery kubeconfig instead; nodeflavor never relies on that.
+    if (!discovery.tlsBootstrapToken) {
+      throw new Error(
+        'invalid JoinConfiguration: file discovery without tlsBootstrapToken is not supported here',
+      );
+    }
+    return { kind: 'file', kubeConfigPath: file.kubeConfigPath };
+  }
+  const token = bootstrapToken as NonNullable<typeof bootstrapToken>;
+  const settings: TokenDiscovery = {
+    kind: 'token',
+    apiServerEndpoint: token.apiServerEndpoint,
+    token: token.token,
+    caCertHashes: token.caCertHashes ?? [],
+    unsafeSkipCAVerification: token.unsafeSkipCAVerification ?? false,
+  };
   if (settings.caCertHashes.length === 0 && !settings.unsafeSkipCAVerification) {
     throw new Error(
       'invalid JoinConfiguration: discovery.bootstrapToken.caCertHashes is empty and unsafeSkipCAVerification is not set',

@@ -1,16 +1,21 @@
 // A simulated kubelet that joins the way `kubeadm join` + kubelet do, over real HTTPS:
-//  1. discovery: read kube-public/cluster-info anonymously, verify the bootstrap signer's JWS
-//     over it with the token, pin the CA by its sha256 SPKI hash;
+//  1. discovery, either way kubeadm 1.37 does it (cmd/kubeadm/app/discovery):
+//     token: read kube-public/cluster-info anonymously, verify the bootstrap signer's JWS over it
+//       with the token, pin the CA by its sha256 SPKI hash, keep the configured endpoint;
+//     file: take the server and CA from the discovery kubeconfig on the node, and prove the server
+//       holds a certificate from that CA by reading cluster-info anonymously over verified TLS
+//       (403 is fine, as for kubeadm); no signature is involved;
 //  2. TLS bootstrap: as system:bootstrap:<id>, create a kubelet client CSR (fresh ECDSA key,
 //     CN system:node:<name>, O system:nodes) and wait for kube-controller-manager to sign it;
 //  3. registration: with that client certificate create the Node with --node-labels and
 //     --register-with-taints, then keep a Lease renewed and report status like a kubelet.
+import { readFileSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
 import { compactVerify } from 'jose';
 import { parse } from 'yaml';
 import { caCertHash, createCertificateRequest } from '../../../src/pki/certs.ts';
 import { ApiError, KubeHttp } from './http.ts';
-import type { JoinSettings } from './join-config.ts';
+import type { FileDiscovery, JoinSettings, TokenDiscovery } from './join-config.ts';
 
 export const KUBELET_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
 
@@ -29,6 +34,11 @@ export interface KubeletOptions {
    * the kubelet's bootstrap client, its watch) do.
    */
   connectionPerRequest?: boolean;
+  /**
+   * The node's files as kubeadm would read them (file discovery's kubeconfig): the content at a
+   * path, or undefined when there is no such file. Default: this machine's disk.
+   */
+  readFile?: (path: string) => string | undefined;
 }
 
 export interface NodeIdentity {
@@ -47,6 +57,51 @@ function splitToken(token: string): { id: string; secret: string } {
   if (!match?.[1] || !match[2])
     throw new JoinError('the bootstrap token is malformed (want [a-z0-9]{6}.[a-z0-9]{16})');
   return { id: match[1], secret: match[2] };
+}
+
+function readFromDisk(path: string): string | undefined {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The cluster a discovery kubeconfig names, as kubeadm picks it (GetClusterFromKubeConfig): the
+ * unnamed cluster, else the current context's. Its CA must be inline (the sim reads no CA files).
+ */
+function clusterOf(kubeconfig: string, path: string): { server: string; caPem: string } {
+  interface Named<T> {
+    name?: string;
+    cluster?: T;
+    context?: T;
+  }
+  let config: {
+    clusters?: Named<Record<string, string>>[];
+    contexts?: Named<{ cluster?: string }>[];
+    'current-context'?: string;
+  } | null;
+  try {
+    config = parse(kubeconfig) as typeof config;
+  } catch {
+    throw new JoinError(`the discovery kubeconfig ${path} is not valid YAML`);
+  }
+  const clusters = config?.clusters ?? [];
+  const contextCluster = config?.contexts?.find((c) => c.name === config?.['current-context'])?.context
+    ?.cluster;
+  const cluster = (
+    clusters.find((c) => c.name === '' || c.name === undefined) ??
+    clusters.find((c) => contextCluster !== undefined && c.name === contextCluster)
+  )?.cluster;
+  const server = cluster?.server;
+  const caData = cluster?.['certificate-authority-data'];
+  if (!server || !caData) {
+    throw new JoinError(
+      `the discovery kubeconfig ${path} names no cluster with a server and certificate-authority-data`,
+    );
+  }
+  return { server, caPem: Buffer.from(caData, 'base64').toString('utf8') };
 }
 
 function base64url(text: string): string {
@@ -88,8 +143,50 @@ export class SimulatedKubelet {
   }
 
   private async discover(): Promise<{ server: string; caPem: string }> {
-    const token = splitToken(this.settings.discoveryToken);
-    const insecure = new KubeHttp(`https://${this.settings.apiServerEndpoint}`, {
+    const discovery = this.settings.discovery;
+    return discovery.kind === 'file' ? this.discoverFromFile(discovery) : this.discoverByToken(discovery);
+  }
+
+  private async discoverFromFile(discovery: FileDiscovery): Promise<{ server: string; caPem: string }> {
+    const path = discovery.kubeConfigPath;
+    const text = (this.options.readFile ?? readFromDisk)(path);
+    if (text === undefined) {
+      throw new JoinError(
+        `couldn't validate the identity of the API Server: open ${path}: no such file or directory`,
+      );
+    }
+    const { server, caPem } = clusterOf(text, path);
+    // Verified TLS, anonymous: only a server holding a certificate from this CA gets past here.
+    const secure = new KubeHttp(server, { ca: caPem, ...this.connections() });
+    const deadline = Date.now() + this.timeoutMs;
+    let lastError = '';
+    try {
+      for (;;) {
+        try {
+          const result = await secure.request(
+            'GET',
+            '/api/v1/namespaces/kube-public/configmaps/cluster-info',
+          );
+          if (result.status === 200 || result.status === 403) return { server, caPem };
+          lastError = `HTTP ${result.status}`;
+        } catch (error) {
+          lastError = (error as Error).message;
+        }
+        if (Date.now() > deadline) {
+          throw new JoinError(
+            `couldn't validate the identity of the API Server: Abort reading the cluster-info ConfigMap after timeout of ${this.timeoutMs / 1000}s: ${lastError}`,
+          );
+        }
+        await delay(250);
+      }
+    } finally {
+      secure.close();
+    }
+  }
+
+  private async discoverByToken(discovery: TokenDiscovery): Promise<{ server: string; caPem: string }> {
+    const token = splitToken(discovery.token);
+    const insecure = new KubeHttp(`https://${discovery.apiServerEndpoint}`, {
       insecure: true,
       ...this.connections(),
     });
@@ -108,7 +205,7 @@ export class SimulatedKubelet {
         const signature = result.body.data?.[`jws-kubeconfig-${token.id}`];
         if (signature) {
           await this.verifySignature(signature, kubeconfig, token);
-          return this.trustedCluster(kubeconfig);
+          return this.trustedCluster(kubeconfig, discovery);
         }
         if (Date.now() > deadline) {
           throw new JoinError(
@@ -142,7 +239,7 @@ export class SimulatedKubelet {
     }
   }
 
-  private trustedCluster(kubeconfig: string): { server: string; caPem: string } {
+  private trustedCluster(kubeconfig: string, discovery: TokenDiscovery): { server: string; caPem: string } {
     const config = parse(kubeconfig) as { clusters?: { cluster?: Record<string, string> }[] };
     const cluster = config.clusters?.[0]?.cluster;
     const caData = cluster?.['certificate-authority-data'];
@@ -150,15 +247,15 @@ export class SimulatedKubelet {
     const caPem = Buffer.from(caData, 'base64').toString('utf8');
     // Like kubeadm, keep talking to the endpoint the admin gave us (cluster-info's own server
     // may be an in-cluster address); only the CA comes from cluster-info.
-    if (!this.settings.unsafeSkipCAVerification) {
+    if (!discovery.unsafeSkipCAVerification) {
       const hash = caCertHash(caPem);
-      if (!this.settings.caCertHashes.includes(hash)) {
+      if (!discovery.caCertHashes.includes(hash)) {
         throw new JoinError(
           `cluster CA found in cluster-info ConfigMap is not trusted: its hash ${hash} is not in caCertHashes`,
         );
       }
     }
-    return { server: `https://${this.settings.apiServerEndpoint}`, caPem };
+    return { server: `https://${discovery.apiServerEndpoint}`, caPem };
   }
 
   private async bootstrapClientCertificate(

@@ -1,4 +1,5 @@
-// kubelet-sim: join one simulated node from a kubeadm JoinConfiguration.
+// kubelet-sim: join one simulated node from a kubeadm JoinConfiguration (token discovery, or file
+// discovery reading discovery.file.kubeConfigPath from this machine's disk, as kubeadm does).
 //   kubelet-sim join --config join.yaml --name NAME [--write-kubeconfig PATH] [--timeout 60s]
 // Exits 0 once the Node exists; otherwise prints one line to stderr and exits 1 (2: usage).
 import { readFileSync, writeFileSync } from 'node:fs';

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One real node: containerd, `kubeadm join` and the kubelet, in a private mount namespace so the
 # host keeps none of their state. Run as `unshare -m --propagation private bash node.sh` with
-# NODE_DIR (the files real-node.ts prepared), NODE_NAME and NODE_GATEWAY (this node's address on
-# cni0) in the environment.
+# NODE_DIR (the files real-node.ts prepared), NODE_NAME, NODE_GATEWAY (this node's address on
+# cni0) and NODE_DISCOVERY_FILE (where the JoinConfiguration reads its discovery kubeconfig, under
+# /etc/kubernetes; empty for token discovery) in the environment.
 #
 # stdin is the lifeline and the control channel: each line is a command (restart-kubelet); when
 # it closes, because the test ended or its process died (also SIGKILL), the node tears itself
@@ -70,6 +71,11 @@ done
 mount --make-rshared /var/lib/kubelet || fail "cannot make /var/lib/kubelet rshared"
 cp "$dir/cni.conflist" /etc/cni/net.d/10-nodeflavor.conflist
 mkdir -p /etc/kubernetes/manifests && cp "$dir"/manifests/*.yaml /etc/kubernetes/manifests/ 2>/dev/null
+# As a node admin (or the cloud-init) installs it: the cluster CA and API server, no secret.
+if [[ -n ${NODE_DISCOVERY_FILE:-} ]]; then
+  [[ $NODE_DISCOVERY_FILE == /etc/kubernetes/* ]] || fail "discovery file outside /etc/kubernetes: $NODE_DISCOVERY_FILE"
+  install -m 0644 "$dir/discovery.conf" "$NODE_DISCOVERY_FILE" || fail "cannot install $NODE_DISCOVERY_FILE"
+fi
 ip addr add "$NODE_GATEWAY" dev cni0 2>>"$dir/node.log" || fail "cannot add $NODE_GATEWAY to cni0"
 
 containerd --config "$dir/containerd.toml" >>"$dir/containerd.log" 2>&1 &

@@ -132,6 +132,11 @@ export interface RealNodeOptions {
   name: string;
   /** A JoinConfiguration YAML (kubeadm.k8s.io/v1beta4), as the issuer or an admin wrote it. */
   joinConfiguration: string;
+  /**
+   * The discovery kubeconfig a file-discovery JoinConfiguration reads (discovery.file.kubeConfigPath):
+   * placed at exactly that path in the node's own /etc/kubernetes before `kubeadm join` runs.
+   */
+  discoveryKubeconfig?: string;
   /** Static Pod manifests the kubelet runs from /etc/kubernetes/manifests (no scheduler involved). */
   staticPods?: object[];
 }
@@ -264,7 +269,7 @@ export class RealNodeHost {
     const janitor = startJanitor(dir);
     const [kubeletPort, healthzPort] = [await freePort(), await freePort()];
     const subnet = `10.244.${index}`;
-    writeNodeFiles(dir, options, { kubeletPort, healthzPort, subnet }, this.images);
+    const { discoveryPath } = writeNodeFiles(dir, options, { kubeletPort, healthzPort, subnet }, this.images);
     const binaries = nodeBinaryPaths();
     const lifeline = new Lifeline(
       'unshare',
@@ -275,6 +280,7 @@ export class RealNodeHost {
         NODE_DIR: dir,
         NODE_NAME: options.name,
         NODE_GATEWAY: `${subnet}.1/24`,
+        NODE_DISCOVERY_FILE: discoveryPath ?? '',
       },
       join(dir, 'node.stderr.log'),
     );
@@ -304,13 +310,45 @@ interface NodePorts {
   subnet: string;
 }
 
-/** The JoinConfiguration as the node's admin would run it here, plus containerd's and CNI's config. */
-function writeNodeFiles(dir: string, options: RealNodeOptions, ports: NodePorts, images: BuiltImage[]): void {
+/**
+ * Where a file-discovery JoinConfiguration reads its discovery kubeconfig, or undefined for token
+ * discovery. Only under /etc/kubernetes, which is the node's own tmpfs: never a path on the host.
+ */
+function discoveryPathOf(join_: Record<string, Record<string, unknown>>): string | undefined {
+  const path = (join_.discovery?.file as { kubeConfigPath?: unknown } | undefined)?.kubeConfigPath;
+  if (path === undefined) return undefined;
+  if (typeof path !== 'string' || !/^\/etc\/kubernetes\/[A-Za-z0-9._-]+$/.test(path)) {
+    throw new Error(
+      `real nodes place the discovery kubeconfig in their own /etc/kubernetes only, not at ${String(path)}`,
+    );
+  }
+  return path;
+}
+
+/**
+ * The JoinConfiguration as the node's admin would run it here (and the discovery kubeconfig it
+ * reads, copied by node.sh to its path inside the node), plus containerd's and CNI's config.
+ */
+function writeNodeFiles(
+  dir: string,
+  options: RealNodeOptions,
+  ports: NodePorts,
+  images: BuiltImage[],
+): { discoveryPath: string | undefined } {
   const join_ = parse(options.joinConfiguration) as Record<string, Record<string, unknown>>;
   if (join_.apiVersion !== ('kubeadm.k8s.io/v1beta4' as unknown)) {
     throw new Error(
       'real nodes run the pinned kubeadm: the JoinConfiguration must be kubeadm.k8s.io/v1beta4',
     );
+  }
+  const discoveryPath = discoveryPathOf(join_);
+  if (discoveryPath !== undefined) {
+    if (options.discoveryKubeconfig === undefined) {
+      throw new Error(
+        `the JoinConfiguration reads ${discoveryPath}: pass its content as discoveryKubeconfig`,
+      );
+    }
+    writeFileSync(join(dir, 'discovery.conf'), options.discoveryKubeconfig, { mode: 0o644 });
   }
   join_.nodeRegistration ??= {};
   const registration = join_.nodeRegistration;
@@ -342,6 +380,7 @@ function writeNodeFiles(dir: string, options: RealNodeOptions, ports: NodePorts,
   for (const image of images) {
     execFileSync('ln', ['-s', image.tarball, join(dir, 'images', `${image.imageId.slice(0, 12)}.tar`)]);
   }
+  return { discoveryPath };
 }
 
 /** containerd 1.6 (config version 2) for this host; see ../shared/REALNODE.md for each setting. */

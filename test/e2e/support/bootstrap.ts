@@ -3,6 +3,7 @@
 import { randomInt } from 'node:crypto';
 import { KubeConfig } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
+import { renderDiscoveryKubeconfig } from '../../../src/tokenissuer/discovery-kubeconfig.ts';
 import type { NodeIdentity } from '../kubelet-sim/kubelet.ts';
 import type { E2EEnvironment } from './environment.ts';
 
@@ -48,6 +49,8 @@ export function joinConfiguration(
     nodeLabels?: Record<string, string>;
     taints?: { key: string; effect: string }[];
     apiVersion?: 'v1beta3' | 'v1beta4';
+    /** File discovery from a kubeconfig at this path (see discoveryKubeconfig) instead of token discovery. */
+    discoveryFile?: string;
   } = {},
 ): string {
   const apiVersion = options.apiVersion ?? 'v1beta4';
@@ -64,11 +67,24 @@ export function joinConfiguration(
     apiVersion: `kubeadm.k8s.io/${apiVersion}`,
     kind: 'JoinConfiguration',
     discovery: {
-      bootstrapToken: { token, apiServerEndpoint: env.apiServerEndpoint, caCertHashes: [env.caCertHash] },
+      ...(options.discoveryFile
+        ? { file: { kubeConfigPath: options.discoveryFile } }
+        : {
+            bootstrapToken: {
+              token,
+              apiServerEndpoint: env.apiServerEndpoint,
+              caCertHashes: [env.caCertHash],
+            },
+          }),
       tlsBootstrapToken: token,
     },
     nodeRegistration: { kubeletExtraArgs, taints: options.taints ?? [] },
   });
+}
+
+/** A file-discovery kubeconfig: the cluster CA (or `caPem`) and the API server, as the issuer renders it. */
+export function discoveryKubeconfig(env: E2EEnvironment, caPem = env.caPem): string {
+  return renderDiscoveryKubeconfig({ apiServerEndpoint: env.apiServerEndpoint, caCertPem: caPem });
 }
 
 /** A client-node KubeConfig authenticated as a joined node (its client certificate). */

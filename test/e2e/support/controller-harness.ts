@@ -76,7 +76,7 @@ export function controllerHarness(settings: Record<string, unknown>): Harness {
   });
 
   h.join = async (token, name) => {
-    const kubelet = await joinWith(token.material.joinConfiguration, name);
+    const kubelet = await joinWith(token.material, name);
     kubelets.push(kubelet);
     return kubelet;
   };

@@ -107,9 +107,25 @@ export async function issue(
   );
 }
 
+/**
+ * What a node admin puts on the machine: the JoinConfiguration and, with file discovery, the
+ * discovery kubeconfig at the path it names. Issued material (IssuedToken.material, the API's
+ * answer) has these fields; a plain string is a JoinConfiguration alone (token discovery).
+ */
+export type JoinFiles =
+  | string
+  | { joinConfiguration: string; discoveryKubeconfig?: string; discoveryKubeconfigPath?: string };
+
+/** The node's files for the simulated kubelet: only what the material supplies, never the host's disk. */
+export function nodeFiles(material: JoinFiles): (path: string) => string | undefined {
+  if (typeof material === 'string') return () => undefined;
+  const { discoveryKubeconfig, discoveryKubeconfigPath } = material;
+  return (path) => (path === discoveryKubeconfigPath ? discoveryKubeconfig : undefined);
+}
+
 /** Joins a simulated kubelet with issued join material, exactly as a node admin would. */
 export async function joinWith(
-  joinConfiguration: string,
+  material: JoinFiles,
   nodeName: string,
   options: {
     extraLabels?: Record<string, string>;
@@ -119,11 +135,13 @@ export async function joinWith(
     connectionPerRequest?: boolean;
   } = {},
 ): Promise<SimulatedKubelet> {
+  const joinConfiguration = typeof material === 'string' ? material : material.joinConfiguration;
   const kubelet = new SimulatedKubelet(nodeName, parseJoinConfiguration(joinConfiguration), {
     extraLabels: options.extraLabels,
     timeoutMs: options.timeoutMs ?? 30_000,
     beforeRegister: options.beforeRegister,
     ...(options.connectionPerRequest ? { connectionPerRequest: true } : {}),
+    readFile: nodeFiles(material),
   });
   await kubelet.join();
   return kubelet;

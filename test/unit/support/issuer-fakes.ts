@@ -24,6 +24,7 @@ export interface StoredSecret {
   authExtraGroups: string;
   description: string;
   owner: { name: string; uid: string };
+  signing: boolean;
 }
 
 export class FakeTokenKube implements TokenKube {
@@ -33,6 +34,8 @@ export class FakeTokenKube implements TokenKube {
   /** Set to make the next call of that name throw. */
   failNext: Partial<Record<keyof TokenKube, KubeError>> = {};
   clusterInfo: string;
+  /** The `jws-kubeconfig-*` entries cluster-info carries. */
+  clusterInfoSignatures = 0;
   #uid = 0;
 
   constructor(clusterInfo: string) {
@@ -122,14 +125,15 @@ export class FakeTokenKube implements TokenKube {
       authExtraGroups: request.authExtraGroups,
       description: request.description,
       owner: request.owner,
+      signing: request.signing,
     });
   }
   async deleteBootstrapSecret(tokenId: string) {
     return this.secrets.delete(tokenId);
   }
-  async readClusterInfoKubeconfig() {
-    this.#maybeFail('readClusterInfoKubeconfig');
-    return this.clusterInfo;
+  async readClusterInfo() {
+    this.#maybeFail('readClusterInfo');
+    return { kubeconfig: this.clusterInfo, signatures: this.clusterInfoSignatures };
   }
 }
 
