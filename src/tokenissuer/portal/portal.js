@@ -1,4 +1,5 @@
-// The self-service page's one script. Security rules it keeps (docs/portal.md):
+// The self-service page's script (with the pure formats.js it imports). Security rules it keeps
+// (docs/portal.md):
 // - the bearer token lives in the `session` variable only: never in localStorage, sessionStorage,
 //   a cookie or a URL; signing out (or closing the tab) forgets it;
 // - every request carries it in the Authorization header, so the browser never attaches a
