@@ -3,6 +3,7 @@
 // Each leadership is a term: the reconcilers write through a KubeConfig fenced by the term's
 // signal, so when the term ends (the Lease lost, or not renewed by the renew deadline) the work
 // in flight is cut off with it, not just the work still queued.
+
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -10,7 +11,7 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { type Config, controllerUsername } from '../config.ts';
 import { FLAVOR_CLASS_PLURAL, FLAVORED_TOKEN_PLURAL, GROUP, VERSION } from '../flavor/resources.ts';
-import { readVerificationRecord } from '../flavor/verdict.ts';
+import { KUBELET_CLIENT_SIGNER, readVerificationRecord } from '../flavor/verdict.ts';
 import { prepareKubeConfig } from '../kube/config.ts';
 import { fencedKubeConfig } from '../kube/deadlines.ts';
 import { EventRecorder } from '../kube/events.ts';
@@ -28,7 +29,6 @@ import { WorkQueue } from './queue.ts';
 import { csrTokenId, Indexes, nodeFacts, type StoredFlavorClass, trimCsr } from './state.ts';
 import { reconcileToken } from './tokens.ts';
 
-const KUBELET_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
 const CSR_KEY_PREFIX = 'csr/';
 
 export interface ControllerHandle {
@@ -139,7 +139,7 @@ export function startController(options: {
   const csrs = new ListWatch<CsrObject>({
     kubeConfig,
     path: '/apis/certificates.k8s.io/v1/certificatesigningrequests',
-    fieldSelector: `spec.signerName=${KUBELET_SIGNER}`,
+    fieldSelector: `spec.signerName=${KUBELET_CLIENT_SIGNER}`,
     transform: trimCsr,
     onEvent: (type, csr) => {
       indexes.onCsr(csr, type === 'DELETED');

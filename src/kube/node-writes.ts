@@ -5,10 +5,9 @@
 // label, a label an intruder set), which apply alone cannot remove.
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { DesiredNodeState } from '../flavor/converge.ts';
+import { FIELD_MANAGER } from '../flavor/resources.ts';
 import { kubeJson } from './fetch.ts';
 import { KubeError } from './kube-error.ts';
-
-export const FIELD_MANAGER = 'nodeflavor';
 
 export interface TrimmedNode {
   metadata: {
