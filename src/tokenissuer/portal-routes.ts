@@ -1,9 +1,10 @@
-// The self-service page for node administrators (config portal.enabled, off by default): three
-// static files under /portal/, read once at start-up. The page is a client of the same /v1 API
-// as any portal and holds the caller's bearer token in JavaScript memory only, so no cookie,
-// storage or URL ever carries a credential, and a cross-site request cannot borrow one (CSRF has
-// nothing to ride on). The headers below pin it down: only its own script and style, no inline
-// code, no framing, no form posts, no referrer, nothing cached.
+// The self-service page for node administrators (config portal.enabled, off by default): four
+// static files under /portal/ (the page, its script and the pure module that script imports, its
+// style), read once at start-up. The page is a client of the same /v1 API as any portal and holds
+// the caller's bearer token in JavaScript memory only, so no cookie, storage or URL ever carries
+// a credential, and a cross-site request cannot borrow one (CSRF has nothing to ride on). The
+// headers below pin it down: only its own scripts and style, no inline code, no framing, no form
+// posts, no referrer, nothing cached.
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 
@@ -28,6 +29,7 @@ export const PORTAL_HEADERS: Readonly<Record<string, string>> = {
 const ASSETS = [
   { route: '/portal/', file: 'index.html', type: 'text/html; charset=utf-8' },
   { route: '/portal/portal.js', file: 'portal.js', type: 'text/javascript; charset=utf-8' },
+  { route: '/portal/formats.js', file: 'formats.js', type: 'text/javascript; charset=utf-8' },
   { route: '/portal/portal.css', file: 'portal.css', type: 'text/css; charset=utf-8' },
 ] as const;
 

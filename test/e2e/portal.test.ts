@@ -2,8 +2,12 @@
 // the issuer on the real control plane, with the controller running: a node administrator signs in
 // with a ServiceAccount token, sees the flavors they may use, requests a token, reads the join
 // configuration off the page, a simulated node joins with exactly that text, and the page shows
-// "Verified". Along the way: the strict CSP is served and nothing violates it, the bearer never
-// reaches a URL, a cookie or browser storage, and the join material can be removed from the page.
+// "Verified". With file discovery (the default) the node needs two files from the page: the
+// JoinConfiguration, whose instructions name where the other goes, and the discovery kubeconfig,
+// shown exactly as the API answered it (and copied to the clipboard by the Copy button); with token
+// discovery the page offers no discovery kubeconfig. Along the way: the strict CSP is served and
+// nothing violates it, the bearer never reaches a URL, a cookie or browser storage, and the join
+// material can be removed from the page.
 // UPDATE_SCREENSHOT=1 writes the README's screenshot (docs/images/portal.png, secrets blanked).
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync } from 'node:fs';
@@ -11,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type Browser, chromium, type Page } from 'playwright-core';
+import type { IssueResponse } from '../../src/tokenissuer/response.ts';
 import type { RunningIssuer } from '../../src/tokenissuer/server.ts';
 import { applyObjects } from './cluster/apply.ts';
 import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
@@ -22,7 +27,7 @@ import {
   startTestIssuer,
   useFlavorClassesRole,
 } from './support/issuer.ts';
-import { applyFlavorClass, ensureNamespace, joinWith } from './support/nodeflavor.ts';
+import { applyFlavorClass, customObjects, ensureNamespace, joinWith } from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -43,6 +48,9 @@ const skip = existsSync(CHROMIUM)
 describe('the self-service page in headless Chromium', { skip }, () => {
   const h = controllerHarness({});
   let issuer: RunningIssuer;
+  /** A second issuer, with token discovery. */
+  let byToken: RunningIssuer | undefined;
+  let byTokenId: string | undefined;
   let browser: Browser;
   let page: Page;
   let bearer: string;
@@ -73,6 +81,8 @@ describe('the self-service page in headless Chromium', { skip }, () => {
       ignoreHTTPSErrors: true,
       viewport: { width: 1000, height: 1500 },
     });
+    // The Copy button writes the clipboard, which the test reads back.
+    await context.grantPermissions(['clipboard-read', 'clipboard-write']);
     page = await context.newPage();
     page.on('request', (request) =>
       requests.push({ url: request.url(), authorization: request.headers().authorization }),
@@ -93,6 +103,17 @@ describe('the self-service page in headless Chromium', { skip }, () => {
     for (const kubelet of kubelets) kubelet.stop();
     await browser?.close();
     await issuer?.close();
+    await byToken?.close();
+    // The token-discovery token no node used: revoked (its bootstrap Secret goes with it).
+    if (byTokenId)
+      await customObjects(h.env.kubeConfig)
+        .deleteClusterCustomObject({
+          group: 'nodeflavor.io',
+          version: 'v1alpha1',
+          plural: 'flavoredtokens',
+          name: byTokenId,
+        })
+        .catch(() => undefined);
   });
 
   it('serves the page with the strict CSP', async () => {
@@ -129,6 +150,10 @@ describe('the self-service page in headless Chromium', { skip }, () => {
     const name = uniqueName('portal-node');
     await page.getByLabel('Node name', { exact: true }).fill(name);
     await page.getByLabel('Valid for').fill('1h');
+    const answered = page.waitForResponse(
+      (response) =>
+        new URL(response.url()).pathname === '/v1/tokens' && response.request().method() === 'POST',
+    );
     await page.getByRole('button', { name: 'Request join token' }).click();
     const material = page.getByRole('textbox', { name: 'Join material' });
     await waitFor(
@@ -145,10 +170,40 @@ describe('the self-service page in headless Chromium', { skip }, () => {
         what: 'the join configuration on the page',
       },
     );
+    const answer = (await (await answered).json()) as IssueResponse;
+    assert.equal(answer.discovery, 'file', 'file discovery is the default');
     const joinConfiguration = await material.inputValue();
+    assert.equal(joinConfiguration, answer.joinConfiguration);
+    // The JoinConfiguration alone cannot join: its instructions say where the other file goes.
+    const usage = page.locator('#material-usage');
+    const joinUsage = (await usage.textContent()) ?? '';
+    assert.ok(
+      joinUsage.includes(`on the node at ${answer.discoveryKubeconfigPath}`),
+      `the instructions name ${answer.discoveryKubeconfigPath}: ${joinUsage}`,
+    );
+    assert.match(joinUsage, /holds no secret/);
+    assert.ok(joinUsage.includes(`as join.yaml, then run: ${answer.joinCommand}`), joinUsage);
+    // The third format: the discovery kubeconfig, exactly as the API answered it.
+    await page.getByRole('radio', { name: 'Discovery kubeconfig' }).check();
+    const discoveryKubeconfig = await material.inputValue();
+    assert.equal(discoveryKubeconfig, answer.discoveryKubeconfig);
+    const kubeconfigUsage = (await usage.textContent()) ?? '';
+    assert.ok(
+      kubeconfigUsage.startsWith(`Save it on the node at ${answer.discoveryKubeconfigPath},`),
+      kubeconfigUsage,
+    );
+    await page.getByRole('button', { name: 'Copy' }).click();
+    await page.getByRole('status').filter({ hasText: 'Copied.' }).waitFor();
+    assert.equal(await page.evaluate('navigator.clipboard.readText()'), answer.discoveryKubeconfig);
     await page.getByRole('status').filter({ hasText: 'Issued' }).waitFor();
-    // The node administrator copies the text to the machine, which joins with it as it is.
-    kubelets.push(await joinWith(joinConfiguration, name));
+    // The node administrator copies both texts to the machine, the discovery kubeconfig at the path
+    // the instructions name, and it joins with them as they are.
+    kubelets.push(
+      await joinWith(
+        { joinConfiguration, discoveryKubeconfig, discoveryKubeconfigPath: answer.discoveryKubeconfigPath },
+        name,
+      ),
+    );
     await page
       .getByRole('status')
       .filter({ hasText: `Verified: node ${name}` })
@@ -157,12 +212,56 @@ describe('the self-service page in headless Chromium', { skip }, () => {
     const steps = await page.locator('#steps li.done').allTextContents();
     assert.deepEqual(steps, ['Issued', 'Bound to a node', 'Verified']);
     await page.getByRole('cell', { name: 'Verified' }).first().waitFor();
+    await page.getByRole('radio', { name: 'kubeadm JoinConfiguration' }).check();
+    assert.equal(await material.inputValue(), joinConfiguration);
     await screenshot(page, joinConfiguration);
     // The cloud-init form of the same material, then off the page on request.
     await page.getByRole('radio', { name: 'cloud-init' }).check();
     assert.match(await material.inputValue(), /^#cloud-config/);
     await page.getByRole('button', { name: 'Remove from page' }).click();
     assert.equal(await page.locator('#material').inputValue(), '');
+    assert.equal(await page.locator('#material-usage').textContent(), '');
+    assert.equal(await page.getByRole('radio', { name: 'Discovery kubeconfig' }).count(), 0);
+  });
+
+  it('with token discovery offers no discovery kubeconfig, and the instructions of before', async () => {
+    ({ issuer: byToken } = await startTestIssuer(h.env, {
+      portal: { enabled: true },
+      logLevel: 'silent',
+      issuance: { discovery: 'token' },
+    }));
+    await page.goto(`${byToken.url}/portal/`);
+    await page.getByLabel('Your token', { exact: true }).fill(bearer);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: '2. Request a join token' }).waitFor();
+    await page.getByRole('radio', { name: 'Any name' }).check();
+    await page.getByLabel('Valid for').fill('10m');
+    const answered = page.waitForResponse(
+      (response) =>
+        new URL(response.url()).pathname === '/v1/tokens' && response.request().method() === 'POST',
+    );
+    await page.getByRole('button', { name: 'Request join token' }).click();
+    const answer = (await (await answered).json()) as IssueResponse;
+    byTokenId = answer.id;
+    assert.equal(answer.discovery, 'token');
+    const material = page.getByRole('textbox', { name: 'Join material' });
+    await waitFor(async () => (await material.inputValue()) === answer.joinConfiguration, {
+      what: 'the token-discovery join configuration on the page',
+    });
+    assert.equal(
+      await page.locator('#material-usage').textContent(),
+      `Save it on the node as join.yaml, then run: ${answer.joinCommand}`,
+    );
+    // Hidden (so out of the accessibility tree and the tab order) and disabled.
+    assert.equal(await page.getByRole('radio', { name: 'Discovery kubeconfig' }).count(), 0);
+    assert.equal(await page.locator('input[name="format"][value="discoveryKubeconfig"]').isDisabled(), true);
+    assert.equal(await page.locator('#material-section').getByRole('radio').count(), 2);
+    await page.getByRole('radio', { name: 'cloud-init' }).check();
+    assert.equal(await material.inputValue(), answer.cloudInit);
+    assert.equal(
+      await page.locator('#material-usage').textContent(),
+      'Give this to the new machine as its cloud-init user data: it writes the configuration and joins.',
+    );
   });
 
   it('kept the bearer out of URLs, cookies and storage; broke no CSP rule; every input is labelled', async () => {

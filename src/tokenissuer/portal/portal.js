@@ -1,4 +1,5 @@
-// The self-service page's one script. Security rules it keeps (docs/portal.md):
+// The self-service page's script (with the pure formats.js it imports). Security rules it keeps
+// (docs/portal.md):
 // - the bearer token lives in the `session` variable only: never in localStorage, sessionStorage,
 //   a cookie or a URL; signing out (or closing the tab) forgets it;
 // - every request carries it in the Authorization header, so the browser never attaches a
@@ -6,10 +7,17 @@
 // - the join material is put in a read-only text field (never parsed as HTML), shown once, and
 //   removed from the page on request, on sign-out, and when the next token is requested;
 // - nothing is built from strings into HTML: every answer is untrusted text.
+// Which formats of the material it offers, and the text that goes with each: formats.js.
+
+import { materialFormats } from './formats.js';
 
 /** @type {{ bearer: string } | null} */
 let session = null;
-/** @type {{ id: string, joinConfiguration: string, cloudInit: string, joinCommand: string } | null} */
+/**
+ * The material shown (every format of it), kept only while it is on the page.
+ * @type {{ id: string, joinConfiguration: string, cloudInit: string, joinCommand: string, discovery: string,
+ *   discoveryKubeconfig: string, discoveryKubeconfigPath: string } | null}
+ */
 let material = null;
 /** The watch in progress (aborted on sign-out or a new request). */
 let watching = null;
@@ -187,6 +195,9 @@ async function requestToken(event) {
       joinConfiguration: issued.joinConfiguration,
       cloudInit: issued.cloudInit,
       joinCommand: issued.joinCommand,
+      discovery: issued.discovery,
+      discoveryKubeconfig: issued.discoveryKubeconfig,
+      discoveryKubeconfigPath: issued.discoveryKubeconfigPath,
     };
     renderMaterial();
     show('material-section', true);
@@ -202,14 +213,29 @@ async function requestToken(event) {
 
 // ---- the join material -------------------------------------------------------------------------
 
+/** Shows only the given formats' choices: one not offered is hidden and disabled (out of the tab order). */
+function offerFormats(formats) {
+  for (const radio of document.querySelectorAll('input[name="format"]')) {
+    const offered = formats.includes(radio.value);
+    radio.disabled = !offered;
+    radio.closest('label').hidden = !offered;
+  }
+}
+
 function renderMaterial() {
   if (!material) return;
-  const format = selected('format') ?? 'joinConfiguration';
+  const { formats, usage } = materialFormats(material);
+  offerFormats(formats);
+  let format = selected('format');
+  if (!formats.includes(format)) {
+    // The choice left over from earlier material is not offered now (token discovery).
+    format = formats[0];
+    document.querySelector(`input[name="format"][value="${format}"]`).checked = true;
+  }
   $('material').value = material[format];
-  $('material-usage').textContent =
-    format === 'cloudInit'
-      ? 'Give this to the new machine as its cloud-init user data: it writes the configuration and joins.'
-      : `Save it on the node as join.yaml, then run: ${material.joinCommand}`;
+  $('material-usage').textContent = usage[format];
+  // A "Copied." from before refers to what was shown before.
+  say('copy-status', '');
 }
 
 async function copyMaterial() {
@@ -230,6 +256,7 @@ function forgetMaterial() {
   material = null;
   $('material').value = '';
   $('material-usage').textContent = '';
+  offerFormats(['joinConfiguration', 'cloudInit']);
   say('copy-status', '');
   show('material-section', false);
 }
