@@ -468,6 +468,31 @@ function firstFailure(chain: NodeCheck[], facts: BoundNodeFacts): Failure | unde
   return undefined;
 }
 
+/**
+ * Whether the Node carries the record nodeflavor signed for this very Node naming this token and
+ * its class: written with the flavor in the same Node write, it is the proof of a verification
+ * until the token reconciler has copied it onto the binding (and after, while the key verifies).
+ */
+export function recordVerifiesToken(
+  node: NodeFacts,
+  token: Pick<TokenFacts, 'tokenId' | 'flavorClassName'>,
+  keyRing: KeyRing,
+): VerificationRecord | undefined {
+  const record = readVerificationRecord(node);
+  const genuine =
+    record !== undefined &&
+    record.tokenID === token.tokenId &&
+    record.flavorClass === token.flavorClassName &&
+    recordIsGenuine(keyRing, node.uid, record);
+  return genuine ? record : undefined;
+}
+
+/** Verified before: the binding records it for this Node's UID, or the Node's own record does. */
+function verifiedBefore(node: NodeFacts, bound: BoundToken, keyRing: KeyRing): boolean {
+  if (bound.binding.verifiedAt !== undefined && bound.binding.nodeUID === node.uid) return true;
+  return recordVerifiesToken(node, bound.token, keyRing) !== undefined;
+}
+
 export function decideNode(input: NodeDecisionInput): NodeVerdict {
   const { node } = input;
   // A binding recorded for another Node UID belongs to a Node that is gone (the token reconciler
@@ -489,7 +514,7 @@ export function decideNode(input: NodeDecisionInput): NodeVerdict {
   const facts: BoundNodeFacts = {
     node,
     bound,
-    verified: bound.binding.verifiedAt !== undefined && bound.binding.nodeUID === node.uid,
+    verified: verifiedBefore(node, bound, input.keyRing),
     flavorClass: input.flavorClasses.get(bound.token.flavorClassName),
     keyRing: input.keyRing,
   };
