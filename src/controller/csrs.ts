@@ -3,7 +3,8 @@
 // on the token first and then hands the decision here; one made with a bootstrap token nodeflavor
 // did not issue is refused here (only in our bootstrap group: plain kubeadm tokens are left to
 // kube-controller-manager's auto-approval, untouched).
-import { flavoredTokenExists, decideCsr as writeCsrDecision } from '../kube/token-writes.ts';
+import { KubeError } from '../kube/kube-error.ts';
+import { type CsrObject, flavoredTokenExists, decideCsr as writeCsrDecision } from '../kube/token-writes.ts';
 import type { ControllerContext } from './context.ts';
 import { csrTokenId } from './state.ts';
 
@@ -21,7 +22,7 @@ export async function reconcileCsr(ctx: ControllerContext, csrName: string): Pro
     // Not judged yet (or judged by an earlier leader): its token decides first, then hands it back.
     if (!decision) ctx.enqueueToken(tokenName);
     else if (ctx.config.csrApprover)
-      await writeCsrDecision(ctx.kubeConfig, csr, decision.approve, decision.reason, decision.message);
+      await write(ctx, csr, decision.approve, decision.reason, decision.message);
     return;
   }
   const facts = await ctx.indexes.csrFacts(csr);
@@ -39,11 +40,21 @@ export async function reconcileCsr(ctx: ControllerContext, csrName: string): Pro
     ctx.requeueCsr(csrName, LAGGING_CACHE_RETRY_MS);
     return;
   }
-  await writeCsrDecision(
-    ctx.kubeConfig,
-    csr,
-    false,
-    'UnknownToken',
-    'the bootstrap token was not issued by nodeflavor',
-  );
+  await write(ctx, csr, false, 'UnknownToken', 'the bootstrap token was not issued by nodeflavor');
+}
+
+/** The decision, on the CSR as cached; a newer version (409) is decided again once the watch brings it. */
+async function write(
+  ctx: ControllerContext,
+  csr: CsrObject,
+  approve: boolean,
+  reason: string,
+  message: string,
+): Promise<void> {
+  try {
+    await writeCsrDecision(ctx.kubeConfig, csr, approve, reason, message);
+  } catch (error) {
+    if (!(error instanceof KubeError && error.status === 409)) throw error;
+    ctx.requeueCsr(csr.metadata.name, 500);
+  }
 }

@@ -65,7 +65,9 @@ async function write(ctx: ControllerContext, node: TrimmedNode, desired: Desired
     return true;
   } catch (error) {
     if (error instanceof KubeError && error.status === 409) {
-      ctx.requeueNode(node.metadata.name, 50);
+      // Changed since it was judged: the watch brings the change (and enqueues the node); the
+      // requeue is only a backstop should its event have come while this reconcile ran.
+      ctx.requeueNode(node.metadata.name, 1_000);
       return false;
     }
     throw error;

@@ -119,7 +119,7 @@ async function patchOrConflict(
       body: ops,
     });
   } catch (error) {
-    if (error instanceof KubeError && error.status === 422 && /test/i.test(error.message)) {
+    if (error instanceof KubeError && error.patchTestFailed) {
       // Not the API server's text: a failed test may quote the value it tested (a flavor token).
       throw new KubeError(
         409,
