@@ -12,6 +12,7 @@ import {
   readAppliedRecord,
   signAppliedRecord,
 } from '../flavor/applied-record.ts';
+import { bindingWithNodeOutcome, type NodeOutcome } from '../flavor/binding-outcome.ts';
 import {
   type DesiredNodeState,
   desiredNodeState,
@@ -44,13 +45,10 @@ export function flavorClassMap(ctx: ControllerContext): Map<string, FlavorClassS
   return new Map(ctx.caches.classes.list().map((c) => [c.metadata.name, c.spec ?? {}]));
 }
 
-/** Tells the token reconciler (the binding's only writer) when the binding lags what we found. */
-function tellTokenOwner(ctx: ControllerContext, bound: BoundToken, uid: string, failure?: Failure): void {
-  const { binding } = bound;
-  const stale = failure
-    ? binding.nodeUID !== uid || binding.failure?.reason !== failure.reason
-    : binding.nodeUID !== uid || binding.verifiedAt === undefined || binding.failure !== undefined;
-  if (stale) ctx.enqueueToken(bound.token.name);
+/** Tells the token reconciler (the binding's only writer) when its binding does not say this yet. */
+function tellTokenOwner(ctx: ControllerContext, bound: BoundToken, outcome: NodeOutcome): void {
+  if (bindingWithNodeOutcome(bound.binding, outcome, rfc3339(ctx.now())) !== bound.binding)
+    ctx.enqueueToken(bound.token.name);
 }
 
 /**
@@ -206,7 +204,8 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
       });
       ctx.indexes.setNodeFailure(name, undefined);
       if (nodeMatches(facts, desired)) {
-        if (verdict.bound) tellTokenOwner(ctx, verdict.bound, facts.uid);
+        if (verdict.bound)
+          tellTokenOwner(ctx, verdict.bound, { uid: facts.uid, verifiedAt: record.verifiedAt });
         return;
       }
       const firstTime = !Object.hasOwn(facts.annotations, VERIFIED_ANNOTATION);
@@ -215,7 +214,8 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
       const upgrade = !firstTime && applied.state === 'absent' && !isNothingApplied(desired.applied);
       if (!(await write(ctx, node, desired))) return;
       if (verdict.kind === 'verify') failpoint('after-node-verified');
-      if (verdict.bound) tellTokenOwner(ctx, verdict.bound, facts.uid);
+      if (verdict.bound)
+        tellTokenOwner(ctx, verdict.bound, { uid: facts.uid, verifiedAt: record.verifiedAt });
       reportRecord(ctx, facts, applied, upgrade ? record.flavorClass : undefined);
       if (verdict.kind === 'verify' || firstTime) {
         ctx.metrics.verifications.inc({ result: 'verified', reason: 'Verified' });
@@ -246,7 +246,7 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
           : undefined;
       if (own) {
         ctx.indexes.setNodeFailure(name, { uid: facts.uid, failure: verdict.failure });
-        tellTokenOwner(ctx, own, facts.uid, verdict.failure);
+        tellTokenOwner(ctx, own, { uid: facts.uid, failure: verdict.failure });
       }
       const desired = converge(facts, keyRing, applied, keys, undefined);
       const changed = !nodeMatches(facts, desired);

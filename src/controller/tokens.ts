@@ -6,6 +6,7 @@
 // Secret once it is no longer needed (revoked or expired: at once; consumed: once the bound
 // nodes registered, see flavor/bootstrap-secret.ts) and records that in the same status write;
 // and runs revocation before a deleted token goes (finalizer). One status write per change.
+import { bindingWithNodeOutcome, type NodeOutcome } from '../flavor/binding-outcome.ts';
 import { bootstrapSecretDeleteAfterMs } from '../flavor/bootstrap-secret.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import {
@@ -98,42 +99,20 @@ function bindable(ctx: ControllerContext, csr: CsrObject, live: TokenBinding[]):
   return !(ours && hasCondition(csr, 'Approved') && !live.some((b) => b.csrName === csr.metadata.name));
 }
 
-/**
- * The binding with what its Node says now: its UID and the verification its signed record
- * proves, or why the node reconciler refused it. Unchanged while the Node is not judged yet (no
- * record, no reason), and once verified (a later refusal is the Node's Events' to tell).
- */
-function withNodeOutcome(
+/** What the caches say of the Node a binding names: its signed verification, or the refusal. */
+function nodeOutcome(
   ctx: ControllerContext,
   binding: TokenBinding,
   token: TokenFacts,
   keyRing: KeyRing | undefined,
-  now: Date,
-): TokenBinding {
+): NodeOutcome | undefined {
   const node = ctx.caches.nodes.get(binding.nodeName);
-  if (!node || (binding.nodeUID !== undefined && binding.nodeUID !== node.metadata.uid)) return binding;
+  if (!node) return undefined;
   const uid = node.metadata.uid;
   const record = keyRing ? recordVerifiesToken(nodeFacts(node), token, keyRing) : undefined;
-  if (record) {
-    if (binding.nodeUID === uid && binding.verifiedAt !== undefined && !binding.failure) return binding;
-    const { failure: _cleared, ...rest } = binding;
-    return { ...rest, nodeUID: uid, verifiedAt: binding.verifiedAt ?? record.verifiedAt };
-  }
-  if (binding.verifiedAt !== undefined) return binding;
+  if (record) return { uid, verifiedAt: record.verifiedAt };
   const failure = ctx.indexes.nodeFailure(binding.nodeName, uid);
-  if (!failure || (binding.nodeUID === uid && binding.failure?.reason === failure.reason)) return binding;
-  return {
-    ...binding,
-    nodeUID: uid,
-    failure:
-      binding.failure?.reason === failure.reason
-        ? binding.failure
-        : {
-            reason: failure.reason,
-            message: failure.message.slice(0, LIMITS.messageLength),
-            since: rfc3339(now),
-          },
-  };
+  return failure ? { uid, failure } : undefined;
 }
 
 /** The status the token should have after judging its CSRs (and which CSRs never bind again). */
@@ -149,7 +128,7 @@ async function judge(
   for (const binding of released) ctx.indexes.releasedCsrs.add(binding.csrName);
   const bindings = facts.bindings
     .filter((b) => !released.includes(b))
-    .map((b) => withNodeOutcome(ctx, b, facts, keyRing, now));
+    .map((b) => bindingWithNodeOutcome(b, nodeOutcome(ctx, b, facts, keyRing), rfc3339(now)));
   const bound: TokenBinding[] = [];
   const alreadyBound: string[] = [];
   const rejected: BindingOutcome['rejected'] = [];
