@@ -196,6 +196,15 @@ export async function requestCounts(port: number): Promise<string> {
   return counts.map(([, method, code, n]) => `${method} ${code}: ${n}`).join(', ') || 'none';
 }
 
+/** The operator's API requests so far, all verbs and codes together. */
+export async function requestTotal(port: number): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return [...text.matchAll(/^nodeflavor_kube_api_requests_total\{[^}]*\} (\d+)/gm)].reduce(
+    (sum, [, n]) => sum + Number(n),
+    0,
+  );
+}
+
 /** Waits until an operator's /readyz answers 200 (its caches are synced). */
 export async function waitReady(metricsPort: number, timeoutMs = 120_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

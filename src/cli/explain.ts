@@ -1,9 +1,10 @@
 // `kubectl flavor explain NODE|TOKEN`: one screen that says what nodeflavor concluded about a node
 // (or a token) and why — which token, which CSR, which check failed, what to do — from the facts
 // src/kube/explain-facts.ts reads. Also the REASON of `kubectl flavor nodes`. Pure.
-import { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from '../flavor/admission.ts';
+
 import { remedyFor } from '../flavor/reasons.ts';
 import type { FlavoredToken, TokenBinding } from '../flavor/resources.ts';
+import { QUARANTINE_TAINT_KEY, TOKEN_ID_LABEL, TOKEN_LABEL_KEY } from '../flavor/resources.ts';
 import { tokenLifecycle } from '../flavor/token-lifecycle.ts';
 import { FAILURE_REASONS, type NodeFacts, readVerificationRecord } from '../flavor/verdict.ts';
 import type { CsrSummary, EventSummary } from '../kube/explain-facts.ts';
@@ -33,7 +34,7 @@ function failureEvents(events: EventSummary[]): EventSummary[] {
 }
 
 function tokenIdOf(token: FlavoredToken): string {
-  return token.metadata.labels?.['nodeflavor.io/token-id'] ?? token.status?.tokenID ?? '';
+  return token.metadata.labels?.[TOKEN_ID_LABEL] ?? token.status?.tokenID ?? '';
 }
 
 /** What nodeflavor made of the node, and the reason it gave, from the record that says it most durably. */

@@ -34,6 +34,9 @@ export interface ControllerContext {
   now: () => Date;
   enqueueNode: (name: string) => void;
   requeueNode: (name: string, afterMs: number) => void;
+  enqueueToken: (name: string) => void;
   requeueToken: (name: string, afterMs: number) => void;
-  approveCsr: (csrName: string, approve: boolean, reason: string, message: string) => Promise<void>;
+  /** Hands a decision on a CSR (recorded first on its token) to the CSR reconciler. */
+  enqueueCsr: (csrName: string) => void;
+  requeueCsr: (csrName: string, afterMs: number) => void;
 }

@@ -1,8 +1,10 @@
-// Wires the controller: four list/watch caches (every replica keeps them warm), two work queues
-// that only the leader drains, the event → key mapping, periodic resync, and leader election.
+// Wires the controller: four list/watch caches (every replica keeps them warm), three work queues
+// (tokens, nodes, CSRs: one owner each of FlavoredToken status, Nodes and CSR approvals) that only
+// the leader drains, the event → key mapping, periodic resync, and leader election.
 // Each leadership is a term: the reconcilers write through a KubeConfig fenced by the term's
 // signal, so when the term ends (the Lease lost, or not renewed by the renew deadline) the work
 // in flight is cut off with it, not just the work still queued.
+
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -10,7 +12,7 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { type Config, controllerUsername } from '../config.ts';
 import { FLAVOR_CLASS_PLURAL, FLAVORED_TOKEN_PLURAL, GROUP, VERSION } from '../flavor/resources.ts';
-import { readVerificationRecord } from '../flavor/verdict.ts';
+import { KUBELET_CLIENT_SIGNER, readVerificationRecord } from '../flavor/verdict.ts';
 import { prepareKubeConfig } from '../kube/config.ts';
 import { fencedKubeConfig } from '../kube/deadlines.ts';
 import { EventRecorder } from '../kube/events.ts';
@@ -19,17 +21,15 @@ import { LeaderElector, type Leadership, soleLeadership } from '../kube/leader.t
 import { ListWatch, type RestartReason, withoutManagedFields } from '../kube/listwatch.ts';
 import { type TrimmedNode, trimNode } from '../kube/node-writes.ts';
 import { KubeReviews } from '../kube/reviews.ts';
-import { type CsrObject, decideCsr, flavoredTokenExists, type StoredToken } from '../kube/token-writes.ts';
+import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
 import { checkAutoApproval } from './auto-approval.ts';
 import type { Caches, ControllerContext } from './context.ts';
+import { reconcileCsr } from './csrs.ts';
 import { controllerMetrics } from './metrics.ts';
 import { reconcileNode } from './nodes.ts';
 import { WorkQueue } from './queue.ts';
 import { csrTokenId, Indexes, nodeFacts, type StoredFlavorClass, trimCsr } from './state.ts';
 import { reconcileToken } from './tokens.ts';
-
-const KUBELET_SIGNER = 'kubernetes.io/kube-apiserver-client-kubelet';
-const CSR_KEY_PREFIX = 'csr/';
 
 export interface ControllerHandle {
   /** Resolves when every cache has its first full list. */
@@ -110,14 +110,20 @@ export function startController(options: {
   const tokenQueue = new WorkQueue({
     name: 'tokens',
     concurrency: config.workers,
-    reconcile: (key) =>
-      key.startsWith(CSR_KEY_PREFIX)
-        ? reconcileOrphanCsr(key.slice(CSR_KEY_PREFIX.length))
-        : reconcileToken(ctx, key),
+    reconcile: counted('tokens', (key) => reconcileToken(ctx, key)),
     onError: (key, error, attempt) =>
       log.warn({ token: key, attempt, err: error.message }, 'token reconcile failed; retrying'),
     onDepthChange: (depth) => metrics.queueDepth.set({ queue: 'tokens' }, depth),
     onRetry: () => metrics.retries.inc({ queue: 'tokens' }),
+  });
+  const csrQueue = new WorkQueue({
+    name: 'csrs',
+    concurrency: config.workers,
+    reconcile: counted('csrs', (key) => reconcileCsr(ctx, key)),
+    onError: (key, error, attempt) =>
+      log.warn({ csr: key, attempt, err: error.message }, 'CSR reconcile failed; retrying'),
+    onDepthChange: (depth) => metrics.queueDepth.set({ queue: 'csrs' }, depth),
+    onRetry: () => metrics.retries.inc({ queue: 'csrs' }),
   });
 
   const nodes = new ListWatch<TrimmedNode>({
@@ -139,7 +145,7 @@ export function startController(options: {
   const csrs = new ListWatch<CsrObject>({
     kubeConfig,
     path: '/apis/certificates.k8s.io/v1/certificatesigningrequests',
-    fieldSelector: `spec.signerName=${KUBELET_SIGNER}`,
+    fieldSelector: `spec.signerName=${KUBELET_CLIENT_SIGNER}`,
     transform: trimCsr,
     onEvent: (type, csr) => {
       indexes.onCsr(csr, type === 'DELETED');
@@ -147,7 +153,9 @@ export function startController(options: {
       const tokenId = csrTokenId(csr);
       if (!tokenId) return;
       const tokenName = indexes.tokenNameById.get(tokenId);
-      tokenQueue.add(tokenName ?? `${CSR_KEY_PREFIX}${csr.metadata.name}`);
+      // Ours: its token judges it (and hands the decision to the CSR queue). Not ours: refused there.
+      if (tokenName) tokenQueue.add(tokenName);
+      else csrQueue.add(csr.metadata.name);
     },
     onRestart: restart('certificatesigningrequests'),
   });
@@ -206,12 +214,10 @@ export function startController(options: {
       now: () => new Date(),
       enqueueNode: (name) => nodeQueue.add(name),
       requeueNode: (name, afterMs) => nodeQueue.addAfter(name, afterMs),
+      enqueueToken: (name) => tokenQueue.add(name),
       requeueToken: (name, afterMs) => tokenQueue.addAfter(name, Math.min(afterMs, 2 ** 31 - 1)),
-      approveCsr: async (csrName, approve, reason, message) => {
-        const csr = csrs.get(csrName);
-        if (!csr || csr.status?.conditions?.some((c) => c.type === 'Approved' || c.type === 'Denied')) return;
-        await decideCsr(termKubeConfig, csr, approve, reason, message);
-      },
+      enqueueCsr: (name) => csrQueue.add(name),
+      requeueCsr: (name, afterMs) => csrQueue.addAfter(name, afterMs),
     };
   };
   // Until the first term: a closed fence, so nothing can write before this replica leads.
@@ -219,45 +225,12 @@ export function startController(options: {
   closed.abort();
   ctx = termContext(closed.signal);
 
-  /** A CSR made with a bootstrap token we have no FlavoredToken for. */
-  async function reconcileOrphanCsr(csrName: string): Promise<void> {
-    const csr = csrs.get(csrName);
-    if (!csr) return;
-    const tokenId = csrTokenId(csr);
-    const tokenName = tokenId ? indexes.tokenNameById.get(tokenId) : undefined;
-    if (tokenName) {
-      tokenQueue.add(tokenName);
-      return;
-    }
-    const facts = await indexes.csrFacts(csr);
-    if (facts.subject.ok) {
-      indexes.setRejection(facts.subject.nodeName, csrName, {
-        reason: 'UnknownToken',
-        message: `CSR ${csrName} was made with a bootstrap token nodeflavor did not issue`,
-      });
-      nodeQueue.add(facts.subject.nodeName);
-    }
-    // Only CSRs of our bootstrap group are ours to decide: plain kubeadm tokens (another group)
-    // are left to kube-controller-manager's auto-approval, untouched.
-    if (config.csrApprover && csr.spec.groups?.includes(config.bootstrapGroup)) {
-      // A denial is final for the CSR: never deny from a cache that may lag (a new leader right
-      // after a failover, a token issued a moment ago). The issuer names records ft-<token ID>.
-      if (tokenId && (await flavoredTokenExists(ctx.kubeConfig, `ft-${tokenId}`))) {
-        tokenQueue.addAfter(`${CSR_KEY_PREFIX}${csrName}`, 1_000);
-        return;
-      }
-      await ctx.approveCsr(
-        csrName,
-        false,
-        'UnknownToken',
-        'the bootstrap token was not issued by nodeflavor',
-      );
-    }
-  }
-
   const enqueueAll = () => {
     for (const name of tokens.keys()) tokenQueue.add(name);
     for (const name of nodes.keys()) nodeQueue.add(name);
+    // CSRs of our tokens are judged with their token; the others are refused on their own.
+    for (const csr of csrs.list())
+      if (!indexes.tokenNameById.has(csrTokenId(csr) ?? '')) csrQueue.add(csr.metadata.name);
   };
   const resyncTimer = setInterval(enqueueAll, config.resync);
   resyncTimer.unref();
@@ -278,11 +251,13 @@ export function startController(options: {
     enqueueAll();
     tokenQueue.start();
     nodeQueue.start();
+    csrQueue.start();
   };
   const stopWorking = () => {
     // Queued work stays queued (the next term runs it); work in flight fails with the fence.
     tokenQueue.stop();
     nodeQueue.stop();
+    csrQueue.stop();
     metrics.isLeader.set(0);
     if (leading) log.warn({ identity }, 'stopped leading: stopped reconciling, in-flight writes cancelled');
     leading = false;
@@ -338,6 +313,7 @@ export function startController(options: {
     idle: async () => {
       await tokenQueue.whenIdle();
       await nodeQueue.whenIdle();
+      await csrQueue.whenIdle();
     },
     stop: async () => {
       stopped = true;

@@ -1,7 +1,9 @@
-// Node reconciler (key: the Node's name). Gathers the node's bindings, rejected claims, the
-// FlavorClasses and the key ring; asks decideNode for a verdict; carries it out: record the
-// verification on the token (the durable proof a node cannot touch), then write the Node, with
-// the record of what nodeflavor applied to it (so a later class change removes exactly that).
+// Node reconciler (key: the Node's name), the only writer of Nodes. Gathers the node's bindings,
+// rejected claims, the FlavorClasses and the key ring; asks decideNode for a verdict; carries it
+// out in ONE Node write: the flavor, the signed verification record (the proof, bound to this
+// Node's UID) and the record of what nodeflavor applied (so a later class change removes exactly
+// that). It writes no FlavoredToken: it tells the token's owner, the token reconciler, what it
+// found (the verification record on the Node, or the failure in memory) and enqueues the token.
 import { TOKEN_LABEL_KEY } from '../flavor/admission.ts';
 import {
   APPLIED_ANNOTATION,
@@ -10,6 +12,7 @@ import {
   readAppliedRecord,
   signAppliedRecord,
 } from '../flavor/applied-record.ts';
+import { bindingWithNodeOutcome, type NodeOutcome } from '../flavor/binding-outcome.ts';
 import {
   type DesiredNodeState,
   desiredNodeState,
@@ -20,12 +23,13 @@ import {
   provenApplied,
 } from '../flavor/converge.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
-import { type FlavorClassSpec, LIMITS, type TokenBinding } from '../flavor/resources.ts';
+import type { FlavorClassSpec } from '../flavor/resources.ts';
 import {
   type BoundToken,
   decideNode,
   type Failure,
   type NodeFacts,
+  readVerificationRecord,
   VERIFIED_ANNOTATION,
   type VerificationRecord,
 } from '../flavor/verdict.ts';
@@ -35,45 +39,16 @@ import { type TrimmedNode, writeNodeState } from '../kube/node-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
 import { boundTokensFor, nodeFacts } from './state.ts';
-import { rfc3339, updateTokenStatus } from './token-status.ts';
+import { rfc3339 } from './token-status.ts';
 
 export function flavorClassMap(ctx: ControllerContext): Map<string, FlavorClassSpec> {
   return new Map(ctx.caches.classes.list().map((c) => [c.metadata.name, c.spec ?? {}]));
 }
 
-/**
- * Records on the token's binding for this node: nodeUID; verifiedAt when verifying (which clears a
- * failure); or why the node is not verified (kept with its first time while the reason stays).
- */
-async function recordOnBinding(
-  ctx: ControllerContext,
-  bound: BoundToken,
-  uid: string,
-  outcome: { verifiedAt?: string; failure?: Failure } = {},
-): Promise<string | undefined> {
-  let recorded: string | undefined;
-  await updateTokenStatus(ctx, bound.token.name, async (token) => {
-    const bindings = token.status?.bindings ?? [];
-    const index = bindings.findIndex((b) => b.nodeName === bound.binding.nodeName);
-    const current = bindings[index];
-    if (!current) return undefined;
-    if (current.nodeUID && current.nodeUID !== uid)
-      throw new Error(`binding of ${current.nodeName} holds another node UID`);
-    const next: TokenBinding = { ...current, nodeUID: uid };
-    if (outcome.verifiedAt && !current.verifiedAt) next.verifiedAt = outcome.verifiedAt;
-    if (next.verifiedAt) delete next.failure;
-    else if (outcome.failure && current.failure?.reason !== outcome.failure.reason)
-      next.failure = {
-        reason: outcome.failure.reason,
-        message: outcome.failure.message.slice(0, LIMITS.messageLength),
-        since: rfc3339(ctx.now()),
-      };
-    recorded = next.verifiedAt;
-    const updated = [...bindings];
-    updated[index] = next;
-    return { ...token.status, bindings: updated };
-  });
-  return recorded;
+/** Tells the token reconciler (the binding's only writer) when its binding does not say this yet. */
+function tellTokenOwner(ctx: ControllerContext, bound: BoundToken, outcome: NodeOutcome): void {
+  if (bindingWithNodeOutcome(bound.binding, outcome, rfc3339(ctx.now())) !== bound.binding)
+    ctx.enqueueToken(bound.token.name);
 }
 
 /**
@@ -82,14 +57,15 @@ async function recordOnBinding(
  */
 async function write(ctx: ControllerContext, node: TrimmedNode, desired: DesiredNodeState): Promise<boolean> {
   try {
-    await writeNodeState(ctx.kubeConfig, node, desired);
-    // Until the watch brings the version we wrote, the cache shows the one we wrote over:
-    // judging that again would only earn a 409.
-    ctx.indexes.writtenOver.set(node.metadata.name, node.metadata.resourceVersion);
+    // Until the watch brings this version, the cache serves it (a reconcile in between starts
+    // from what we wrote, not from the version we wrote over).
+    ctx.caches.nodes.assume(await writeNodeState(ctx.kubeConfig, node, desired));
     return true;
   } catch (error) {
     if (error instanceof KubeError && error.status === 409) {
-      ctx.requeueNode(node.metadata.name, 50);
+      // Changed since it was judged: the watch brings the change (and enqueues the node); the
+      // requeue is only a backstop should its event have come while this reconcile ran.
+      ctx.requeueNode(node.metadata.name, 1_000);
       return false;
     }
     throw error;
@@ -149,8 +125,15 @@ function reportRecord(
 }
 
 /** Whether the verdict rests on a MAC that did not verify under the ring it was judged with. */
-function failedMacCheck(verdict: ReturnType<typeof decideNode>, applied: AppliedRecordReading): boolean {
+function failedMacCheck(
+  verdict: ReturnType<typeof decideNode>,
+  applied: AppliedRecordReading,
+  hasRecord: boolean,
+): boolean {
   if (applied.state === 'invalid') return true;
+  // A record naming a token that no longer verifies may have been signed with a key the watched
+  // ring has not brought yet (its flavor token label is gone by then: no InvalidToken to see).
+  if (verdict.kind === 'unflavored' && verdict.failure.reason === 'MissingToken' && hasRecord) return true;
   return (
     verdict.kind === 'unflavored' &&
     (verdict.failure.reason === 'InvalidToken' || verdict.failure.reason === 'InvalidRecord')
@@ -160,8 +143,6 @@ function failedMacCheck(verdict: ReturnType<typeof decideNode>, applied: Applied
 export async function reconcileNode(ctx: ControllerContext, name: string): Promise<void> {
   const node = ctx.caches.nodes.get(name);
   if (!node || node.metadata.deletionTimestamp) return;
-  if (ctx.indexes.writtenOver.get(name) === node.metadata.resourceVersion) return; // the watch re-enqueues it
-  ctx.indexes.writtenOver.delete(name);
   const facts = nodeFacts(node);
   const classes = flavorClassMap(ctx);
   const keys = managedKeys(classes.values());
@@ -186,7 +167,7 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
   // A MAC that fails under the watched ring may have been made with a key a rotation added that
   // the watch has not brought yet (another replica issued with it): judge again with the ring
   // as the API server has it now before calling anything forged.
-  if (failedMacCheck(judged.verdict, judged.applied)) {
+  if (failedMacCheck(judged.verdict, judged.applied, readVerificationRecord(facts) !== undefined)) {
     const fresh = await ctx.freshKeyRing();
     if (fresh !== judged.keyRing) judged = judge(fresh);
   }
@@ -203,36 +184,38 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
     case 'flavored': {
       let record: VerificationRecord;
       if (verdict.bound) {
+        const { token, binding } = verdict.bound;
+        const own = readVerificationRecord(facts);
         const verifiedAt =
-          (await recordOnBinding(
-            ctx,
-            verdict.bound,
-            facts.uid,
-            verdict.kind === 'verify' ? { verifiedAt: rfc3339(now) } : {},
-          )) ??
-          verdict.bound.binding.verifiedAt ??
-          rfc3339(now);
-        record = {
-          tokenID: verdict.bound.token.tokenId,
-          flavorClass: verdict.bound.token.flavorClassName,
-          verifiedAt,
-        };
+          verdict.kind === 'verify'
+            ? rfc3339(now)
+            : (binding.verifiedAt ??
+              (own?.tokenID === token.tokenId ? own.verifiedAt : undefined) ??
+              rfc3339(now));
+        record = { tokenID: token.tokenId, flavorClass: token.flavorClassName, verifiedAt };
       } else {
         record = (verdict as { record: VerificationRecord }).record;
       }
-      if (verdict.kind === 'verify') failpoint('after-verification-recorded');
       // Signed for this Node's UID with the active key: a rotation re-signs records as nodes are
       // reconciled, and a copy on another Node, or a hand-made one, proves nothing.
       const desired = converge(facts, keyRing, applied, keys, {
         flavorClass: verdict.flavorClass,
         annotation: signedRecordAnnotation(keyRing, facts.uid, record),
       });
-      if (nodeMatches(facts, desired)) return;
+      ctx.indexes.setNodeFailure(name, undefined);
+      if (nodeMatches(facts, desired)) {
+        if (verdict.bound)
+          tellTokenOwner(ctx, verdict.bound, { uid: facts.uid, verifiedAt: record.verifiedAt });
+        return;
+      }
       const firstTime = !Object.hasOwn(facts.annotations, VERIFIED_ANNOTATION);
       const bookkeeping = onlyBookkeeping(facts, desired);
       // Verified before, yet no record: flavored by a version that kept none (an upgrade).
       const upgrade = !firstTime && applied.state === 'absent' && !isNothingApplied(desired.applied);
       if (!(await write(ctx, node, desired))) return;
+      if (verdict.kind === 'verify') failpoint('after-node-verified');
+      if (verdict.bound)
+        tellTokenOwner(ctx, verdict.bound, { uid: facts.uid, verifiedAt: record.verifiedAt });
       reportRecord(ctx, facts, applied, upgrade ? record.flavorClass : undefined);
       if (verdict.kind === 'verify' || firstTime) {
         ctx.metrics.verifications.inc({ result: 'verified', reason: 'Verified' });
@@ -261,8 +244,10 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
         candidate && (!candidate.binding.nodeUID || candidate.binding.nodeUID === facts.uid)
           ? candidate
           : undefined;
-      if (own && (!own.binding.nodeUID || own.binding.failure?.reason !== verdict.failure.reason))
-        await recordOnBinding(ctx, own, facts.uid, { failure: verdict.failure });
+      if (own) {
+        ctx.indexes.setNodeFailure(name, { uid: facts.uid, failure: verdict.failure });
+        tellTokenOwner(ctx, own, { uid: facts.uid, failure: verdict.failure });
+      }
       const desired = converge(facts, keyRing, applied, keys, undefined);
       const changed = !nodeMatches(facts, desired);
       if (changed && !(await write(ctx, node, desired))) return;

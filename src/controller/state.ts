@@ -111,6 +111,13 @@ export function trimCsr(raw: unknown): CsrObject {
   };
 }
 
+/** Approve or deny a kubelet client CSR, with the reason its condition carries. */
+export interface CsrDecision {
+  approve: boolean;
+  reason: string;
+  message: string;
+}
+
 export class Indexes {
   readonly tokenNameById = new Map<string, string>();
   readonly csrsByTokenId = new SetIndex();
@@ -119,15 +126,19 @@ export class Indexes {
   readonly rejections = new Map<string, Map<string, Failure>>();
   /** CSRs whose binding was released (their Node is gone): they never bind again. */
   readonly releasedCsrs = new Set<string>();
-  /** Token IDs whose bootstrap Secret this replica deleted (or found gone), and when (ms). */
-  readonly deletedSecrets = new Map<string, number>();
+  /**
+   * Why the node reconciler did not verify a bound Node (by node name, for that Node's UID): the
+   * token reconciler records it on the binding. In memory: re-judging rebuilds it after a restart.
+   */
+  private readonly nodeFailures = new Map<string, { uid: string; failure: Failure }>();
+  /** The decision the token reconciler recorded for a CSR, for the CSR reconciler to carry out. */
+  private readonly csrDecisions = new Map<string, CsrDecision>();
   private readonly subjects = new Map<string, Promise<CsrFacts['subject']>>();
 
   onToken(token: StoredToken | undefined, previous: StoredToken | undefined): void {
     if (previous) {
       const id = tokenIdOf(previous);
       if (id && this.tokenNameById.get(id) === previous.metadata.name) this.tokenNameById.delete(id);
-      if (id && !token) this.deletedSecrets.delete(id);
       for (const binding of previous.status?.bindings ?? [])
         this.tokensByNodeName.remove(binding.nodeName, previous.metadata.name);
     }
@@ -145,6 +156,7 @@ export class Indexes {
     if (deleted) {
       this.csrsByTokenId.remove(id, csr.metadata.name);
       this.releasedCsrs.delete(csr.metadata.name);
+      this.csrDecisions.delete(csr.metadata.name);
       this.subjects.delete(csr.metadata.uid);
     } else {
       this.csrsByTokenId.add(id, csr.metadata.name);
@@ -183,9 +195,26 @@ export class Indexes {
     byCsr.set(csrName, failure);
   }
 
+  setNodeFailure(nodeName: string, outcome: { uid: string; failure: Failure } | undefined): void {
+    if (outcome) this.nodeFailures.set(nodeName, outcome);
+    else this.nodeFailures.delete(nodeName);
+  }
+
+  /** Why the Node of this name and UID is not verified, if the node reconciler said so. */
+  nodeFailure(nodeName: string, uid: string): Failure | undefined {
+    const outcome = this.nodeFailures.get(nodeName);
+    return outcome?.uid === uid ? outcome.failure : undefined;
+  }
+
+  decideCsr(csrName: string, decision: CsrDecision): void {
+    this.csrDecisions.set(csrName, decision);
+  }
+
+  csrDecision(csrName: string): CsrDecision | undefined {
+    return this.csrDecisions.get(csrName);
+  }
+
   private readonly lastReported = new Map<string, string>();
-  /** Node name → the resourceVersion our last write replaced (the cache is stale while it shows it). */
-  readonly writtenOver = new Map<string, string>();
 
   /** True if this reason was already reported for this node UID; records it otherwise. */
   reported(nodeUid: string, reason: string): boolean {

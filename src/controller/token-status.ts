@@ -8,7 +8,6 @@ import { kubeJson } from '../kube/fetch.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import { type StoredToken, tokenPath, writeTokenStatus } from '../kube/token-writes.ts';
 import type { ControllerContext } from './context.ts';
-import { tokenIdOf } from './state.ts';
 
 const MAX_ATTEMPTS = 5;
 
@@ -36,16 +35,12 @@ export function secretDeletedRecorded(status: FlavoredTokenStatus | undefined): 
   return (status?.conditions ?? []).some((c) => c.type === SECRET_DELETED_CONDITION && c.status === 'True');
 }
 
-/**
- * How long a known fact (the Secret's deletion) waits for a status write that happens anyway
- * (the node's verification record, right after the binding) before it earns a write of its own.
- */
-export const FACT_RECORD_DELAY_MS = 5_000;
-
-/** The status with what this replica knows and the status does not say yet (the Secret's deletion). */
-function withKnownFacts(ctx: ControllerContext, token: StoredToken, status: FlavoredTokenStatus) {
-  const tokenId = tokenIdOf(token);
-  if (!tokenId || !ctx.indexes.deletedSecrets.has(tokenId) || secretDeletedRecorded(status)) return status;
+/** The status that also says the bootstrap Secret is gone. */
+export function withSecretDeleted(
+  status: FlavoredTokenStatus,
+  generation: number | undefined,
+  now: Date,
+): FlavoredTokenStatus {
   const conditions = setCondition(
     status.conditions ?? [],
     {
@@ -53,16 +48,11 @@ function withKnownFacts(ctx: ControllerContext, token: StoredToken, status: Flav
       status: 'True',
       reason: 'SecretDeleted',
       message: 'the bootstrap token Secret is deleted: no node can join with this token',
-      observedGeneration: token.metadata.generation,
+      observedGeneration: generation,
     },
-    ctx.now(),
+    now,
   );
   return { ...status, conditions };
-}
-
-function factsOverdue(ctx: ControllerContext, token: StoredToken): boolean {
-  const deletedAt = ctx.indexes.deletedSecrets.get(tokenIdOf(token) ?? '');
-  return deletedAt !== undefined && ctx.now().getTime() - deletedAt >= FACT_RECORD_DELAY_MS;
 }
 
 export async function updateTokenStatus(
@@ -72,12 +62,8 @@ export async function updateTokenStatus(
 ): Promise<StoredToken | undefined> {
   let token = ctx.caches.tokens.get(name);
   for (let attempt = 1; token && attempt <= MAX_ATTEMPTS; attempt++) {
-    const mutated = await mutate(token);
-    if (!mutated) return token;
-    const status = withKnownFacts(ctx, token, mutated);
-    const decided = !sameJson(mutated, token.status ?? {});
-    // A known fact rides along with a write that is due anyway, and is written alone only late.
-    if (!decided && (sameJson(status, mutated) || !factsOverdue(ctx, token))) return token;
+    const status = await mutate(token);
+    if (!status || sameJson(status, token.status ?? {})) return token;
     try {
       const written = await writeTokenStatus(ctx.kubeConfig, token, status);
       ctx.caches.tokens.assume(written);

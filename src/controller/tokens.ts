@@ -1,12 +1,29 @@
-// FlavoredToken reconciler (key: the FlavoredToken's name). Binds the token's kubelet CSRs to
-// node names (oldest first, so the first node to ask gets a single-use token), keeps uses and
-// conditions true, deletes the bootstrap Secret once it is no longer needed (revoked or expired:
-// at once; consumed: once the bound nodes registered, see flavor/bootstrap-secret.ts), and runs
-// revocation before a deleted token goes (finalizer).
+// FlavoredToken reconciler (key: the FlavoredToken's name), the only writer of FlavoredToken
+// status. Binds the token's kubelet CSRs to node names (oldest first, so the first node to ask
+// gets a single-use token) and hands each CSR's decision to the CSR reconciler; copies onto each
+// binding what its Node says (its UID, and its signed verification record or the node
+// reconciler's reason for refusing it); keeps uses and conditions true; deletes the bootstrap
+// Secret once it is no longer needed (revoked or expired: at once; consumed: once the bound
+// nodes registered, see flavor/bootstrap-secret.ts) and records that in the same status write;
+// and runs revocation before a deleted token goes (finalizer). One status write per change.
+import { bindingWithNodeOutcome, type NodeOutcome } from '../flavor/binding-outcome.ts';
 import { bootstrapSecretDeleteAfterMs } from '../flavor/bootstrap-secret.ts';
-import { type FlavoredTokenStatus, ISSUED_ANNOTATION, type TokenBinding } from '../flavor/resources.ts';
+import type { KeyRing } from '../flavor/keyring.ts';
+import {
+  type FlavoredTokenStatus,
+  ISSUED_ANNOTATION,
+  LIMITS,
+  type TokenBinding,
+} from '../flavor/resources.ts';
 import { withRejections } from '../flavor/token-lifecycle.ts';
-import { decideBinding, type Failure, type NameFacts, readVerificationRecord } from '../flavor/verdict.ts';
+import {
+  decideBinding,
+  type Failure,
+  type NameFacts,
+  readVerificationRecord,
+  recordVerifiesToken,
+  type TokenFacts,
+} from '../flavor/verdict.ts';
 import { kubeJson } from '../kube/fetch.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import {
@@ -19,13 +36,13 @@ import {
 } from '../kube/token-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
-import { nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
+import { type CsrDecision, nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
 import {
-  FACT_RECORD_DELAY_MS,
   rfc3339,
   secretDeletedRecorded,
   setCondition,
   updateTokenStatus,
+  withSecretDeleted,
 } from './token-status.ts';
 
 interface BindingOutcome {
@@ -82,13 +99,36 @@ function bindable(ctx: ControllerContext, csr: CsrObject, live: TokenBinding[]):
   return !(ours && hasCondition(csr, 'Approved') && !live.some((b) => b.csrName === csr.metadata.name));
 }
 
+/** What the caches say of the Node a binding names: its signed verification, or the refusal. */
+function nodeOutcome(
+  ctx: ControllerContext,
+  binding: TokenBinding,
+  token: TokenFacts,
+  keyRing: KeyRing | undefined,
+): NodeOutcome | undefined {
+  const node = ctx.caches.nodes.get(binding.nodeName);
+  if (!node) return undefined;
+  const uid = node.metadata.uid;
+  const record = keyRing ? recordVerifiesToken(nodeFacts(node), token, keyRing) : undefined;
+  if (record) return { uid, verifiedAt: record.verifiedAt };
+  const failure = ctx.indexes.nodeFailure(binding.nodeName, uid);
+  return failure ? { uid, failure } : undefined;
+}
+
 /** The status the token should have after judging its CSRs (and which CSRs never bind again). */
-async function judge(ctx: ControllerContext, token: StoredToken, now: Date): Promise<BindingOutcome> {
+async function judge(
+  ctx: ControllerContext,
+  token: StoredToken,
+  now: Date,
+  keyRing: KeyRing | undefined,
+): Promise<BindingOutcome> {
   const facts = tokenFacts(token);
   const tokenId = facts.tokenId;
   const released = facts.bindings.filter((b) => nodeGone(ctx, b));
   for (const binding of released) ctx.indexes.releasedCsrs.add(binding.csrName);
-  const bindings = facts.bindings.filter((b) => !released.includes(b));
+  const bindings = facts.bindings
+    .filter((b) => !released.includes(b))
+    .map((b) => bindingWithNodeOutcome(b, nodeOutcome(ctx, b, facts, keyRing), rfc3339(now)));
   const bound: TokenBinding[] = [];
   const alreadyBound: string[] = [];
   const rejected: BindingOutcome['rejected'] = [];
@@ -227,19 +267,10 @@ async function removeIfHalfMade(
   return true;
 }
 
-/**
- * Deletes the token's bootstrap Secret unless it is known gone (the SecretDeleted condition, or
- * this replica deleted it): a settled fleet of thousands of tokens costs no request per reconcile.
- */
-async function deleteSecretOnce(
-  ctx: ControllerContext,
-  token: StoredToken,
-  tokenId: string,
-): Promise<boolean> {
-  if (ctx.indexes.deletedSecrets.has(tokenId) || secretDeletedRecorded(token.status)) return false;
-  const existed = await deleteBootstrapSecret(ctx.kubeConfig, tokenId);
-  ctx.indexes.deletedSecrets.set(tokenId, ctx.now().getTime());
-  return existed;
+/** Records the decision on a CSR (its token's status says it already) for the CSR reconciler. */
+function decide(ctx: ControllerContext, csrName: string, decision: CsrDecision): void {
+  ctx.indexes.decideCsr(csrName, decision);
+  ctx.enqueueCsr(csrName);
 }
 
 /** Whether the node still carries a verification record naming this token. */
@@ -259,7 +290,13 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     // Deleting revokes: the bootstrap Secret goes first. With StripNodes the finalizer stays
     // until every node that joined with the token has lost the flavor (the node reconciler
     // strips them while the token, marked deleting, is still here to say so).
-    if (tokenId) await deleteSecretOnce(ctx, cached, tokenId);
+    if (tokenId && !secretDeletedRecorded(cached.status)) {
+      await deleteBootstrapSecret(ctx.kubeConfig, tokenId);
+      // Recorded, so the passes that wait for StripNodes below do not delete it again.
+      await updateTokenStatus(ctx, name, async (fresh) =>
+        withSecretDeleted(fresh.status ?? {}, fresh.metadata.generation, ctx.now()),
+      );
+    }
     const bindings = cached.status?.bindings ?? [];
     for (const binding of bindings) ctx.enqueueNode(binding.nodeName);
     if (
@@ -285,9 +322,19 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
 
   const now = ctx.now();
   if (await removeIfHalfMade(ctx, cached, tokenId, now)) return;
+  const keyRing = await ctx.keyRing().catch(() => undefined);
   let outcome: BindingOutcome | undefined;
-  const written = await updateTokenStatus(ctx, name, async (fresh) => {
-    outcome = await judge(ctx, fresh, now);
+  let secretDeleted = false;
+  await updateTokenStatus(ctx, name, async (fresh) => {
+    outcome = await judge(ctx, fresh, now, keyRing);
+    const deleteAfter = bootstrapSecretDeleteAfterMs(outcome, outcome.status.bindings ?? [], now);
+    if (deleteAfter === 0 && !secretDeletedRecorded(outcome.status)) {
+      // Deleted first, then recorded in this same status write (a crash in between deletes it
+      // again next time: a 404 is fine). Once only, should a 409 make us judge again.
+      if (!secretDeleted) await deleteBootstrapSecret(ctx.kubeConfig, tokenId);
+      secretDeleted = true;
+      outcome.status = withSecretDeleted(outcome.status, fresh.metadata.generation, now);
+    }
     return outcome.status;
   });
   if (!outcome) return;
@@ -299,8 +346,11 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     // Logged, not an Event: the node's own Verified (or Warning) Event is the one people read,
     // and at thousands of joins every write the API server is spared counts.
     ctx.log.debug({ token: tokenId, node: binding.nodeName, csr: binding.csrName }, 'token bound');
-    if (ctx.config.csrApprover)
-      await ctx.approveCsr(binding.csrName, true, 'NodeflavorBound', `bound to token ${tokenId}`);
+    decide(ctx, binding.csrName, {
+      approve: true,
+      reason: 'NodeflavorBound',
+      message: `bound to token ${tokenId}`,
+    });
     ctx.enqueueNode(binding.nodeName);
   }
   for (const binding of outcome.released) {
@@ -314,9 +364,8 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     );
     ctx.enqueueNode(binding.nodeName);
   }
-  if (ctx.config.csrApprover)
-    for (const csrName of outcome.alreadyBound)
-      await ctx.approveCsr(csrName, true, 'NodeflavorBound', `bound to token ${tokenId}`);
+  for (const csrName of outcome.alreadyBound)
+    decide(ctx, csrName, { approve: true, reason: 'NodeflavorBound', message: `bound to token ${tokenId}` });
   for (const rejection of outcome.rejected) {
     if (rejection.nodeName) {
       const known = ctx.indexes
@@ -327,23 +376,17 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
       ctx.enqueueNode(rejection.nodeName);
     }
     ctx.events.emit(involved, 'Warning', rejection.failure.reason, rejection.failure.message);
-    if (ctx.config.csrApprover)
-      await ctx.approveCsr(rejection.csrName, false, rejection.failure.reason, rejection.failure.message);
+    decide(ctx, rejection.csrName, { approve: false, ...rejection.failure });
+  }
+  if (secretDeleted) {
+    const why = outcome.revoked ? 'revoked' : outcome.consumed ? 'consumed' : 'expired';
+    // The Consumed/Expired/Revoked and SecretDeleted conditions record this on the token itself.
+    ctx.log.debug({ token: tokenId, why }, 'bootstrap token Secret deleted');
   }
   const deleteSecretAfter = bootstrapSecretDeleteAfterMs(outcome, outcome.status.bindings ?? [], now);
-  if (deleteSecretAfter !== undefined && deleteSecretAfter > 0) {
-    // Consumed, but a bound kubelet may still need the token to fetch its certificate.
+  // Consumed, but a bound kubelet may still need the token to fetch its certificate.
+  if (deleteSecretAfter !== undefined && deleteSecretAfter > 0)
     ctx.requeueToken(name, deleteSecretAfter + 100);
-  } else if (deleteSecretAfter === 0) {
-    if (await deleteSecretOnce(ctx, written ?? cached, tokenId)) {
-      const why = outcome.revoked ? 'revoked' : outcome.consumed ? 'consumed' : 'expired';
-      // The Consumed/Expired/Revoked condition records this on the FlavoredToken itself.
-      ctx.log.debug({ token: tokenId, why }, 'bootstrap token Secret deleted');
-    }
-    // Recorded with the next status write (the node's verification); alone only if none comes.
-    if (!secretDeletedRecorded((written ?? cached).status))
-      ctx.requeueToken(name, FACT_RECORD_DELAY_MS + 100);
-  }
   if (outcome.revoked) for (const binding of outcome.status.bindings ?? []) ctx.enqueueNode(binding.nodeName);
   if (!outcome.expired) {
     ctx.requeueToken(name, tokenExpiresAt(cached).getTime() - now.getTime() + 1000);

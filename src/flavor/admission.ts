@@ -6,13 +6,12 @@
 // AdmissionReviews; src/webhook/registration.ts states the same rules in CEL for the API server.
 
 export const PROTECTED_PREFIX = 'nodeflavor.io/';
-/** The one protected label a kubelet may set, and only when it creates its Node. Its value is secret. */
-export const TOKEN_LABEL_KEY = 'nodeflavor.io/token';
-/** A kubelet may register with this taint; only the controller lifts it. */
-export const QUARANTINE_TAINT_KEY = 'nodeflavor.io/unverified';
 
-const KUBELET_USERNAME_PREFIX = 'system:node:';
-const KUBELET_GROUP = 'system:nodes';
+// The one protected label a kubelet may set (only when it creates its Node; its value is
+// secret), and the taint it may register with (only the controller lifts it).
+import { NODE_USER_PREFIX, NODES_GROUP, QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from './resources.ts';
+
+export { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY };
 
 export interface NodeTaint {
   key: string;
@@ -117,9 +116,9 @@ function explicitKeys(kind: ProtectedKind, keys: ProtectedKeys): ReadonlySet<str
 /** The identity the Node authorizer and NodeRestriction give kubelets: both name and group. */
 export function isKubelet(username: string, groups: readonly string[]): boolean {
   return (
-    username.startsWith(KUBELET_USERNAME_PREFIX) &&
-    username.length > KUBELET_USERNAME_PREFIX.length &&
-    groups.includes(KUBELET_GROUP)
+    username.startsWith(NODE_USER_PREFIX) &&
+    username.length > NODE_USER_PREFIX.length &&
+    groups.includes(NODES_GROUP)
   );
 }
 
@@ -237,7 +236,7 @@ interface Violation {
 
 function judgeKubelet(request: NodeAdmissionRequest, changes: ProtectedChange[]): NodeAdmissionDecision {
   // NodeRestriction already confines a kubelet to its own Node; we do not rely on it being enabled.
-  if (request.username !== `${KUBELET_USERNAME_PREFIX}${request.nodeName}`) {
+  if (request.username !== `${NODE_USER_PREFIX}${request.nodeName}`) {
     const what = changes.map(describeChange).join(', ');
     return deny('KubeletOtherNode', [
       `${what}: kubelet "${request.username}" may not touch protected keys of Node "${request.nodeName}"`,

@@ -4,12 +4,12 @@
 import 'reflect-metadata';
 import { webcrypto } from 'node:crypto';
 import * as x509 from '@peculiar/x509';
-import { isDnsSubdomain } from './resources.ts';
+import { isDnsSubdomain, NODE_USER_PREFIX, NODES_GROUP } from './resources.ts';
+
+export { NODE_USER_PREFIX, NODES_GROUP };
 
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
 
-export const NODE_USER_PREFIX = 'system:node:';
-export const NODES_GROUP = 'system:nodes';
 const MAX_CSR_BYTES = 16 * 1024;
 
 /** The requested key, as far as an approver judges it. */

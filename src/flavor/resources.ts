@@ -24,6 +24,11 @@ export const FLAVORED_TOKEN_SHORT_NAME = 'ft';
 
 /** The category both kinds belong to: `kubectl get nodeflavor`. */
 export const CATEGORY = 'nodeflavor';
+/** A kubelet's user name is this prefix and its node name; its group is NODES_GROUP. */
+export const NODE_USER_PREFIX = 'system:node:';
+export const NODES_GROUP = 'system:nodes';
+/** The server-side apply field manager of every write nodeflavor makes. */
+export const FIELD_MANAGER = 'nodeflavor';
 
 /** Label the issuer sets on every FlavoredToken: `nodeflavor.io/token-id=<token ID>`, for lookup. */
 export const TOKEN_ID_LABEL = 'nodeflavor.io/token-id';
@@ -41,9 +46,9 @@ export const ISSUED_ANNOTATION = 'nodeflavor.io/issued';
  */
 export const TOKEN_FINALIZER = 'nodeflavor.io/revoke';
 /** Node label under which a joining node presents its flavor token. Reserved in FlavorClass labels. */
-export const FLAVOR_TOKEN_LABEL = 'nodeflavor.io/token';
+export const TOKEN_LABEL_KEY = 'nodeflavor.io/token';
 /** Quarantine taint key for nodes not (yet) verified. Reserved in FlavorClass taints. */
-export const UNVERIFIED_TAINT_KEY = 'nodeflavor.io/unverified';
+export const QUARANTINE_TAINT_KEY = 'nodeflavor.io/unverified';
 
 /** The ttl the issuer applies when a FlavoredToken sets neither ttl nor expiresAt. */
 export const DEFAULT_TTL = '24h';
@@ -219,8 +224,8 @@ function ownKey() {
     .refine((k) => !isReservedKubernetesKey(k), { message: RESERVED_DOMAIN_MESSAGE });
 }
 
-export const LabelKeySchema = ownKey().refine((k) => k !== FLAVOR_TOKEN_LABEL, {
-  message: `the label key ${FLAVOR_TOKEN_LABEL} is reserved: a joining node presents its flavor token under it`,
+export const LabelKeySchema = ownKey().refine((k) => k !== TOKEN_LABEL_KEY, {
+  message: `the label key ${TOKEN_LABEL_KEY} is reserved: a joining node presents its flavor token under it`,
 });
 export const LabelValueSchema = z.string().max(63).refine(isLabelValue, { message: LABEL_VALUE_MESSAGE });
 export const AnnotationKeySchema = ownKey();
@@ -286,8 +291,8 @@ export const TaintEffectSchema = z.enum(['NoSchedule', 'PreferNoSchedule', 'NoEx
 export type TaintEffect = z.infer<typeof TaintEffectSchema>;
 
 export const TaintSchema = z.object({
-  key: ownKey().refine((k) => k !== UNVERIFIED_TAINT_KEY, {
-    message: `the taint key ${UNVERIFIED_TAINT_KEY} is reserved for the quarantine taint of unverified nodes`,
+  key: ownKey().refine((k) => k !== QUARANTINE_TAINT_KEY, {
+    message: `the taint key ${QUARANTINE_TAINT_KEY} is reserved for the quarantine taint of unverified nodes`,
   }),
   value: LabelValueSchema.optional(),
   effect: TaintEffectSchema,

@@ -405,6 +405,94 @@ function decideUnbound(input: NodeDecisionInput): NodeVerdict {
   };
 }
 
+// ---- A node bound to exactly one token: named checks, in order, whose reasons are the Event
+// reasons. The first chain applies to every bound node; a node verified before stops after it.
+
+/** What every check of a bound node sees. */
+interface BoundNodeFacts {
+  node: NodeFacts;
+  bound: BoundToken;
+  /** The binding was verified for this very Node (its UID). */
+  verified: boolean;
+  flavorClass: FlavorClassSpec | undefined;
+  keyRing: KeyRing;
+}
+
+type NodeCheck = (facts: BoundNodeFacts) => Failure | undefined;
+
+// A revoked token strips its nodes when its policy says so; an unverified node never gains by it.
+const tokenStillValid: NodeCheck = ({ bound: { token }, verified }) =>
+  (token.revoked || token.deleting) && (token.stripNodesOnRevoke || !verified)
+    ? { reason: 'Revoked', message: `token ${token.tokenId} was revoked` }
+    : undefined;
+
+const flavorClassExists: NodeCheck = ({ bound: { token }, flavorClass }) =>
+  flavorClass
+    ? undefined
+    : {
+        reason: 'FlavorClassNotFound',
+        message: `FlavorClass "${token.flavorClassName}" of token ${token.tokenId} does not exist`,
+      };
+
+const tokenPresented: NodeCheck = ({ node }) =>
+  node.labels[TOKEN_LABEL_KEY] === undefined
+    ? { reason: 'MissingToken', message: `node ${node.name} registered without the ${TOKEN_LABEL_KEY} label` }
+    : undefined;
+
+const tokenWellFormed: NodeCheck = ({ node }) =>
+  new RegExp(FLAVOR_TOKEN_PATTERN).test(node.labels[TOKEN_LABEL_KEY] ?? '')
+    ? undefined
+    : {
+        reason: 'MalformedToken',
+        message: `node ${node.name}'s ${TOKEN_LABEL_KEY} label is not a flavor token`,
+      };
+
+const tokenMatches: NodeCheck = ({ node, bound: { token }, keyRing }) =>
+  verifyFlavorToken(keyRing, token.tokenId, token.flavorClassName, node.labels[TOKEN_LABEL_KEY] ?? '').valid
+    ? undefined
+    : {
+        reason: 'InvalidToken',
+        message: `node ${node.name}'s flavor token does not match token ${token.tokenId}`,
+      };
+
+/** Every bound node, verified or not. */
+const BOUND_NODE_CHAIN: NodeCheck[] = [tokenStillValid, flavorClassExists];
+/** A node not verified yet: the flavor token its kubelet presented, checked under the key ring. */
+const PRESENTED_TOKEN_CHAIN: NodeCheck[] = [tokenPresented, tokenWellFormed, tokenMatches];
+
+function firstFailure(chain: NodeCheck[], facts: BoundNodeFacts): Failure | undefined {
+  for (const check of chain) {
+    const failure = check(facts);
+    if (failure) return failure;
+  }
+  return undefined;
+}
+
+/**
+ * Whether the Node carries the record nodeflavor signed for this very Node naming this token and
+ * its class: written with the flavor in the same Node write, it is the proof of a verification
+ * until the token reconciler has copied it onto the binding (and after, while the key verifies).
+ */
+export function recordVerifiesToken(
+  node: NodeFacts,
+  token: Pick<TokenFacts, 'tokenId' | 'flavorClassName'>,
+  keyRing: KeyRing,
+): VerificationRecord | undefined {
+  const record = readVerificationRecord(node);
+  const genuine =
+    record !== undefined &&
+    record.tokenID === token.tokenId &&
+    record.flavorClass === token.flavorClassName &&
+    recordIsGenuine(keyRing, node.uid, record);
+  return genuine ? record : undefined;
+}
+
+/** Verified before: the binding records it for this Node's UID, or the Node's own record does. */
+function verifiedBefore(node: NodeFacts, bound: BoundToken, keyRing: KeyRing): boolean {
+  if (bound.binding.verifiedAt !== undefined && bound.binding.nodeUID === node.uid) return true;
+  return recordVerifiesToken(node, bound.token, keyRing) !== undefined;
+}
+
 export function decideNode(input: NodeDecisionInput): NodeVerdict {
   const { node } = input;
   // A binding recorded for another Node UID belongs to a Node that is gone (the token reconciler
@@ -423,52 +511,17 @@ export function decideNode(input: NodeDecisionInput): NodeVerdict {
     };
   }
   const bound = bindings[0] as BoundToken;
-  const { token, binding } = bound;
-  const verified = binding.verifiedAt !== undefined && binding.nodeUID === node.uid;
-  if ((token.revoked || token.deleting) && (token.stripNodesOnRevoke || !verified)) {
-    return {
-      kind: 'unflavored',
-      failure: { reason: 'Revoked', message: `token ${token.tokenId} was revoked` },
-    };
-  }
-  const flavorClass = input.flavorClasses.get(token.flavorClassName);
-  if (!flavorClass) {
-    return {
-      kind: 'unflavored',
-      failure: {
-        reason: 'FlavorClassNotFound',
-        message: `FlavorClass "${token.flavorClassName}" of token ${token.tokenId} does not exist`,
-      },
-    };
-  }
-  if (verified) return { kind: 'flavored', bound, flavorClass };
-  const presented = node.labels[TOKEN_LABEL_KEY];
-  if (presented === undefined) {
-    return {
-      kind: 'unflavored',
-      failure: {
-        reason: 'MissingToken',
-        message: `node ${node.name} registered without the ${TOKEN_LABEL_KEY} label`,
-      },
-    };
-  }
-  if (!new RegExp(FLAVOR_TOKEN_PATTERN).test(presented)) {
-    return {
-      kind: 'unflavored',
-      failure: {
-        reason: 'MalformedToken',
-        message: `node ${node.name}'s ${TOKEN_LABEL_KEY} label is not a flavor token`,
-      },
-    };
-  }
-  if (!verifyFlavorToken(input.keyRing, token.tokenId, token.flavorClassName, presented).valid) {
-    return {
-      kind: 'unflavored',
-      failure: {
-        reason: 'InvalidToken',
-        message: `node ${node.name}'s flavor token does not match token ${token.tokenId}`,
-      },
-    };
-  }
-  return { kind: 'verify', bound, flavorClass };
+  const facts: BoundNodeFacts = {
+    node,
+    bound,
+    verified: verifiedBefore(node, bound, input.keyRing),
+    flavorClass: input.flavorClasses.get(bound.token.flavorClassName),
+    keyRing: input.keyRing,
+  };
+  const failure =
+    firstFailure(BOUND_NODE_CHAIN, facts) ??
+    (facts.verified ? undefined : firstFailure(PRESENTED_TOKEN_CHAIN, facts));
+  if (failure) return { kind: 'unflavored', failure };
+  const flavorClass = facts.flavorClass as FlavorClassSpec;
+  return facts.verified ? { kind: 'flavored', bound, flavorClass } : { kind: 'verify', bound, flavorClass };
 }

@@ -16,6 +16,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { FIELD_MANAGER } from '../flavor/resources.ts';
 import { CoalescedRun } from '../ops/coalesced-run.ts';
 import {
   type DesiredRegistration,
@@ -31,7 +32,6 @@ import { isNotFound, KubeError } from './kube-error.ts';
 import type { Leadership } from './leader.ts';
 import { ListWatch } from './listwatch.ts';
 
-export const FIELD_MANAGER = 'nodeflavor';
 const API_PREFIX = '/apis/admissionregistration.k8s.io/v1';
 const COLLECTION: Record<RegistrationKind, string> = {
   ValidatingWebhookConfiguration: `${API_PREFIX}/validatingwebhookconfigurations`,

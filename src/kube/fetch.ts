@@ -107,15 +107,20 @@ export async function kubeJson<T = unknown>(
     throw toKubeError(error, action);
   }
   if (response.status >= 200 && response.status < 300) return (text ? JSON.parse(text) : undefined) as T;
-  let status: { reason?: string; message?: string } = {};
+  let status: { reason?: string; message?: string; details?: { causes?: { message?: string }[] } } = {};
   try {
     status = JSON.parse(text) as typeof status;
   } catch {
     // not a Status object
   }
+  // A failed JSON patch `test` is a bare 422 Invalid, without causes (checked on 1.37): a field
+  // the schema refuses always comes with causes naming it.
+  const testFailed =
+    response.status === 422 && status.reason === 'Invalid' && (status.details?.causes ?? []).length === 0;
   throw new KubeError(
     response.status,
     status.reason ?? `HTTP${response.status}`,
     `${action}: ${status.message ?? `HTTP ${response.status}`}`,
+    testFailed,
   );
 }

@@ -13,12 +13,18 @@ export class KubeError extends Error {
   readonly status: number;
   /** metav1.Status reason, e.g. NotFound, AlreadyExists, Forbidden, Conflict; or Unreachable. */
   readonly reason: string;
+  /**
+   * A JSON patch `test` operation failed (the object changed since it was read). The API server
+   * says only "422 Invalid" with no causes; an object the schema refuses has causes.
+   */
+  readonly patchTestFailed: boolean;
 
-  constructor(status: number, reason: string, message: string) {
+  constructor(status: number, reason: string, message: string, patchTestFailed = false) {
     super(message);
     this.name = 'KubeError';
     this.status = status;
     this.reason = reason;
+    this.patchTestFailed = patchTestFailed;
   }
 }
 

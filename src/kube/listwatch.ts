@@ -286,7 +286,12 @@ export class ListWatch<T extends ObjectWithMeta> {
     try {
       event = JSON.parse(line);
     } catch {
-      return; // a torn line: the next event carries a newer resourceVersion anyway
+      // A torn line is an event lost: skipping it would let the next event's resourceVersion
+      // carry us past it for good. Restart the watch from the last version we did apply; the
+      // server sends it again. The line is not quoted: a watched Secret's data could be in it.
+      throw new Error(
+        `watch ${this.options.path}: an unparsable line (${line.length} bytes); resuming from the last version applied`,
+      );
     }
     const raw = event.object;
     if (!raw) return;

@@ -1,14 +1,15 @@
-// Writing a Node's flavor: server-side apply under our own field manager for what we want
-// (labels and annotations we own come and go with the FlavorClass), with the Node's
-// resourceVersion as a precondition so a decision made on a stale cache is never written;
-// then an explicit removal of protected keys that someone else owns (the kubelet's token
-// label, a label an intruder set), which apply alone cannot remove.
+// Writing a Node's flavor: ONE JSON patch per write. It sets the labels and annotations the
+// decision wants, removes the keys nodeflavor owns (by claim or by its applied record) and does
+// not want (the kubelet's token label, a key a FlavorClass dropped, one an intruder set), and
+// replaces the taint list when it changes. Its preconditions are the facts the decision rests
+// on (the same uid, each removed key's judged value, the taints it rewrites), not the whole
+// Node's resourceVersion: the kubelet's status updates, which land right after registration,
+// change none of them, so they do not turn the write into a 409.
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { DesiredNodeState } from '../flavor/converge.ts';
+import { FIELD_MANAGER } from '../flavor/resources.ts';
 import { kubeJson } from './fetch.ts';
 import { KubeError } from './kube-error.ts';
-
-export const FIELD_MANAGER = 'nodeflavor';
 
 export interface TrimmedNode {
   metadata: {
@@ -48,30 +49,59 @@ function pointer(key: string): string {
   return key.replaceAll('~', '~0').replaceAll('/', '~1');
 }
 
+type Taint = { key: string; value?: string; effect: string };
+
+const taintId = (t: Taint) => `${t.key}\u0000${t.value ?? ''}\u0000${t.effect}`;
+
+function sameTaints(a: Taint[], b: Taint[]): boolean {
+  const x = a.map(taintId).sort();
+  const y = b.map(taintId).sort();
+  return x.length === y.length && x.every((t, i) => t === y[i]);
+}
+
 /**
- * The removals as a JSON patch whose preconditions are the facts the decision rests on, not the
- * whole Node's resourceVersion: the same uid, the same taints (the apply that follows writes the
- * complete list computed from them), and each removed key still holding the value that was
- * judged. The kubelet's status updates, which land right after registration (when a new node's
- * first reconcile writes), change none of them, so they no longer turn that write into a 409.
- * Without cached taints to compare, the resourceVersion is the precondition, as before.
+ * The one write that makes the Node as desired: `test` operations for the facts judged, then
+ * the changes. A map or list the Node lacks altogether is added whole, and only then does the
+ * resourceVersion become the precondition (nothing else could say it is still absent).
  */
-export function removalPatch(node: TrimmedNode, desired: DesiredNodeState): object[] {
-  const ops: object[] = [{ op: 'test', path: '/metadata/uid', value: node.metadata.uid }];
-  if (node.spec.taints && node.spec.taints.length > 0) {
-    ops.push({ op: 'test', path: '/spec/taints', value: node.spec.taints });
-  } else {
-    ops.push({ op: 'test', path: '/metadata/resourceVersion', value: node.metadata.resourceVersion });
-  }
-  const remove = (field: 'labels' | 'annotations', keys: string[]) => {
-    for (const key of keys) {
-      const path = `/metadata/${field}/${pointer(key)}`;
-      ops.push({ op: 'test', path, value: node.metadata[field]?.[key] ?? '' }, { op: 'remove', path });
+export function nodeStatePatch(node: TrimmedNode, desired: DesiredNodeState): object[] {
+  const tests: object[] = [{ op: 'test', path: '/metadata/uid', value: node.metadata.uid }];
+  const changes: object[] = [];
+  let wholeAdded = false;
+  if (!sameTaints(node.spec.taints ?? [], desired.taints)) {
+    if (node.spec.taints) {
+      tests.push({ op: 'test', path: '/spec/taints', value: node.spec.taints });
+      changes.push({ op: 'replace', path: '/spec/taints', value: desired.taints });
+    } else {
+      wholeAdded = true;
+      changes.push({ op: 'add', path: '/spec/taints', value: desired.taints });
     }
-  };
-  remove('labels', desired.removeLabels);
-  remove('annotations', desired.removeAnnotations);
-  return ops;
+  }
+  const fields = [
+    ['labels', desired.labels, desired.removeLabels],
+    ['annotations', desired.annotations, desired.removeAnnotations],
+  ] as const;
+  for (const [field, wanted, removals] of fields) {
+    const current = node.metadata[field];
+    for (const key of removals) {
+      const path = `/metadata/${field}/${pointer(key)}`;
+      tests.push({ op: 'test', path, value: current?.[key] ?? '' });
+      changes.push({ op: 'remove', path });
+    }
+    const set = Object.entries(wanted).filter(([k, v]) => current?.[k] !== v);
+    if (set.length === 0) continue;
+    if (current) {
+      // `add` on a member that exists replaces its value (RFC 6902).
+      for (const [key, value] of set)
+        changes.push({ op: 'add', path: `/metadata/${field}/${pointer(key)}`, value });
+    } else {
+      wholeAdded = true;
+      changes.push({ op: 'add', path: `/metadata/${field}`, value: Object.fromEntries(set) });
+    }
+  }
+  if (wholeAdded)
+    tests.push({ op: 'test', path: '/metadata/resourceVersion', value: node.metadata.resourceVersion });
+  return [...tests, ...changes];
 }
 
 /** A JSON patch whose failed `test` (HTTP 422) is reported as the conflict it is (409). */
@@ -83,13 +113,13 @@ async function patchOrConflict(
 ): Promise<TrimmedNode> {
   try {
     return await kubeJson<TrimmedNode>(kubeConfig, 'PATCH', path, {
-      action: `remove protected keys from node ${name}`,
+      action: `write the flavor of node ${name}`,
       contentType: 'application/json-patch+json',
       query: { fieldManager: FIELD_MANAGER },
       body: ops,
     });
   } catch (error) {
-    if (error instanceof KubeError && error.status === 422 && /test/i.test(error.message)) {
+    if (error instanceof KubeError && error.patchTestFailed) {
       // Not the API server's text: a failed test may quote the value it tested (a flavor token).
       throw new KubeError(
         409,
@@ -101,36 +131,17 @@ async function patchOrConflict(
   }
 }
 
+/** Writes the Node as desired in one request; returns the Node as written (for the cache). */
 export async function writeNodeState(
   kubeConfig: KubeConfig,
   node: TrimmedNode,
   desired: DesiredNodeState,
-): Promise<void> {
+): Promise<TrimmedNode> {
   const name = node.metadata.name;
-  const path = `/api/v1/nodes/${encodeURIComponent(name)}`;
-  let resourceVersion = node.metadata.resourceVersion;
-  // Removals first, so that once the flavor shows, the token label is already gone.
-  if (desired.removeLabels.length > 0 || desired.removeAnnotations.length > 0) {
-    const patched = await patchOrConflict(kubeConfig, path, name, removalPatch(node, desired));
-    resourceVersion = patched.metadata.resourceVersion;
-  }
-  await kubeJson<TrimmedNode>(kubeConfig, 'PATCH', path, {
-    action: `apply the flavor of node ${name}`,
-    contentType: 'application/apply-patch+yaml',
-    query: { fieldManager: FIELD_MANAGER, force: true },
-    body: {
-      apiVersion: 'v1',
-      kind: 'Node',
-      metadata: {
-        name,
-        // Both preconditions: resourceVersion alone does not stop apply from CREATING a Node
-        // that was deleted meanwhile (checked on 1.37); a uid makes that a 409 instead.
-        uid: node.metadata.uid,
-        resourceVersion,
-        labels: desired.labels,
-        annotations: desired.annotations,
-      },
-      spec: { taints: desired.taints },
-    },
-  });
+  return patchOrConflict(
+    kubeConfig,
+    `/api/v1/nodes/${encodeURIComponent(name)}`,
+    name,
+    nodeStatePatch(node, desired),
+  );
 }

@@ -11,7 +11,7 @@ for (const entry of (process.env.NODEFLAVOR_FAILPOINTS ?? '').split(',').filter(
   enabled.set(at < 0 ? entry : entry.slice(0, at), at < 0 ? '' : entry.slice(at + 1));
 }
 
-export type Failpoint = 'after-binding-recorded' | 'after-verification-recorded';
+export type Failpoint = 'after-binding-recorded' | 'after-node-verified';
 
 export function failpoint(name: Failpoint): void {
   if (enabled.has(name)) process.kill(process.pid, 'SIGKILL');

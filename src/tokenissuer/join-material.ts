@@ -10,6 +10,7 @@ import { Document, Scalar, stringify } from 'yaml';
 import type { BootstrapToken } from '../flavor/bootstrap-token.ts';
 import { formatBootstrapToken, TOKEN_ID_PATTERN, TOKEN_SECRET_PATTERN } from '../flavor/bootstrap-token.ts';
 import { FLAVOR_TOKEN_PATTERN } from '../flavor/flavor-token.ts';
+import { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from '../flavor/resources.ts';
 import type { Secret } from '../flavor/secret.ts';
 import {
   DEFAULT_DISCOVERY_KUBECONFIG_PATH,
@@ -19,9 +20,9 @@ import {
   renderDiscoveryKubeconfig,
 } from './discovery-kubeconfig.ts';
 
-export const DEFAULT_TOKEN_LABEL_KEY = 'nodeflavor.io/token';
+export const DEFAULT_TOKEN_LABEL_KEY = TOKEN_LABEL_KEY;
 export const DEFAULT_QUARANTINE_TAINT: QuarantineTaint = {
-  key: 'nodeflavor.io/unverified',
+  key: QUARANTINE_TAINT_KEY,
   effect: 'NoSchedule',
 };
 /**

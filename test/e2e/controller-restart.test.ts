@@ -31,7 +31,7 @@ const logs = tempDirForThisProcess('nodeflavor-restart-');
 interface TokenRecord {
   status?: {
     uses?: number;
-    bindings?: { nodeName: string; verifiedAt?: string }[];
+    bindings?: { nodeName: string; nodeUID?: string; verifiedAt?: string }[];
     conditions?: { type: string; status: string }[];
   };
   spec: { maxUses?: number };
@@ -115,27 +115,41 @@ describe('controller restarts and failover', () => {
     await Promise.all(operators.splice(0).map((op) => op.stop()));
   });
 
-  it('a crash after the verification is recorded, before the Node is labelled, loses nothing', async () => {
-    const first = operator(['--no-leader-elect'], ['after-verification-recorded']);
+  it('a crash after the Node is flavored, before its token records the verification, loses nothing', async () => {
+    const first = operator(['--no-leader-elect'], ['after-node-verified']);
     const token = await issue(env, flavor);
-    const name = uniqueName('between-verify-and-label');
+    const name = uniqueName('between-label-and-record');
     kubelets.push(await joinWith(token.material, name));
     await waitFor(async () => !first.running, {
-      what: 'the controller to crash after recording the verification',
+      what: 'the controller to crash right after flavoring the node',
       timeoutMs: 30_000,
     });
-    const recorded = await tokenRecord(token.name);
-    assert.ok(recorded.status?.bindings?.[0]?.verifiedAt, 'the verification was recorded before the crash');
-    assert.equal(await flavorOf(name), undefined, 'and the node was not labelled yet');
+    assert.equal(await flavorOf(name), flavor, 'the node was flavored before the crash');
+    const before = await tokenRecord(token.name);
+    assert.equal(before.status?.bindings?.[0]?.verifiedAt, undefined, 'and its token did not say so yet');
     operator(['--no-leader-elect']);
-    await waitFor(async () => (await flavorOf(name)) === flavor, {
-      what: `${name} to be flavored after restart`,
-      timeoutMs: 45_000,
-    });
+    // The restarted controller finds the Node's own signed record and completes the token's.
+    await waitFor(
+      async () => (await tokenRecord(token.name)).status?.bindings?.[0]?.verifiedAt !== undefined,
+      {
+        what: `token ${token.tokenId} to record the verification after restart`,
+        timeoutMs: 45_000,
+      },
+    );
     const node = await env.core.readNode({ name });
+    assert.equal(await flavorOf(name), flavor, 'still flavored');
     assert.equal(node.metadata?.labels?.['nodeflavor.io/token'], undefined, 'token label removed');
     assert.ok(!node.spec?.taints?.some((t) => t.key === 'nodeflavor.io/unverified'), 'quarantine lifted');
-    assert.equal((await tokenRecord(token.name)).status?.uses, 1);
+    const after = await tokenRecord(token.name);
+    assert.equal(after.status?.uses, 1);
+    assert.equal(after.status?.bindings?.[0]?.nodeUID, node.metadata?.uid, 'the binding names this Node');
+    await waitFor(
+      async () =>
+        (await env.core
+          .readNamespacedSecret({ namespace: 'kube-system', name: `bootstrap-token-${token.tokenId}` })
+          .catch(() => undefined)) === undefined,
+      { what: 'the consumed bootstrap Secret to be deleted after restart' },
+    );
     await Promise.all(operators.splice(0).map((op) => op.stop()));
   });
 

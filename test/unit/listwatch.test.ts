@@ -379,14 +379,23 @@ describe('ListWatch', () => {
     assert.equal(isNewer(undefined, '1'), false);
   });
 
-  test('a torn or non-JSON line is skipped and the watch goes on', async () => {
+  test('a torn or non-JSON line restarts the watch from the last version applied, so no event is lost', async () => {
+    const a = api.put('a');
     const lw = listWatch();
     await lw.start();
-    await api.sendRaw('this is not json\n{"type":"ADDED","object":\n');
-    await api.send('ADDED', api.put('x'));
-    await untilEvents(1);
-    assert.deepEqual(lw.keys(), ['x']);
-    assert.equal(api.count('watch'), 1);
+    await api.sendRaw('{"type":"ADDED","object":{"metadata":{"name":"secret-data\n');
+    const next = await api.request('watch', 2);
+    assert.equal(next.get('resourceVersion'), a.metadata.resourceVersion, 'resumes where it was');
+    assert.equal(api.count('list'), 1, 'no re-list');
+    assert.deepEqual(
+      restarts.map((r) => r.reason),
+      ['error'],
+    );
+    assert.doesNotMatch(String(restarts[0]?.error?.message), /secret-data/, 'the line is not quoted');
+    // The resumed watch delivers what the torn line carried.
+    await api.send('ADDED', api.put('b'));
+    await untilEvents(2);
+    assert.deepEqual(lw.keys().sort(), ['a', 'b']);
   });
 
   test('a BOOKMARK advances the resourceVersion the next watch starts from', async () => {

@@ -21,7 +21,6 @@ import {
   FLAVOR_CLASS_PLURAL,
   FLAVOR_CLASS_SHORT_NAME,
   FLAVOR_CLASS_SINGULAR,
-  FLAVOR_TOKEN_LABEL,
   FLAVORED_TOKEN_KIND,
   FLAVORED_TOKEN_PLURAL,
   FLAVORED_TOKEN_SHORT_NAME,
@@ -44,15 +43,16 @@ import {
   parseDuration,
   parseTimestamp,
   QUALIFIED_NAME_PATTERN,
+  QUARANTINE_TAINT_KEY,
   RESERVED_DOMAIN_PATTERN,
   RevocationPolicySchema,
   TaintEffectSchema,
   TOKEN_ID_LABEL,
   TOKEN_ID_PATTERN,
+  TOKEN_LABEL_KEY,
   TokenConditionType,
   TTL_PATTERN,
   tokenExpiry,
-  UNVERIFIED_TAINT_KEY,
   VERSION,
 } from '../../src/flavor/resources.ts';
 
@@ -326,7 +326,7 @@ describe('CRD ↔ zod agreement', () => {
     const labelRules = rulesAt(fcSpec.properties.labels).join('\n');
     assert.ok(labelRules.includes(`'${QUALIFIED_NAME_PATTERN}'`));
     assert.ok(labelRules.includes(`'${RESERVED_DOMAIN_PATTERN}'`));
-    assert.ok(labelRules.includes(`'${FLAVOR_TOKEN_LABEL}'`));
+    assert.ok(labelRules.includes(`'${TOKEN_LABEL_KEY}'`));
     assert.ok(
       rulesAt(fcSpec.properties.labels.additionalProperties)[0]?.includes(`'${LABEL_VALUE_PATTERN}'`),
     );
@@ -337,7 +337,7 @@ describe('CRD ↔ zod agreement', () => {
     const taintKeyRules = rulesAt(taint.key).join('\n');
     assert.ok(taintKeyRules.includes(`'${QUALIFIED_NAME_PATTERN}'`));
     assert.ok(taintKeyRules.includes(`'${RESERVED_DOMAIN_PATTERN}'`));
-    assert.ok(taintKeyRules.includes(`'${UNVERIFIED_TAINT_KEY}'`));
+    assert.ok(taintKeyRules.includes(`'${QUARANTINE_TAINT_KEY}'`));
     assert.ok(rulesAt(taint.value)[0]?.includes(`'${LABEL_VALUE_PATTERN}'`));
     assert.deepEqual(fcSpec.properties.taints['x-kubernetes-list-map-keys'], ['key', 'effect']);
     assert.equal(ftSpec.properties.flavorClassName.pattern, DNS_SUBDOMAIN_PATTERN);
@@ -426,7 +426,7 @@ describe('FlavorClass spec validation', () => {
     ['node-restriction.kubernetes.io', { labels: { 'node-restriction.kubernetes.io/x': '' } }],
     ['k8s.io', { labels: { 'k8s.io/x': '' } }],
     ['a k8s.io subdomain', { labels: { 'a.b.k8s.io/x': '' } }],
-    ['the flavor token label', { labels: { [FLAVOR_TOKEN_LABEL]: 'x' } }],
+    ['the flavor token label', { labels: { [TOKEN_LABEL_KEY]: 'x' } }],
     ['a value starting with a dash', { labels: { a: '-x' } }],
     ['a 64-character value', { labels: { a: 'a'.repeat(64) } }],
     ['a value with a space', { labels: { a: 'a b' } }],
@@ -434,7 +434,7 @@ describe('FlavorClass spec validation', () => {
     ['a k8s.io annotation', { annotations: { 'k8s.io/x': 'v' } }],
     ['an annotation key with a space', { annotations: { 'x y': 'v' } }],
     ['a 4097-character annotation', { annotations: { a: 'x'.repeat(4097) } }],
-    ['the quarantine taint', { taints: [{ key: UNVERIFIED_TAINT_KEY, effect: 'NoSchedule' }] }],
+    ['the quarantine taint', { taints: [{ key: QUARANTINE_TAINT_KEY, effect: 'NoSchedule' }] }],
     [
       'a kubernetes.io taint',
       { taints: [{ key: 'node.kubernetes.io/unschedulable', effect: 'NoSchedule' }] },
