@@ -94,37 +94,34 @@ export function startController(options: {
 
   // Queues first: cache handlers only enqueue keys.
   let ctx: ControllerContext;
+  /** A work queue of one kind of key, with its metrics and its retry log line. */
+  const workQueue = (name: string, what: string, reconcile: (key: string) => Promise<void>) =>
+    new WorkQueue({
+      name,
+      concurrency: config.workers,
+      reconcile,
+      onError: (key, error, attempt) =>
+        log.warn({ [what]: key, attempt, err: error.message }, `${what} reconcile failed; retrying`),
+      onDepthChange: (depth) => metrics.queueDepth.set({ queue: name }, depth),
+      onRetry: () => metrics.retries.inc({ queue: name }),
+    });
   const judgeNode = counted('nodes', (key) => reconcileNode(ctx, key));
-  const nodeQueue = new WorkQueue({
-    name: 'nodes',
-    concurrency: config.workers,
-    // Fail closed without a usable key ring: no node is judged (nothing verified or stripped,
-    // nodes keep what they have); the key is dropped and every node is enqueued again when the
-    // ring is back (below), so nothing waits out a retry backoff.
-    reconcile: (key) => (keyRing.available ? judgeNode(key) : Promise.resolve()),
-    onError: (key, error, attempt) =>
-      log.warn({ node: key, attempt, err: error.message }, 'node reconcile failed; retrying'),
-    onDepthChange: (depth) => metrics.queueDepth.set({ queue: 'nodes' }, depth),
-    onRetry: () => metrics.retries.inc({ queue: 'nodes' }),
-  });
-  const tokenQueue = new WorkQueue({
-    name: 'tokens',
-    concurrency: config.workers,
-    reconcile: counted('tokens', (key) => reconcileToken(ctx, key)),
-    onError: (key, error, attempt) =>
-      log.warn({ token: key, attempt, err: error.message }, 'token reconcile failed; retrying'),
-    onDepthChange: (depth) => metrics.queueDepth.set({ queue: 'tokens' }, depth),
-    onRetry: () => metrics.retries.inc({ queue: 'tokens' }),
-  });
-  const csrQueue = new WorkQueue({
-    name: 'csrs',
-    concurrency: config.workers,
-    reconcile: counted('csrs', (key) => reconcileCsr(ctx, key)),
-    onError: (key, error, attempt) =>
-      log.warn({ csr: key, attempt, err: error.message }, 'CSR reconcile failed; retrying'),
-    onDepthChange: (depth) => metrics.queueDepth.set({ queue: 'csrs' }, depth),
-    onRetry: () => metrics.retries.inc({ queue: 'csrs' }),
-  });
+  // Fail closed without a usable key ring: no node is judged (nothing verified or stripped,
+  // nodes keep what they have); the key is dropped and every node is enqueued again when the
+  // ring is back (below), so nothing waits out a retry backoff.
+  const nodeQueue = workQueue('nodes', 'node', (key) =>
+    keyRing.available ? judgeNode(key) : Promise.resolve(),
+  );
+  const tokenQueue = workQueue(
+    'tokens',
+    'token',
+    counted('tokens', (key) => reconcileToken(ctx, key)),
+  );
+  const csrQueue = workQueue(
+    'csrs',
+    'csr',
+    counted('csrs', (key) => reconcileCsr(ctx, key)),
+  );
 
   const nodes = new ListWatch<TrimmedNode>({
     kubeConfig,

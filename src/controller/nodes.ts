@@ -27,7 +27,6 @@ import type { FlavorClassSpec } from '../flavor/resources.ts';
 import {
   type BoundToken,
   decideNode,
-  type Failure,
   type NodeFacts,
   readVerificationRecord,
   VERIFIED_ANNOTATION,

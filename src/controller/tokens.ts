@@ -9,12 +9,7 @@
 import { bindingWithNodeOutcome, type NodeOutcome } from '../flavor/binding-outcome.ts';
 import { bootstrapSecretDeleteAfterMs } from '../flavor/bootstrap-secret.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
-import {
-  type FlavoredTokenStatus,
-  ISSUED_ANNOTATION,
-  LIMITS,
-  type TokenBinding,
-} from '../flavor/resources.ts';
+import { type FlavoredTokenStatus, ISSUED_ANNOTATION, type TokenBinding } from '../flavor/resources.ts';
 import { withRejections } from '../flavor/token-lifecycle.ts';
 import {
   decideBinding,

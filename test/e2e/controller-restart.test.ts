@@ -74,6 +74,15 @@ describe('controller restarts and failover', () => {
     return (await env.core.readNode({ name })).metadata?.labels?.['nodeflavor.io/flavor'];
   }
 
+  const secretDeleted = (tokenId: string) =>
+    waitFor(
+      async () =>
+        (await env.core
+          .readNamespacedSecret({ namespace: 'kube-system', name: `bootstrap-token-${tokenId}` })
+          .catch(() => undefined)) === undefined,
+      { what: `the consumed bootstrap Secret of ${tokenId} to be deleted after restart` },
+    );
+
   async function tokenRecord(name: string): Promise<TokenRecord> {
     return (await customObjects(env.kubeConfig).getClusterCustomObject({
       group: 'nodeflavor.io',
@@ -105,13 +114,7 @@ describe('controller restarts and failover', () => {
     });
     const record = await tokenRecord(token.name);
     assert.equal(record.status?.uses, 1, 'no token over its uses');
-    await waitFor(
-      async () =>
-        (await env.core
-          .readNamespacedSecret({ namespace: 'kube-system', name: `bootstrap-token-${token.tokenId}` })
-          .catch(() => undefined)) === undefined,
-      { what: 'the consumed bootstrap Secret to be deleted after restart' },
-    );
+    await secretDeleted(token.tokenId);
     await Promise.all(operators.splice(0).map((op) => op.stop()));
   });
 
@@ -143,13 +146,7 @@ describe('controller restarts and failover', () => {
     const after = await tokenRecord(token.name);
     assert.equal(after.status?.uses, 1);
     assert.equal(after.status?.bindings?.[0]?.nodeUID, node.metadata?.uid, 'the binding names this Node');
-    await waitFor(
-      async () =>
-        (await env.core
-          .readNamespacedSecret({ namespace: 'kube-system', name: `bootstrap-token-${token.tokenId}` })
-          .catch(() => undefined)) === undefined,
-      { what: 'the consumed bootstrap Secret to be deleted after restart' },
-    );
+    await secretDeleted(token.tokenId);
     await Promise.all(operators.splice(0).map((op) => op.stop()));
   });
 

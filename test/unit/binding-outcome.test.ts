@@ -5,7 +5,7 @@ import type { TokenBinding } from '../../src/flavor/resources.ts';
 
 const NOW = '2026-12-01T00:00:10Z';
 const bound: TokenBinding = { nodeName: 'n1', csrName: 'csr-1', boundAt: '2026-12-01T00:00:00Z' };
-const refused = { reason: 'InvalidToken', message: 'no match' };
+const refused = { reason: 'InvalidToken' as const, message: 'no match' };
 
 describe('bindingWithNodeOutcome', () => {
   const cases: {
@@ -75,7 +75,7 @@ describe('bindingWithNodeOutcome', () => {
   it('a long refusal message is cut to the status limit', () => {
     const got = bindingWithNodeOutcome(
       bound,
-      { uid: 'u1', failure: { reason: 'X', message: 'm'.repeat(5000) } },
+      { uid: 'u1', failure: { reason: 'Expired', message: 'm'.repeat(5000) } },
       NOW,
     );
     assert.ok((got.failure?.message.length ?? 0) < 5000);

@@ -276,8 +276,14 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     // A slow start is not a dead process: liveness only begins once the start-up probe passed,
     // which allows minutes, and then it restarts only after a minute and more of silence.
     assert.deepEqual(c.startupProbe.httpGet, { path: '/healthz', port: 'metrics' });
-    assert.ok(c.startupProbe.periodSeconds * c.startupProbe.failureThreshold >= 120, 'start-up may take 2 min');
-    assert.ok(c.livenessProbe.periodSeconds * c.livenessProbe.failureThreshold >= 60, 'liveness tolerates 1 min');
+    assert.ok(
+      c.startupProbe.periodSeconds * c.startupProbe.failureThreshold >= 120,
+      'start-up may take 2 min',
+    );
+    assert.ok(
+      c.livenessProbe.periodSeconds * c.livenessProbe.failureThreshold >= 60,
+      'liveness tolerates 1 min',
+    );
     assert.deepEqual(c.readinessProbe.httpGet, { path: '/readyz', port: 'metrics' });
     assert.ok(c.resources.requests.cpu && c.resources.requests.memory, 'resource requests');
     assert.ok(c.resources.limits.cpu && c.resources.limits.memory, 'resource limits');
