@@ -88,6 +88,22 @@ describe('renderJoinMaterial', () => {
     assert.equal(a.discoveryKubeconfig, b.discoveryKubeconfig);
   });
 
+  it('follows a new CA or endpoint (the last discovery kubeconfig is reused only for the same ones)', () => {
+    const rotated = '-----BEGIN CERTIFICATE-----\nMIIBrotatedCA\n-----END CERTIFICATE-----\n';
+    const caOf = (material: { discoveryKubeconfig: string }) =>
+      Buffer.from(
+        parse(material.discoveryKubeconfig).clusters[0].cluster['certificate-authority-data'],
+        'base64',
+      ).toString();
+    assert.equal(caOf(renderJoinMaterial(input())), CA_PEM);
+    assert.equal(caOf(renderJoinMaterial(input({ caCertPem: rotated }))), rotated);
+    assert.equal(caOf(renderJoinMaterial(input())), CA_PEM);
+    const moved = renderJoinMaterial(input({ apiServerEndpoint: 'api.example:443' }));
+    assert.equal(parse(moved.discoveryKubeconfig).clusters[0].cluster.server, 'https://api.example:443');
+    assert.throws(() => renderJoinMaterial(input({ caCertPem: 'not a cert' })), /PEM/);
+    assert.equal(caOf(renderJoinMaterial(input())), CA_PEM);
+  });
+
   it('renders token discovery (CA hash pin) when asked', () => {
     const material = renderJoinMaterial(input({ discovery: 'token' }));
     assert.equal(material.discovery, 'token');
