@@ -28,7 +28,7 @@ import {
   TOKEN_ID_LABEL,
   VERSION,
 } from '../flavor/resources.ts';
-import { kubeJson } from './fetch.ts';
+import { kubeCall } from './fetch.ts';
 import type { FlavorClassWatch } from './flavor-class-watch.ts';
 import { isNotFound, KubeError, toKubeError } from './kube-error.ts';
 
@@ -131,12 +131,12 @@ export class KubeTokenStore implements TokenKube {
   }
 
   // The three writes of an issuance (create the record, create the Secret, mark the record) go
-  // through kubeJson rather than client-node's generated clients: the same authentication, the
-  // same shared connection and deadline, without the generated serialisation layers (~7% of the
-  // issuer's CPU per token in the P3 profile).
+  // through kubeCall (fetch.ts) rather than client-node's generated clients: the same
+  // authentication, shared connection and deadline, without the generated serialisation layers
+  // and WHATWG fetch (together ~15% of the issuer's CPU per token in the P3 profile).
   async createFlavoredToken(token: FlavoredTokenInput): Promise<FlavoredToken> {
     const name = token.metadata.name ?? '';
-    const created = await kubeJson(this.#kubeConfig, 'POST', FLAVORED_TOKENS_PATH, {
+    const created = await kubeCall(this.#kubeConfig, 'POST', FLAVORED_TOKENS_PATH, {
       body: token,
       action: `create FlavoredToken '${name}'`,
     });
@@ -177,7 +177,7 @@ export class KubeTokenStore implements TokenKube {
   }
 
   async markFlavoredTokenIssued(name: string, at: string, resourceVersion?: string): Promise<void> {
-    await kubeJson(this.#kubeConfig, 'PATCH', `${FLAVORED_TOKENS_PATH}/${name}`, {
+    await kubeCall(this.#kubeConfig, 'PATCH', `${FLAVORED_TOKENS_PATH}/${name}`, {
       contentType: PatchStrategy.MergePatch,
       body: {
         metadata: {
@@ -270,7 +270,7 @@ export class KubeTokenStore implements TokenKube {
       },
     };
     // The answer (the Secret, token included) is read and dropped: nothing of it is kept.
-    await kubeJson(this.#kubeConfig, 'POST', BOOTSTRAP_SECRETS_PATH, {
+    await kubeCall(this.#kubeConfig, 'POST', BOOTSTRAP_SECRETS_PATH, {
       body,
       action: `create Secret ${BOOTSTRAP_TOKEN_NAMESPACE}/${name}`,
     });
