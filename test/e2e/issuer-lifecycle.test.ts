@@ -184,7 +184,7 @@ describe('the node administrator’s side: token lifecycle, watch, list, explain
     // The watch is open (its first event in) before the node joins: it is told, not polling.
     const watch = watchUntil(issued.id, (v) => v.phase === 'Verified');
     await watch.opened;
-    kubelets.push(await joinWith(issued.joinConfiguration, name));
+    kubelets.push(await joinWith(issued, name));
     const views = await watch.seen;
     const phases = views.map((v) => v.phase);
     assert.equal(phases[0], 'Issued');
@@ -232,7 +232,7 @@ describe('the node administrator’s side: token lifecycle, watch, list, explain
   it('a refused CSR: Failed with the reason, one aggregated Warning Event, and explain says what to do', async () => {
     const issued = await issue(adminToken, { nodeName: uniqueName('expected'), maxUses: 1 });
     for (const attempt of [uniqueName('wrong'), uniqueName('wrong')]) {
-      await assert.rejects(joinWith(issued.joinConfiguration, attempt, { timeoutMs: 30_000 }), JoinError);
+      await assert.rejects(joinWith(issued, attempt, { timeoutMs: 30_000 }), JoinError);
     }
     const failed = await waitFor(
       async () => {
@@ -273,7 +273,7 @@ describe('the node administrator’s side: token lifecycle, watch, list, explain
     const name = uniqueName('forged');
     // Registers with another issuance's (well-formed) flavor token: the HMAC check fails.
     kubelets.push(
-      await joinWith(issued.joinConfiguration, name, {
+      await joinWith(issued, name, {
         extraLabels: { 'nodeflavor.io/token': other.flavorToken },
       }),
     );
