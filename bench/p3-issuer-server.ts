@@ -5,7 +5,8 @@
 // certificate comes from a throwaway CA instead of the nodeflavor-issuer-tls Secret. Logs (pino
 // JSON, level info) go to a file. Writes {url, caPem, pid, statsUrl} to --ready-file once
 // listening; statsUrl (plain HTTP on 127.0.0.1) answers how many connections the process's HTTP
-// clients (undici, which @kubernetes/client-node uses) have opened so far. With --profile-dir,
+// clients (undici, which @kubernetes/client-node uses) have opened so far, and how many requests
+// they made, by verb and resource (`requests`). With --profile-dir,
 // SIGUSR2 starts and stops a CPU profile; SIGTERM closes the server and exits. statsUrl + 'metrics'
 // answers the issuer's Prometheus metrics. --settings JSON sets further issuer settings (top-level
 // keys replace the ones above; the abuse benchmark uses it for trustedProxies).
@@ -53,10 +54,33 @@ function arg(name: string, fallback?: string): string {
   return value;
 }
 
+/**
+ * "POST flavoredtokens", "GET configmaps", … for an API request path: what an issuance costs in
+ * requests (names dropped; watches apart, since they are long-lived and not per issuance).
+ */
+export function requestKind(method: string, path: string): string {
+  const [pathname = '', query = ''] = path.split('?');
+  const segments = pathname.split('/').filter((s) => s !== '');
+  // /api/v1/namespaces/NS/RESOURCE[/NAME[/SUB]] or /apis/G/V/RESOURCE[/NAME[/SUB]]
+  const rest = segments.slice(segments[0] === 'api' ? 2 : 3);
+  if (rest[0] === 'namespaces' && rest.length > 2) rest.splice(0, 2);
+  const resource = rest[0] ?? pathname;
+  const sub = rest.length > 2 ? `/${rest[2]}` : '';
+  const verb = /(^|&)watch=(true|1)/.test(query) ? 'WATCH' : method;
+  return `${verb} ${resource}${sub}`;
+}
+
 if (import.meta.main) {
   let connections = 0;
   subscribe('undici:client:connected', () => {
     connections += 1;
+  });
+  /** The issuer's own requests to the API server so far, by kind (the issuer's, not the API server's count). */
+  const requests: Record<string, number> = {};
+  subscribe('undici:request:create', (message) => {
+    const { request } = message as { request: { method: string; path: string } };
+    const kind = requestKind(request.method, request.path);
+    requests[kind] = (requests[kind] ?? 0) + 1;
   });
   let registry: Registry | undefined;
   const stats = createServer((req, res) => {
@@ -64,7 +88,7 @@ if (import.meta.main) {
       void registry.metrics().then((text) => res.writeHead(200, { 'content-type': 'text/plain' }).end(text));
       return;
     }
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ connections }));
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ connections, requests }));
   });
   await new Promise<void>((resolve) => stats.listen(0, '127.0.0.1', resolve));
   const statsUrl = `http://127.0.0.1:${(stats.address() as AddressInfo).port}/`;

@@ -5,7 +5,7 @@
 // request has a deadline and obeys the KubeConfig's fence (deadlines.ts); a watch opts out of
 // the deadline (`timeoutMs: 0`) and keeps its own inactivity watchdog instead.
 import { HttpMethod, type KubeConfig, RequestContext } from '@kubernetes/client-node';
-import { fetch, type Response } from 'undici';
+import { type Dispatcher, fetch, type Response, request as undiciRequest } from 'undici';
 import { requestSignal } from './deadlines.ts';
 import { KubeError, toKubeError } from './kube-error.ts';
 
@@ -122,5 +122,65 @@ export async function kubeJson<T = unknown>(
     status.reason ?? `HTTP${response.status}`,
     `${action}: ${status.message ?? `HTTP ${response.status}`}`,
     testFailed,
+  );
+}
+
+/**
+ * kubeJson over undici's `request` instead of WHATWG `fetch`: the same authentication, shared
+ * connection, deadline, request observer and errors, without fetch's Request/Headers/stream
+ * machinery (about half of the issuer's HTTP client CPU per token in the P3 profile). For the
+ * token issuer's three writes per issuance; the answer is parsed JSON, as kubeJson's.
+ */
+export async function kubeCall<T = unknown>(
+  kubeConfig: KubeConfig,
+  method: NonNullable<KubeFetchInit['method']>,
+  path: string,
+  options: { body?: unknown; contentType?: string; action?: string } = {},
+): Promise<T> {
+  const action = options.action ?? `${method} ${path}`;
+  let status: number;
+  let text: string;
+  try {
+    const cluster = kubeConfig.getCurrentCluster();
+    if (!cluster) throw new Error('kubeconfig has no current cluster');
+    const url = cluster.server.replace(/\/$/, '') + path;
+    const context = new RequestContext(url, method as HttpMethod);
+    const signal = requestSignal(kubeConfig);
+    await kubeConfig.applySecurityAuthentication(context);
+    try {
+      const response = await undiciRequest(url, {
+        method,
+        headers: {
+          ...context.getHeaders(),
+          Accept: 'application/json',
+          ...(options.body === undefined
+            ? {}
+            : { 'Content-Type': options.contentType ?? 'application/json' }),
+        },
+        body: options.body === undefined ? null : JSON.stringify(options.body),
+        dispatcher: context.getDispatcher() as Dispatcher | undefined,
+        ...(signal ? { signal } : {}),
+      });
+      status = response.statusCode;
+      text = await response.body.text();
+      requestObserver?.(method, status);
+    } catch (error) {
+      requestObserver?.(method, 0);
+      throw error;
+    }
+  } catch (error) {
+    throw toKubeError(error, action);
+  }
+  if (status >= 200 && status < 300) return (text ? JSON.parse(text) : undefined) as T;
+  let answer: { reason?: string; message?: string } = {};
+  try {
+    answer = JSON.parse(text) as typeof answer;
+  } catch {
+    // not a Status object
+  }
+  throw new KubeError(
+    status,
+    answer.reason ?? `HTTP${status}`,
+    `${action}: ${answer.message ?? `HTTP ${status}`}`,
   );
 }

@@ -28,6 +28,7 @@ import {
   TOKEN_ID_LABEL,
   VERSION,
 } from '../flavor/resources.ts';
+import { kubeCall } from './fetch.ts';
 import type { FlavorClassWatch } from './flavor-class-watch.ts';
 import { isNotFound, KubeError, toKubeError } from './kube-error.ts';
 
@@ -89,13 +90,18 @@ export interface TokenKube {
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
 
+const FLAVORED_TOKENS_PATH = `/apis/${GROUP}/${VERSION}/${FLAVORED_TOKEN_PLURAL}`;
+const BOOTSTRAP_SECRETS_PATH = `/api/v1/namespaces/${BOOTSTRAP_TOKEN_NAMESPACE}/secrets`;
+
 export class KubeTokenStore implements TokenKube {
+  readonly #kubeConfig: KubeConfig;
   readonly #core: CoreV1Api;
   readonly #custom: CustomObjectsApi;
   readonly #classes: FlavorClassWatch | undefined;
 
   /** With `classes`, FlavorClass lookups are served from its watch once it has synced. */
   constructor(kubeConfig: KubeConfig, classes?: FlavorClassWatch) {
+    this.#kubeConfig = kubeConfig;
     this.#core = kubeConfig.makeApiClient(CoreV1Api);
     this.#custom = kubeConfig.makeApiClient(CustomObjectsApi);
     this.#classes = classes;
@@ -124,16 +130,16 @@ export class KubeTokenStore implements TokenKube {
     return parseItems(FlavorClassSchema, list);
   }
 
+  // The three writes of an issuance (create the record, create the Secret, mark the record) go
+  // through kubeCall (fetch.ts) rather than client-node's generated clients: the same
+  // authentication, shared connection and deadline, without the generated serialisation layers
+  // and WHATWG fetch (together ~15% of the issuer's CPU per token in the P3 profile).
   async createFlavoredToken(token: FlavoredTokenInput): Promise<FlavoredToken> {
     const name = token.metadata.name ?? '';
-    const created = await call(`create FlavoredToken '${name}'`, () =>
-      this.#custom.createClusterCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural: FLAVORED_TOKEN_PLURAL,
-        body: token,
-      }),
-    );
+    const created = await kubeCall(this.#kubeConfig, 'POST', FLAVORED_TOKENS_PATH, {
+      body: token,
+      action: `create FlavoredToken '${name}'`,
+    });
     return parseObject(FlavoredTokenSchema, created, `FlavoredToken '${name}'`);
   }
 
@@ -171,23 +177,16 @@ export class KubeTokenStore implements TokenKube {
   }
 
   async markFlavoredTokenIssued(name: string, at: string, resourceVersion?: string): Promise<void> {
-    await call(`mark FlavoredToken '${name}' issued`, () =>
-      this.#custom.patchClusterCustomObject(
-        {
-          group: GROUP,
-          version: VERSION,
-          plural: FLAVORED_TOKEN_PLURAL,
-          name,
-          body: {
-            metadata: {
-              annotations: { [ISSUED_ANNOTATION]: at },
-              ...(resourceVersion === undefined ? {} : { resourceVersion }),
-            },
-          },
+    await kubeCall(this.#kubeConfig, 'PATCH', `${FLAVORED_TOKENS_PATH}/${name}`, {
+      contentType: PatchStrategy.MergePatch,
+      body: {
+        metadata: {
+          annotations: { [ISSUED_ANNOTATION]: at },
+          ...(resourceVersion === undefined ? {} : { resourceVersion }),
         },
-        mergePatch,
-      ),
-    );
+      },
+      action: `mark FlavoredToken '${name}' issued`,
+    });
   }
 
   async markFlavoredTokenRevoked(name: string): Promise<FlavoredToken> {
@@ -270,9 +269,11 @@ export class KubeTokenStore implements TokenKube {
         description: request.description,
       },
     };
-    await call(`create Secret ${BOOTSTRAP_TOKEN_NAMESPACE}/${name}`, () =>
-      this.#core.createNamespacedSecret({ namespace: BOOTSTRAP_TOKEN_NAMESPACE, body }),
-    );
+    // The answer (the Secret, token included) is read and dropped: nothing of it is kept.
+    await kubeCall(this.#kubeConfig, 'POST', BOOTSTRAP_SECRETS_PATH, {
+      body,
+      action: `create Secret ${BOOTSTRAP_TOKEN_NAMESPACE}/${name}`,
+    });
   }
 
   async deleteBootstrapSecret(tokenId: string): Promise<boolean> {
@@ -291,12 +292,20 @@ export class KubeTokenStore implements TokenKube {
    * be large): read it at most every 10 s.
    */
   #clusterInfo: { info: ClusterInfo; readAt: number } | undefined;
+  /** The read in flight: requests arriving while it runs share it (32 at once made 18 GETs). */
+  #clusterInfoRead: Promise<ClusterInfo> | undefined;
 
   async readClusterInfo(): Promise<ClusterInfo> {
     if (this.#clusterInfo && Date.now() - this.#clusterInfo.readAt < 10_000) return this.#clusterInfo.info;
-    const info = await this.#readClusterInfo();
-    this.#clusterInfo = { info, readAt: Date.now() };
-    return info;
+    this.#clusterInfoRead ??= this.#readClusterInfo()
+      .then((info) => {
+        this.#clusterInfo = { info, readAt: Date.now() };
+        return info;
+      })
+      .finally(() => {
+        this.#clusterInfoRead = undefined;
+      });
+    return this.#clusterInfoRead;
   }
 
   async #readClusterInfo(): Promise<ClusterInfo> {

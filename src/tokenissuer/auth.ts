@@ -221,14 +221,31 @@ export function createCallerAuth(
     return { username: user.username, via: 'kubernetes', kubeUser: user, owner: kubernetesOwner(user) };
   }
 
+  /**
+   * SubjectAccessReviews in flight by cache key: requests of one caller arriving together (or
+   * when its cached answer expires under load) share one review instead of each making its own.
+   */
+  const decisionsInFlight = new Map<string, Promise<boolean>>();
+
   async function userCan(user: KubeUser, check: ResourceCheck): Promise<boolean> {
     if (!reviews) return false;
     const key = reviewCacheKey(user, check);
     const cached = cacheMs > 0 ? decisions.get(key, now()) : undefined;
     if (cached !== undefined) return cached;
-    const allowed = await reviews.userCan(user, check);
-    if (cacheMs > 0) decisions.set(key, allowed, cacheMs, now());
-    return allowed;
+    if (cacheMs <= 0) return reviews.userCan(user, check);
+    const pending = decisionsInFlight.get(key);
+    if (pending) return pending;
+    const decided = (async () => {
+      try {
+        const allowed = await reviews.userCan(user, check);
+        decisions.set(key, allowed, cacheMs, now());
+        return allowed;
+      } finally {
+        decisionsInFlight.delete(key);
+      }
+    })();
+    decisionsInFlight.set(key, decided);
+    return decided;
   }
 
   function review(token: string, ticket: Ticket): Promise<Caller | undefined> {

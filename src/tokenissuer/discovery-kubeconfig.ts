@@ -35,6 +35,17 @@ export interface DiscoveryKubeconfigInput {
  * kube-public/cluster-info holds it; kubeadm picks the unnamed cluster.
  */
 export function renderDiscoveryKubeconfig(input: DiscoveryKubeconfigInput): string {
+  // The same for every token of a cluster: the last one rendered is reused (no secret in it).
+  if (lastRendered?.endpoint === input.apiServerEndpoint && lastRendered.caCertPem === input.caCertPem)
+    return lastRendered.kubeconfig;
+  const kubeconfig = render(input);
+  lastRendered = { endpoint: input.apiServerEndpoint, caCertPem: input.caCertPem, kubeconfig };
+  return kubeconfig;
+}
+
+let lastRendered: { endpoint: string; caCertPem: string; kubeconfig: string } | undefined;
+
+function render(input: DiscoveryKubeconfigInput): string {
   if (!PEM_CERTIFICATE.test(input.caCertPem.trim() + '\n')) {
     throw new Error('discovery kubeconfig: the cluster CA is not a PEM certificate');
   }

@@ -266,6 +266,48 @@ describe('Kubernetes callers', () => {
     assert.equal(reviews.accessReviews.length - before, 3);
   });
 
+  it('shares one SubjectAccessReview among requests arriving together, and caches its answer', async () => {
+    const reviews = new FakeReviews();
+    reviews.addUser('t1', 'alice', ['sweet']);
+    let now = 0;
+    const config = parseIssuerConfig({ tls: { certPem: 'x', keyPem: 'y' }, auth: { cacheSeconds: 10 } }).auth;
+    const auth = createCallerAuth(config, reviews, () => now);
+    const caller = await auth.authenticate('Bearer t1');
+    const answers = await Promise.all(Array.from({ length: 32 }, () => auth.mayUse(caller, 'sweet')));
+    assert.deepEqual(new Set(answers), new Set([true]));
+    assert.equal(reviews.accessReviews.length, 1, '32 requests at once: one review');
+    // Denials are shared the same way, and a different flavor is a review of its own.
+    const denied = await Promise.all([auth.mayUse(caller, 'sour'), auth.mayUse(caller, 'sour')]);
+    assert.deepEqual(denied, [false, false]);
+    assert.equal(reviews.accessReviews.length, 2);
+    // Once the cached answer expires, the next burst makes one review again.
+    now = 11_000;
+    await auth.authenticate('Bearer t1');
+    await Promise.all(Array.from({ length: 8 }, () => auth.mayUse(caller, 'sweet')));
+    assert.equal(reviews.accessReviews.length, 3);
+  });
+
+  it('does not keep a failed SubjectAccessReview: the next request asks again', async () => {
+    const reviews = new FakeReviews();
+    reviews.addUser('t1', 'alice', ['sweet']);
+    const config = parseIssuerConfig({ tls: { certPem: 'x', keyPem: 'y' }, auth: { cacheSeconds: 10 } }).auth;
+    const auth = createCallerAuth(config, reviews, () => 0);
+    const caller = await auth.authenticate('Bearer t1');
+    const userCan = reviews.userCan.bind(reviews);
+    let fail = true;
+    reviews.userCan = async (user, check) => {
+      if (fail) throw new Error('API server unreachable');
+      return userCan(user, check);
+    };
+    const failed = await Promise.allSettled([auth.mayUse(caller, 'sweet'), auth.mayUse(caller, 'sweet')]);
+    assert.deepEqual(
+      failed.map((r) => r.status),
+      ['rejected', 'rejected'],
+    );
+    fail = false;
+    assert.equal(await auth.mayUse(caller, 'sweet'), true);
+  });
+
   it('gives each caller an owner digest from its username and uid', async () => {
     const reviews = new FakeReviews();
     reviews.addUser('a', 'alice', [], { user: { uid: 'u-1' } });

@@ -5,7 +5,11 @@ import { parse } from 'yaml';
 import { generateBootstrapToken, parseBootstrapToken } from '../../src/flavor/bootstrap-token.ts';
 import { Secret } from '../../src/flavor/secret.ts';
 import type { JoinMaterialInput } from '../../src/tokenissuer/join-material.ts';
-import { renderJoinMaterial } from '../../src/tokenissuer/join-material.ts';
+import {
+  type DocumentShape,
+  renderDocumentsDirectly,
+  renderJoinMaterial,
+} from '../../src/tokenissuer/join-material.ts';
 import { seededRandomBytes } from './support/random.ts';
 
 const CA_CERT_HASH = `sha256:${'0f'.repeat(32)}`;
@@ -86,6 +90,22 @@ describe('renderJoinMaterial', () => {
       }),
     );
     assert.equal(a.discoveryKubeconfig, b.discoveryKubeconfig);
+  });
+
+  it('follows a new CA or endpoint (the last discovery kubeconfig is reused only for the same ones)', () => {
+    const rotated = '-----BEGIN CERTIFICATE-----\nMIIBrotatedCA\n-----END CERTIFICATE-----\n';
+    const caOf = (material: { discoveryKubeconfig: string }) =>
+      Buffer.from(
+        parse(material.discoveryKubeconfig).clusters[0].cluster['certificate-authority-data'],
+        'base64',
+      ).toString();
+    assert.equal(caOf(renderJoinMaterial(input())), CA_PEM);
+    assert.equal(caOf(renderJoinMaterial(input({ caCertPem: rotated }))), rotated);
+    assert.equal(caOf(renderJoinMaterial(input())), CA_PEM);
+    const moved = renderJoinMaterial(input({ apiServerEndpoint: 'api.example:443' }));
+    assert.equal(parse(moved.discoveryKubeconfig).clusters[0].cluster.server, 'https://api.example:443');
+    assert.throws(() => renderJoinMaterial(input({ caCertPem: 'not a cert' })), /PEM/);
+    assert.equal(caOf(renderJoinMaterial(input())), CA_PEM);
   });
 
   it('renders token discovery (CA hash pin) when asked', () => {
@@ -188,6 +208,61 @@ describe('renderJoinMaterial', () => {
       assert.equal(byToken.joinConfiguration.length, lettersByToken.joinConfiguration.length);
       assert.equal(byToken.cloudInit.length, lettersByToken.cloudInit.length);
       assert.equal(parse(byToken.joinConfiguration).discovery.bootstrapToken.token, token);
+    }
+  });
+
+  const shapeOf = (material: ReturnType<typeof renderJoinMaterial>, over: Partial<JoinMaterialInput>) =>
+    ({
+      apiServerEndpoint: material.apiServerEndpoint,
+      caCertHash: material.caCertHash,
+      discovery: material.discovery,
+      discoveryKubeconfigPath: material.discoveryKubeconfigPath,
+      discoveryKubeconfig: material.discoveryKubeconfig,
+      tokenLabelKey: 'nodeflavor.io/token',
+      quarantineTaint:
+        over.quarantineTaint === undefined
+          ? { key: 'nodeflavor.io/unverified', effect: 'NoSchedule' }
+          : over.quarantineTaint,
+    }) satisfies DocumentShape;
+
+  for (const over of [
+    {},
+    { discovery: 'token' as const },
+    { quarantineTaint: null },
+    { discoveryKubeconfigPath: '/opt/join/discovery.conf' },
+  ] satisfies Partial<JoinMaterialInput>[]) {
+    it(`fills the cached templates exactly as the YAML library renders each token, ${JSON.stringify(over)} (property)`, () => {
+      fc.assert(
+        fc.property(fc.string(), fc.stringMatching(/^[a-z2-7]{52}$/), (seed, flavorToken) => {
+          const token = generateBootstrapToken(seededRandomBytes(seed));
+          const material = renderJoinMaterial(
+            input({ ...over, token, flavorToken: new Secret(flavorToken) }),
+          );
+          const direct = renderDocumentsDirectly(
+            shapeOf(material, over),
+            `${token.id}.${token.secret.reveal()}`,
+            flavorToken,
+          );
+          assert.equal(material.joinConfiguration, direct.joinConfiguration);
+          assert.equal(material.cloudInit, direct.cloudInit);
+        }),
+        { numRuns: 50 },
+      );
+    });
+  }
+
+  it('renders directly when the cluster data holds a placeholder (the template would cut it wrongly)', () => {
+    const over = { apiServerEndpoint: 'qqqqqq.qqqqqqqqqqqqqqqq:6443', discovery: 'token' as const };
+    for (const secret of ['0123456789abcdef', 'fedcba9876543210']) {
+      const token = parseBootstrapToken(`abcdef.${secret}`);
+      const material = renderJoinMaterial(input({ ...over, token }));
+      const direct = renderDocumentsDirectly(shapeOf(material, over), `abcdef.${secret}`, FLAVOR_TOKEN);
+      assert.equal(material.joinConfiguration, direct.joinConfiguration);
+      assert.equal(material.cloudInit, direct.cloudInit);
+      assert.equal(
+        parse(material.joinConfiguration).discovery.bootstrapToken.apiServerEndpoint,
+        over.apiServerEndpoint,
+      );
     }
   });
 

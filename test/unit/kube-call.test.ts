@@ -1,0 +1,135 @@
+// kubeCall (src/kube/fetch.ts), the issuer's lean JSON request: the same headers, answers and
+// errors as kubeJson, against a local HTTP server standing in for the API server.
+import assert from 'node:assert/strict';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { KubeConfig } from '@kubernetes/client-node';
+import { withRequestDeadlines } from '../../src/kube/deadlines.ts';
+import { kubeCall, kubeJson } from '../../src/kube/fetch.ts';
+import { isAlreadyExists, KubeError } from '../../src/kube/kube-error.ts';
+
+interface Seen {
+  method: string;
+  url: string;
+  headers: IncomingMessage['headers'];
+  body: string;
+}
+
+const seen: Seen[] = [];
+const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+  let body = '';
+  req.on('data', (chunk: Buffer) => {
+    body += chunk.toString();
+  });
+  req.on('end', () => {
+    seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body });
+    const json = (status: number, value: unknown) =>
+      res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value));
+    if (req.url === '/slow') return; // never answers
+    if (req.url === '/exists')
+      return json(409, {
+        kind: 'Status',
+        reason: 'AlreadyExists',
+        message: 'secrets "bootstrap-token-abcdef" already exists',
+      });
+    if (req.url === '/garbage') return res.writeHead(502).end('<html>bad gateway</html>');
+    if (req.url === '/empty') return res.writeHead(200).end();
+    return json(req.method === 'POST' ? 201 : 200, { echoed: body === '' ? null : JSON.parse(body) });
+  });
+});
+
+let kubeConfig: KubeConfig;
+before(async () => {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  kubeConfig = new KubeConfig();
+  kubeConfig.loadFromOptions({
+    clusters: [
+      {
+        name: 'fake',
+        server: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
+        skipTLSVerify: true,
+      },
+    ],
+    users: [{ name: 'fake', token: 'bearer-for-test' }],
+    contexts: [{ name: 'fake', cluster: 'fake', user: 'fake' }],
+    currentContext: 'fake',
+  });
+  withRequestDeadlines(kubeConfig, 2000);
+});
+after(() => {
+  server.closeAllConnections();
+  server.close();
+});
+
+describe('kubeCall', () => {
+  it('sends JSON with the credentials and content type, and answers the parsed body', async () => {
+    const answer = await kubeCall<{ echoed: unknown }>(kubeConfig, 'PATCH', '/apis/x/v1/things/a', {
+      body: { metadata: { annotations: { a: 'b' } } },
+      contentType: 'application/merge-patch+json',
+    });
+    assert.deepEqual(answer, { echoed: { metadata: { annotations: { a: 'b' } } } });
+    const request = seen.at(-1) as Seen;
+    assert.equal(request.method, 'PATCH');
+    assert.equal(request.url, '/apis/x/v1/things/a');
+    assert.equal(request.headers.authorization, 'Bearer bearer-for-test');
+    assert.equal(request.headers['content-type'], 'application/merge-patch+json');
+    assert.equal(request.headers.accept, 'application/json');
+    assert.equal(await kubeCall(kubeConfig, 'GET', '/empty'), undefined);
+  });
+
+  it('answers exactly as kubeJson does', async () => {
+    for (const path of ['/a', '/empty']) {
+      assert.deepEqual(
+        await kubeCall(kubeConfig, 'POST', path, { body: { x: 1 } }),
+        await kubeJson(kubeConfig, 'POST', path, { body: { x: 1 } }),
+      );
+    }
+    for (const path of ['/exists', '/garbage']) {
+      const errors = await Promise.all(
+        [kubeCall, kubeJson].map((call) =>
+          call(kubeConfig, 'POST', path, { body: {}, action: 'create it' }).then(
+            () => assert.fail('should have failed'),
+            (error: KubeError) => [error.status, error.reason, error.message],
+          ),
+        ),
+      );
+      assert.deepEqual(errors[0], errors[1]);
+    }
+  });
+
+  it('turns a Status into a KubeError (AlreadyExists stays recognisable), never the request body', async () => {
+    await assert.rejects(
+      kubeCall(kubeConfig, 'POST', '/exists', {
+        body: { stringData: { 'token-secret': '0123456789abcdef' } },
+        action: 'create Secret kube-system/bootstrap-token-abcdef',
+      }),
+      (error: unknown) => {
+        assert.ok(error instanceof KubeError);
+        assert.equal(error.status, 409);
+        assert.ok(isAlreadyExists(error));
+        assert.match(error.message, /^create Secret kube-system\/bootstrap-token-abcdef: secrets/);
+        assert.ok(!error.message.includes('0123456789abcdef'));
+        return true;
+      },
+    );
+    await assert.rejects(kubeCall(kubeConfig, 'GET', '/garbage'), { status: 502, reason: 'HTTP502' });
+  });
+
+  it("gives up at the KubeConfig's deadline", async () => {
+    const started = Date.now();
+    await assert.rejects(kubeCall(kubeConfig, 'GET', '/slow'), { status: 0, reason: 'Timeout' });
+    assert.ok(Date.now() - started < 10_000);
+  });
+
+  it('says Unreachable when nothing listens', async () => {
+    const nowhere = new KubeConfig();
+    nowhere.loadFromOptions({
+      clusters: [{ name: 'n', server: 'http://127.0.0.1:1', skipTLSVerify: true }],
+      users: [{ name: 'n' }],
+      contexts: [{ name: 'n', cluster: 'n', user: 'n' }],
+      currentContext: 'n',
+    });
+    await assert.rejects(kubeCall(nowhere, 'GET', '/x'), { status: 0, reason: 'Unreachable' });
+  });
+});
