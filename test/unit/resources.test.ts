@@ -130,7 +130,7 @@ describe('CRD manifests', () => {
       plural: FLAVOR_CLASS_PLURAL,
       singular: FLAVOR_CLASS_SINGULAR,
       short: FLAVOR_CLASS_SHORT_NAME,
-      columns: ['Nodes', 'Description', 'Age'],
+      columns: ['Nodes', 'Ready', 'Description', 'Age'],
     },
     {
       crd: ftCrd,
