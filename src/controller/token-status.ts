@@ -13,7 +13,7 @@ import { tokenIdOf } from './state.ts';
 const MAX_ATTEMPTS = 5;
 
 /** True once the token's bootstrap Secret is known gone: it is never deleted again. */
-export const SECRET_DELETED_CONDITION = 'SecretDeleted';
+const SECRET_DELETED_CONDITION = 'SecretDeleted';
 
 export function rfc3339(date: Date): string {
   return date.toISOString().replace(/\.\d{3}Z$/, 'Z');

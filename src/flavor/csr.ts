@@ -8,12 +8,12 @@ import { isDnsSubdomain } from './resources.ts';
 
 x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
 
-export const NODE_USER_PREFIX = 'system:node:';
+const NODE_USER_PREFIX = 'system:node:';
 export const NODES_GROUP = 'system:nodes';
 const MAX_CSR_BYTES = 16 * 1024;
 
 /** The requested key, as far as an approver judges it. */
-export interface CsrPublicKey {
+interface CsrPublicKey {
   algorithm: string;
   /** RSA modulus length. */
   bits?: number;

@@ -8,7 +8,7 @@ import type { DesiredNodeState } from '../flavor/converge.ts';
 import { kubeJson } from './fetch.ts';
 import { KubeError } from './kube-error.ts';
 
-export const FIELD_MANAGER = 'nodeflavor';
+const FIELD_MANAGER = 'nodeflavor';
 
 export interface TrimmedNode {
   metadata: {

@@ -15,9 +15,9 @@ import { type FieldError, IssuerError } from './errors.ts';
 const DNS_SUBDOMAIN_RE = new RegExp(DNS_SUBDOMAIN_PATTERN);
 
 /** A token must stay valid at least this long after it is issued, or no node could use it. */
-export const MIN_VALIDITY_MS = 5_000;
+const MIN_VALIDITY_MS = 5_000;
 
-export const IssueRequestSchema = z
+const IssueRequestSchema = z
   .strictObject({
     flavorClassName: z
       .string({
