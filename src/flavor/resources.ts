@@ -386,7 +386,7 @@ export const FlavoredTokenSpecSchema = z
     }
   });
 /** A FlavoredToken spec as written (defaulted fields optional). */
-export type FlavoredTokenSpecInput = z.input<typeof FlavoredTokenSpecSchema>;
+type FlavoredTokenSpecInput = z.input<typeof FlavoredTokenSpecSchema>;
 
 const TokenBindingSchema = z.object({
   /** The node's name (CSR common name system:node:<name>). */

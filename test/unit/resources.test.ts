@@ -8,7 +8,6 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, it } from 'node:test';
 import { parse } from 'yaml';
-import type { FlavoredTokenSpecInput } from '../../src/flavor/resources.ts';
 import {
   API_VERSION,
   CATEGORY,
