@@ -1,5 +1,6 @@
 // Wires the controller: four list/watch caches (every replica keeps them warm), three work queues
-// that only the leader drains (nodes, tokens, FlavorClass status), the event → key mapping, periodic resync, and leader election.
+// that only the leader drains (nodes, tokens, FlavorClass status), the event → key mapping,
+// periodic resync, and leader election.
 // Each leadership is a term: the reconcilers write through a KubeConfig fenced by the term's
 // signal, so when the term ends (the Lease lost, or not renewed by the renew deadline) the work
 // in flight is cut off with it, not just the work still queued.
