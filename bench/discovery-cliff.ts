@@ -67,8 +67,8 @@ import {
   summary,
   waitReady,
 } from './lib.ts';
-import { controlPlanePids, ProcessCpu } from './p2-process-cpu.ts';
 import { waitForFile } from './p3-issuance.ts';
+import { controlPlanePids, ProcessCpu } from './profiling.ts';
 
 type Mode = 'kubeadm' | 'token' | 'file' | 'file-nosigner';
 const MODE_NAMES: Record<Mode, string> = {

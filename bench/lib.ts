@@ -6,7 +6,7 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { ControlPlane } from '../test/e2e/cluster/controlplane.ts';
 import { versions } from '../test/e2e/cluster/versions.ts';
-import { newestProfile, profileLines, summariseProfile } from './p2-cpu-profile.ts';
+import { newestProfile, profileLines, summariseProfile } from './profiling.ts';
 
 export { freePort } from '../test/e2e/cluster/ports.ts';
 

@@ -13,8 +13,8 @@
 //   and a probe waits until the API server enforces it) so that drift on a shared machine hits
 //   all three alike. The webhook runs in this process, as in the e2e suite, behind startAdmission
 //   (webhook mode, registered by URL on 127.0.0.1); the load below uses separate processes.
-//   Webhook server alone: p2-webhook-server.ts (startWebhookServer) in one process, the undici
-//   load generator p2-webhook-load.ts in another; reviews/s.
+//   Webhook server alone: p2-webhook.ts server (startWebhookServer) in one process, the undici
+//   load generator p2-webhook.ts load in another; reviews/s.
 //   node --import tsx bench/p2-admission.ts [--scale quick] [--cpu-prof]   (or BENCH_CPU_PROF=1)
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
@@ -56,17 +56,22 @@ import {
   type Scale,
   summary,
 } from './lib.ts';
-import { MetricDeltas } from './p2-apiserver-metrics.ts';
-import { newestProfile, profileLines, summariseProfile } from './p2-cpu-profile.ts';
-import { controlPlanePids, ProcessCpu } from './p2-process-cpu.ts';
 import {
+  type LoadResult,
   P2_ADMIN_GROUP,
   P2_ADMIN_NAMESPACE,
   P2_FLAVOR,
   P2_FLAVOR_KEYS,
   P2_TIER_LABEL,
-} from './p2-reviews.ts';
-import type { LoadResult } from './p2-webhook-load.ts';
+} from './p2-webhook.ts';
+import {
+  controlPlanePids,
+  MetricDeltas,
+  newestProfile,
+  ProcessCpu,
+  profileLines,
+  summariseProfile,
+} from './profiling.ts';
 
 const NAME = 'nodeflavor-p2';
 const OPERATOR_NAMESPACE = 'p2-operator';
@@ -250,7 +255,8 @@ async function webhookUnderLoad(
       ...chartNodeOptions(),
       '--import',
       'tsx',
-      join(import.meta.dirname, 'p2-webhook-server.ts'),
+      join(import.meta.dirname, 'p2-webhook.ts'),
+      'server',
       '--ready-file',
       readyFile,
       '--log-file',
@@ -276,7 +282,8 @@ async function webhookUnderLoad(
         [
           '--import',
           'tsx',
-          join(import.meta.dirname, 'p2-webhook-load.ts'),
+          join(import.meta.dirname, 'p2-webhook.ts'),
+          'load',
           '--port',
           String(port),
           '--ca-file',

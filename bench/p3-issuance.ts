@@ -41,11 +41,16 @@ import {
   type Scale,
   summary,
 } from './lib.ts';
-import { MetricDeltas } from './p2-apiserver-metrics.ts';
-import { newestProfile, profileLines, summariseProfile } from './p2-cpu-profile.ts';
-import { controlPlanePids, ProcessCpu } from './p2-process-cpu.ts';
-import { toggleProfile } from './p2-signal-profiler.ts';
 import { P3_RATE_LIMIT } from './p3-issuer-server.ts';
+import {
+  controlPlanePids,
+  MetricDeltas,
+  newestProfile,
+  ProcessCpu,
+  profileLines,
+  summariseProfile,
+  toggleProfile,
+} from './profiling.ts';
 
 const FLAVOR = 'p3-bench';
 const PORTAL_NAMESPACE = 'p3-portal';

@@ -26,7 +26,7 @@ import type { Registry } from 'prom-client';
 import { createCertificateAuthority, issueCertificate } from '../src/pki/certs.ts';
 import { parseIssuerConfig } from '../src/tokenissuer/config.ts';
 import { startTokenIssuer } from '../src/tokenissuer/server.ts';
-import { profileOnSignal } from './p2-signal-profiler.ts';
+import { profileOnSignal } from './profiling.ts';
 
 /** Far above anything the benchmark asks for: the figure is the issuer's, not the limiter's. */
 export const P3_RATE_LIMIT = { capacity: 100_000, refillPerSecond: 100_000 };

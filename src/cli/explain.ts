@@ -9,9 +9,9 @@ import { tokenLifecycle } from '../flavor/token-lifecycle.ts';
 import { FAILURE_REASONS, type NodeFacts, readVerificationRecord } from '../flavor/verdict.ts';
 import type { CsrSummary, EventSummary } from '../kube/explain-facts.ts';
 
-export type NodeState = 'verified' | 'quarantined' | 'waiting' | 'unmanaged';
+type NodeState = 'verified' | 'quarantined' | 'waiting' | 'unmanaged';
 
-export interface NodeConclusion {
+interface NodeConclusion {
   state: NodeState;
   flavor: string | null;
   reason: string | null;
@@ -101,7 +101,7 @@ export function nodeReason(node: NodeFacts, tokens: FlavoredToken[], events: Eve
 }
 
 /** `5m`, `3h`, `2d`: how long ago. */
-export function ago(iso: string | null | undefined, now: Date): string {
+function ago(iso: string | null | undefined, now: Date): string {
   if (!iso) return '<unknown>';
   const seconds = Math.max(0, Math.round((now.getTime() - Date.parse(iso)) / 1000));
   if (seconds < 120) return `${seconds}s`;

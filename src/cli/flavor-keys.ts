@@ -23,8 +23,8 @@ import {
 import { KubeError } from '../kube/kube-error.ts';
 import { asJson, asYaml, table } from './flavor-output.ts';
 
-export const KEYS_COMMANDS = ['list', 'add', 'activate', 'retire', 'init'] as const;
-export type KeysCommand = (typeof KEYS_COMMANDS)[number];
+const KEYS_COMMANDS = ['list', 'add', 'activate', 'retire', 'init'] as const;
+type KeysCommand = (typeof KEYS_COMMANDS)[number];
 
 /** A usage problem of a keys command (exit 2), checked before the cluster is contacted; undefined if fine. */
 export function keysUsageError(args: string[]): string | undefined {

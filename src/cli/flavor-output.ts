@@ -23,7 +23,7 @@ export function asYaml(value: unknown): string {
 }
 
 /** `3h`, `12m`, `40s`, or `-` once past. */
-export function relativeTime(iso: string | null, now: Date): string {
+function relativeTime(iso: string | null, now: Date): string {
   if (iso === null) return '<none>';
   const seconds = Math.round((Date.parse(iso) - now.getTime()) / 1000);
   if (seconds <= 0) return 'expired';

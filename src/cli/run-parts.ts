@@ -21,7 +21,7 @@ import { listenAddress, startAdmission } from '../webhook/index.ts';
 import { SelfManagedTls } from '../webhook/self-managed-tls.ts';
 import { DEFAULT_SERVING_LIFETIME_MS, servingNames } from '../webhook/tls.ts';
 
-export interface RunningPart {
+interface RunningPart {
   check: ReadinessCheck;
   stop: () => Promise<void>;
 }

@@ -14,7 +14,7 @@ import { type GuardDecision, guardDecision, identityRefusal, type StartupConfig 
 
 const MAX_RETRY_DELAY_MS = 5_000;
 
-export interface StartupVerdict {
+interface StartupVerdict {
   username: string;
   /** The one line to exit with (code 2), when the process must not run. */
   refusal?: string;

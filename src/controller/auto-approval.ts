@@ -9,7 +9,7 @@ import type { Gauge } from 'prom-client';
 import type { KubeReviews } from '../kube/reviews.ts';
 
 /** A bootstrap token's user as the API server builds it, with the configured extra group. */
-export function bootstrapRequester(bootstrapGroup: string) {
+function bootstrapRequester(bootstrapGroup: string) {
   return {
     username: 'system:bootstrap:nfprobe',
     groups: ['system:bootstrappers', bootstrapGroup, 'system:authenticated'],

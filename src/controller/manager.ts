@@ -1,6 +1,7 @@
-// Wires the controller: four list/watch caches (every replica keeps them warm), three work queues
-// (tokens, nodes, CSRs: one owner each of FlavoredToken status, Nodes and CSR approvals) that only
-// the leader drains, the event → key mapping, periodic resync, and leader election.
+// Wires the controller: four list/watch caches (every replica keeps them warm), four work queues
+// (tokens, nodes, CSRs, FlavorClass status: one owner each of FlavoredToken status, Nodes, CSR
+// approvals and FlavorClass status) that only the leader drains, the event → key mapping, periodic
+// resync, and leader election.
 // Each leadership is a term: the reconcilers write through a KubeConfig fenced by the term's
 // signal, so when the term ends (the Lease lost, or not renewed by the renew deadline) the work
 // in flight is cut off with it, not just the work still queued.
@@ -23,6 +24,7 @@ import { type TrimmedNode, trimNode } from '../kube/node-writes.ts';
 import { KubeReviews } from '../kube/reviews.ts';
 import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
 import { checkAutoApproval } from './auto-approval.ts';
+import { FlavorClassStatusReconciler } from './class-status.ts';
 import type { Caches, ControllerContext } from './context.ts';
 import { reconcileCsr } from './csrs.ts';
 import { controllerMetrics } from './metrics.ts';
@@ -37,7 +39,7 @@ export interface ControllerHandle {
   isLeader: () => boolean;
   /** The caches still waiting for their first list (for /readyz). */
   unsyncedCaches: () => string[];
-  /** Resolves when both queues are empty (tests, benchmarks). */
+  /** Resolves when every queue is empty (tests, benchmarks). */
   idle: () => Promise<void>;
   caches: Caches;
   stop: () => Promise<void>;
@@ -132,6 +134,7 @@ export function startController(options: {
     // RSS with pages of 500, 202–206 MiB with 100, no slower to sync; bench/RESULTS.md, P4).
     pageSize: 100,
     onEvent: (type, node) => {
+      classStatus.onNode(type, node);
       if (type !== 'DELETED') nodeQueue.add(node.metadata.name);
       // A Node gone (or re-created under its name) frees the bindings that name it.
       if (type !== 'MODIFIED')
@@ -174,7 +177,10 @@ export function startController(options: {
     kubeConfig,
     path: `/apis/${GROUP}/${VERSION}/${FLAVOR_CLASS_PLURAL}`,
     transform: withoutManagedFields<StoredFlavorClass>,
-    onEvent: (_type, flavorClass) => {
+    onEvent: (type, flavorClass, previous) => {
+      classStatus.onClass(type, flavorClass);
+      // A status write (ours) leaves the generation as it was: no node's verdict can change.
+      if (type === 'MODIFIED' && flavorClass.metadata.generation === previous?.metadata.generation) return;
       // A class edit (or a new class naming new protected keys) can change any node's verdict.
       for (const token of tokens.list()) {
         if (token.spec.flavorClassName !== flavorClass.metadata.name) continue;
@@ -189,6 +195,14 @@ export function startController(options: {
     onRestart: restart('flavorclasses'),
   });
   const caches: Caches = { nodes, csrs, tokens, classes };
+  // The one writer of FlavorClass status (its own queue; fed by the Node and FlavorClass caches).
+  const classStatus: FlavorClassStatusReconciler = new FlavorClassStatusReconciler({
+    classes,
+    metrics,
+    log,
+    workers: config.workers,
+    now: () => new Date(),
+  });
 
   const recorder = new EventRecorder(kubeConfig, { component: 'nodeflavor-controller' });
   /** The context of one term: every write (and Event) goes through the term's fenced KubeConfig. */
@@ -228,6 +242,7 @@ export function startController(options: {
     // CSRs of our tokens are judged with their token; the others are refused on their own.
     for (const csr of csrs.list())
       if (!indexes.tokenNameById.has(csrTokenId(csr) ?? '')) csrQueue.add(csr.metadata.name);
+    classStatus.enqueueAll();
   };
   const resyncTimer = setInterval(enqueueAll, config.resync);
   resyncTimer.unref();
@@ -249,12 +264,14 @@ export function startController(options: {
     tokenQueue.start();
     nodeQueue.start();
     csrQueue.start();
+    classStatus.start(ctx.kubeConfig);
   };
   const stopWorking = () => {
     // Queued work stays queued (the next term runs it); work in flight fails with the fence.
     tokenQueue.stop();
     nodeQueue.stop();
     csrQueue.stop();
+    classStatus.stop();
     metrics.isLeader.set(0);
     if (leading) log.warn({ identity }, 'stopped leading: stopped reconciling, in-flight writes cancelled');
     leading = false;
@@ -311,6 +328,7 @@ export function startController(options: {
       await tokenQueue.whenIdle();
       await nodeQueue.whenIdle();
       await csrQueue.whenIdle();
+      await classStatus.whenIdle();
     },
     stop: async () => {
       stopped = true;

@@ -40,7 +40,7 @@ import type { ControllerContext } from './context.ts';
 import { boundTokensFor, nodeFacts } from './state.ts';
 import { rfc3339 } from './token-status.ts';
 
-export function flavorClassMap(ctx: ControllerContext): Map<string, FlavorClassSpec> {
+function flavorClassMap(ctx: ControllerContext): Map<string, FlavorClassSpec> {
   return new Map(ctx.caches.classes.list().map((c) => [c.metadata.name, c.spec ?? {}]));
 }
 

@@ -2,7 +2,6 @@
 // FlavorClasses, plus the indexes the reconcilers need to stay O(1) per key at thousands of
 // nodes (token ID → token, token ID → CSRs, node name → tokens that bound it).
 import { parseKubeletCsr } from '../flavor/csr.ts';
-import type { KeyRing } from '../flavor/keyring.ts';
 import type { FlavorClassSpec, TokenBinding } from '../flavor/resources.ts';
 import { TOKEN_ID_LABEL, tokenExpiry } from '../flavor/resources.ts';
 import type { BoundToken, CsrFacts, Failure, NodeFacts, TokenFacts } from '../flavor/verdict.ts';
@@ -15,7 +14,7 @@ export interface StoredFlavorClass {
 }
 
 /** A many-to-many index: key → set of member names. */
-export class SetIndex {
+class SetIndex {
   private readonly map = new Map<string, Set<string>>();
   add(key: string, member: string): void {
     let set = this.map.get(key);
@@ -241,5 +240,3 @@ export function boundTokensFor(
   }
   return bound;
 }
-
-export type KeyRingSource = () => Promise<KeyRing>;

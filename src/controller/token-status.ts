@@ -12,7 +12,7 @@ import type { ControllerContext } from './context.ts';
 const MAX_ATTEMPTS = 5;
 
 /** True once the token's bootstrap Secret is known gone: it is never deleted again. */
-export const SECRET_DELETED_CONDITION = 'SecretDeleted';
+const SECRET_DELETED_CONDITION = 'SecretDeleted';
 
 export function rfc3339(date: Date): string {
   return date.toISOString().replace(/\.\d{3}Z$/, 'Z');

@@ -40,11 +40,11 @@ export interface AdmissionPolicy {
   protectedKeys: ProtectedKeys;
 }
 
-export type ProtectedKind = 'label' | 'annotation' | 'taint';
-export type ChangeType = 'added' | 'changed' | 'removed';
+type ProtectedKind = 'label' | 'annotation' | 'taint';
+type ChangeType = 'added' | 'changed' | 'removed';
 
 /** One protected key touched by a write. Never carries a value: label values may be secret. */
-export interface ProtectedChange {
+interface ProtectedChange {
   kind: ProtectedKind;
   key: string;
   change: ChangeType;
@@ -53,13 +53,8 @@ export interface ProtectedChange {
 }
 
 // Reasons become metric labels and Event reasons, so the set is small and fixed.
-export const ALLOW_REASONS = [
-  'NoProtectedChange',
-  'Controller',
-  'AdminGroup',
-  'KubeletRegistration',
-] as const;
-export const DENY_REASONS = [
+const ALLOW_REASONS = ['NoProtectedChange', 'Controller', 'AdminGroup', 'KubeletRegistration'] as const;
+const DENY_REASONS = [
   'Unauthorized',
   'KubeletProtectedKey',
   'KubeletTokenLabelOnUpdate',
@@ -67,14 +62,14 @@ export const DENY_REASONS = [
   'KubeletOtherNode',
   'MalformedRequest',
 ] as const;
-export type AllowReason = (typeof ALLOW_REASONS)[number];
-export type DenyReason = (typeof DENY_REASONS)[number];
+type AllowReason = (typeof ALLOW_REASONS)[number];
+type DenyReason = (typeof DENY_REASONS)[number];
 
 export type NodeAdmissionDecision =
   | { allowed: true; reason: AllowReason }
   | { allowed: false; reason: DenyReason; message: string };
 
-export type AdmissionOperation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT';
+type AdmissionOperation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT';
 
 export interface NodeAdmissionRequest {
   operation: AdmissionOperation;
@@ -188,7 +183,7 @@ function byKey(a: ProtectedChange, b: ProtectedChange): number {
 }
 
 /** `label "nodeflavor.io/flavor" added`, `taint "nodeflavor.io/unverified" (NoSchedule) removed`. */
-export function describeChange(change: ProtectedChange): string {
+function describeChange(change: ProtectedChange): string {
   const effect = change.effect === undefined ? '' : ` (${change.effect})`;
   return `${change.kind} "${change.key}"${effect} ${change.change}`;
 }

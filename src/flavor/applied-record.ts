@@ -14,7 +14,7 @@ import { isQualifiedName, isReservedKubernetesKey, LIMITS, TaintEffectSchema } f
 
 export const APPLIED_ANNOTATION = 'nodeflavor.io/applied';
 /** The record's format version (the `v` field); a reader refuses any other. */
-export const APPLIED_RECORD_VERSION = 1;
+const APPLIED_RECORD_VERSION = 1;
 
 const DOMAIN = 'nodeflavor/applied/v1';
 const MAC_PATTERN = /^[A-Za-z0-9_-]{43}$/;

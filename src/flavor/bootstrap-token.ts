@@ -14,7 +14,6 @@ export const TOKEN_ID_PATTERN = /^[a-z0-9]{6}$/;
 export const TOKEN_SECRET_PATTERN = /^[a-z0-9]{16}$/;
 
 const TOKEN_PATTERN = /^([a-z0-9]{6})\.([a-z0-9]{16})$/;
-const BOOTSTRAP_USERNAME_PREFIX = 'system:bootstrap:';
 const BOOTSTRAP_SECRET_NAME_PREFIX = 'bootstrap-token-';
 
 export interface BootstrapToken {
@@ -76,19 +75,6 @@ function assertTokenId(id: string): void {
   if (!TOKEN_ID_PATTERN.test(id)) {
     throw new Error('invalid bootstrap token id: expected 6 lowercase letters or digits');
   }
-}
-
-/** The username the API server gives a client that authenticates with this token. */
-export function bootstrapUsername(id: string): string {
-  assertTokenId(id);
-  return BOOTSTRAP_USERNAME_PREFIX + id;
-}
-
-/** The token ID behind a bootstrap username, or undefined for any other username. */
-export function tokenIdFromUsername(username: string): string | undefined {
-  if (!username.startsWith(BOOTSTRAP_USERNAME_PREFIX)) return undefined;
-  const id = username.slice(BOOTSTRAP_USERNAME_PREFIX.length);
-  return TOKEN_ID_PATTERN.test(id) ? id : undefined;
 }
 
 /** The kube-system Secret that holds the token; the API server looks it up by this name. */

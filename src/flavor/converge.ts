@@ -41,7 +41,7 @@ export function managedKeys(classes: Iterable<FlavorClassSpec>): ManagedKeys {
   };
 }
 
-export interface ConvergeInput {
+interface ConvergeInput {
   node: NodeView;
   /** What the Node's record proves nodeflavor applied; NOTHING_APPLIED without a genuine record. */
   applied: AppliedKeys;

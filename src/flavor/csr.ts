@@ -13,7 +13,7 @@ x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoPro
 const MAX_CSR_BYTES = 16 * 1024;
 
 /** The requested key, as far as an approver judges it. */
-export interface CsrPublicKey {
+interface CsrPublicKey {
   algorithm: string;
   /** RSA modulus length. */
   bits?: number;

@@ -47,7 +47,7 @@ export function constantTimeEqual(a: Buffer, b: Buffer): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-export interface FlavorTokenVerdict {
+interface FlavorTokenVerdict {
   valid: boolean;
   /** The key that matched, when valid: lets callers count tokens still relying on retired keys. */
   keyId?: string;

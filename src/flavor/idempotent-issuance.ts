@@ -106,7 +106,7 @@ export function idempotencyMark(key: HmacKey, request: IdempotentRequest): strin
   return `${key.id}.${keyDigest}.${requestDigest}`;
 }
 
-export type MarkMatch =
+type MarkMatch =
   /** A retry: the same caller, key and body; `key` is the ring key it was issued under. */
   | { kind: 'same-request'; key: HmacKey }
   /** The same caller and key with another body: refused, as a reused key. */

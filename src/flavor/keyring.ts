@@ -9,9 +9,9 @@
 import { randomBytes as cryptoRandomBytes } from 'node:crypto';
 import type { RandomBytes } from './bootstrap-token.ts';
 
-export const HMAC_KEY_LENGTH = 32;
+const HMAC_KEY_LENGTH = 32;
 export const KEY_ID_PATTERN = /^[0-9a-f]{8}$/;
-export const DEFAULT_MAX_RETAINED_KEYS = 3;
+const DEFAULT_MAX_RETAINED_KEYS = 3;
 
 const ACTIVE_ENTRY = 'active';
 const VERIFY_ONLY_ENTRY = 'verifyOnly';
@@ -211,7 +211,7 @@ export function retireKey(ring: KeyRing, id: string): KeyRing {
   return { active: ring.active, verifyOnly: ring.verifyOnly.filter((k) => k !== key) };
 }
 
-export interface KeySummary {
+interface KeySummary {
   id: string;
   state: 'active' | 'verify-only';
 }

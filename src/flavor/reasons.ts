@@ -3,7 +3,7 @@
 // terminal. A unit test holds the two to the same set of reasons. Pure.
 import type { FailureReason } from './verdict.ts';
 
-export interface Remedy {
+interface Remedy {
   /** Which check failed, in a few words. */
   check: string;
   /** What happened. */

@@ -54,8 +54,6 @@ export const QUARANTINE_TAINT_KEY = 'nodeflavor.io/unverified';
 export const DEFAULT_TTL = '24h';
 /** spec.maxUses when unset: a single-use token. */
 export const DEFAULT_MAX_USES = 1;
-/** spec.maxUses = 0: no count limit, any number of nodes may join until expiry or revocation. */
-export const UNLIMITED_USES = 0;
 
 /** The bounds the CRDs put on lists, maps and strings (they keep CEL inside its cost budget). */
 export const LIMITS = {
@@ -141,7 +139,7 @@ export function isQualifiedName(key: string): boolean {
 }
 
 /** A valid label (or taint) value: empty, or ≤ 63 of [A-Za-z0-9._-] with alphanumeric ends. */
-export function isLabelValue(value: string): boolean {
+function isLabelValue(value: string): boolean {
   return value === '' || LABEL_VALUE_RE.test(value);
 }
 
@@ -224,12 +222,12 @@ function ownKey() {
     .refine((k) => !isReservedKubernetesKey(k), { message: RESERVED_DOMAIN_MESSAGE });
 }
 
-export const LabelKeySchema = ownKey().refine((k) => k !== TOKEN_LABEL_KEY, {
+const LabelKeySchema = ownKey().refine((k) => k !== TOKEN_LABEL_KEY, {
   message: `the label key ${TOKEN_LABEL_KEY} is reserved: a joining node presents its flavor token under it`,
 });
-export const LabelValueSchema = z.string().max(63).refine(isLabelValue, { message: LABEL_VALUE_MESSAGE });
-export const AnnotationKeySchema = ownKey();
-export const AnnotationValueSchema = z.string().max(LIMITS.annotationValueLength);
+const LabelValueSchema = z.string().max(63).refine(isLabelValue, { message: LABEL_VALUE_MESSAGE });
+const AnnotationKeySchema = ownKey();
+const AnnotationValueSchema = z.string().max(LIMITS.annotationValueLength);
 
 function boundedRecord<K extends z.ZodType<string>, V extends z.ZodType>(key: K, value: V, max: number) {
   return z
@@ -250,7 +248,7 @@ function uniqueBy<T>(keyOf: (item: T) => string, what: string) {
 }
 
 /** A condition in the standard metav1.Condition shape. */
-export const ConditionSchema = z.object({
+const ConditionSchema = z.object({
   type: z.string().max(316).regex(CONDITION_TYPE_RE),
   status: z.enum(['True', 'False', 'Unknown']),
   observedGeneration: int64.min(0).optional(),
@@ -259,7 +257,6 @@ export const ConditionSchema = z.object({
   message: z.string().max(32768),
 });
 export type Condition = z.infer<typeof ConditionSchema>;
-export type ConditionStatus = Condition['status'];
 
 const ConditionsSchema = z
   .array(ConditionSchema)
@@ -270,7 +267,7 @@ const ConditionsSchema = z
  * Object metadata, loosely: the fields nodeflavor reads, every other field kept as is. Timestamps
  * are the JSON strings the API server sends (custom objects are not revived into Dates).
  */
-export const ObjectMetaSchema = z.looseObject({
+const ObjectMetaSchema = z.looseObject({
   name: z.string().optional(),
   generateName: z.string().optional(),
   uid: z.string().optional(),
@@ -282,22 +279,20 @@ export const ObjectMetaSchema = z.looseObject({
   annotations: z.record(z.string(), z.string()).optional(),
   finalizers: z.array(z.string()).optional(),
 });
-export type ObjectMeta = z.infer<typeof ObjectMetaSchema>;
 
 // ---------------------------------------------------------------------------------------------
 // FlavorClass
 
 export const TaintEffectSchema = z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']);
-export type TaintEffect = z.infer<typeof TaintEffectSchema>;
 
-export const TaintSchema = z.object({
+const TaintSchema = z.object({
   key: ownKey().refine((k) => k !== QUARANTINE_TAINT_KEY, {
     message: `the taint key ${QUARANTINE_TAINT_KEY} is reserved for the quarantine taint of unverified nodes`,
   }),
   value: LabelValueSchema.optional(),
   effect: TaintEffectSchema,
 });
-export type Taint = z.infer<typeof TaintSchema>;
+type Taint = z.infer<typeof TaintSchema>;
 
 export const FlavorClassSpecSchema = z.object({
   /** Free text for humans; never applied to nodes. */
@@ -337,7 +332,6 @@ export type FlavorClass = z.infer<typeof FlavorClassSchema>;
 // FlavoredToken
 
 export const RevocationPolicySchema = z.enum(['Keep', 'StripNodes']);
-export type RevocationPolicy = z.infer<typeof RevocationPolicySchema>;
 
 export const TtlSchema = z
   .string()
@@ -396,12 +390,10 @@ export const FlavoredTokenSpecSchema = z
       });
     }
   });
-/** A FlavoredToken spec as stored (defaults applied). */
-export type FlavoredTokenSpec = z.output<typeof FlavoredTokenSpecSchema>;
 /** A FlavoredToken spec as written (defaulted fields optional). */
-export type FlavoredTokenSpecInput = z.input<typeof FlavoredTokenSpecSchema>;
+type FlavoredTokenSpecInput = z.input<typeof FlavoredTokenSpecSchema>;
 
-export const TokenBindingSchema = z.object({
+const TokenBindingSchema = z.object({
   /** The node's name (CSR common name system:node:<name>). */
   nodeName: z.string().max(LIMITS.nodeNameLength),
   /** The CertificateSigningRequest the node made with the token. */
@@ -424,7 +416,7 @@ export const TokenBindingSchema = z.object({
 export type TokenBinding = z.infer<typeof TokenBindingSchema>;
 
 /** A CSR made with the token that was not bound, and why (the reason is also the Event's). */
-export const TokenRejectionSchema = z.object({
+const TokenRejectionSchema = z.object({
   csrName: z.string().max(253),
   nodeName: z.string().max(LIMITS.nodeNameLength).optional(),
   reason: z.string().max(LIMITS.reasonLength).regex(REASON_RE),
@@ -466,34 +458,6 @@ export const FlavoredTokenSchema = z.object({
 });
 export type FlavoredToken = z.infer<typeof FlavoredTokenSchema>;
 export type FlavoredTokenInput = z.input<typeof FlavoredTokenSchema>;
-
-/**
- * The CRD's transition rules, for callers that want to check an update before sending it: every
- * spec field but revoked, description and revocationPolicy is immutable, and a revoked token stays
- * revoked. Returns one message per violation (empty when the update is allowed).
- */
-export function flavoredTokenSpecUpdateErrors(
-  oldSpec: FlavoredTokenSpecInput,
-  newSpec: FlavoredTokenSpecInput,
-): string[] {
-  const errors: string[] = [];
-  const immutable = ['flavorClassName', 'ttl', 'nodeName', 'nodeNamePattern'] as const;
-  for (const field of immutable) {
-    if (oldSpec[field] !== newSpec[field]) errors.push(`${field} is immutable`);
-  }
-  // expiresAt is a timestamp: the same instant written differently is no change.
-  const instant = (t: string | undefined) => (t === undefined ? undefined : parseTimestamp(t)?.getTime());
-  if (oldSpec.expiresAt !== newSpec.expiresAt && instant(oldSpec.expiresAt) !== instant(newSpec.expiresAt)) {
-    errors.push('expiresAt is immutable');
-  }
-  if ((oldSpec.maxUses ?? DEFAULT_MAX_USES) !== (newSpec.maxUses ?? DEFAULT_MAX_USES)) {
-    errors.push('maxUses is immutable');
-  }
-  if ((oldSpec.revoked ?? false) && !(newSpec.revoked ?? false)) {
-    errors.push('a revoked token cannot be un-revoked; issue a new token');
-  }
-  return errors;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Durations and expiry

@@ -24,7 +24,7 @@ export interface TokenNode {
   message: string | null;
 }
 
-export interface TokenLifecycle {
+interface TokenLifecycle {
   phase: TokenPhase;
   /** For Failed: the reason (an Event reason such as InvalidToken); for others, null. */
   reason: string | null;

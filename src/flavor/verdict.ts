@@ -105,7 +105,7 @@ type ReadableCsr = CsrFacts & { subject: Extract<CsrSubject, { ok: true }> };
 // check a kubelet client CSR (k8s.io/kubernetes pkg/apis/certificates ValidateKubeletClientCSR).
 
 /** The signer caps any duration at its own; a request for more than this is not a kubelet's. */
-export const MAX_CLIENT_CERT_SECONDS = 366 * 24 * 3600;
+const MAX_CLIENT_CERT_SECONDS = 366 * 24 * 3600;
 const CLIENT_USAGES = [
   ['client auth', 'digital signature'],
   ['client auth', 'digital signature', 'key encipherment'],
@@ -157,7 +157,7 @@ const CSR_CHAIN: CsrCheck[] = [
 ];
 
 /** Why this CSR is not a kubelet client request a careful approver would approve, if it is not. */
-export function checkKubeletCsr(csr: CsrFacts): Failure | undefined {
+function checkKubeletCsr(csr: CsrFacts): Failure | undefined {
   if (!csr.subject.ok) return { reason: 'MalformedCSR', message: `CSR ${csr.name}: ${csr.subject.reason}` };
   for (const check of CSR_CHAIN) {
     const problem = check(csr as ReadableCsr);

@@ -42,7 +42,7 @@ const COLLECTION: Record<RegistrationKind, string> = {
 const OWNED_LABEL = ['app.kubernetes.io/name', 'nodeflavor'] as const;
 const MAX_RETRY_DELAY_MS = 30_000;
 
-export interface LiveObject {
+interface LiveObject {
   metadata: {
     name: string;
     resourceVersion?: string;
@@ -53,7 +53,7 @@ export interface LiveObject {
   [field: string]: unknown;
 }
 
-export interface AdmissionRegistrarOptions {
+interface AdmissionRegistrarOptions {
   kubeConfig: KubeConfig;
   logger: Logger;
   /** Recomputed on every pass. */
@@ -69,7 +69,7 @@ export interface AdmissionRegistrarOptions {
 }
 
 /** What the last pass did, for /readyz and logs. */
-export type RegistrarState = 'applied' | 'standby' | 'deferred';
+type RegistrarState = 'applied' | 'standby' | 'deferred';
 
 export class AdmissionRegistrar {
   private readonly options: AdmissionRegistrarOptions;

@@ -6,7 +6,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { kubeJson } from './fetch.ts';
 import { isAlreadyExists, isNotFound } from './kube-error.ts';
 
-export const CA_CONFIGMAP_KEY = 'ca.crt';
+const CA_CONFIGMAP_KEY = 'ca.crt';
 const MAX_CONFLICTS = 5;
 
 interface ConfigMapObject {
@@ -14,7 +14,7 @@ interface ConfigMapObject {
   data?: Record<string, string>;
 }
 
-export type PublishResult = 'created' | 'updated' | 'unchanged';
+type PublishResult = 'created' | 'updated' | 'unchanged';
 
 export class CaConfigMapStore {
   readonly #kubeConfig: KubeConfig;

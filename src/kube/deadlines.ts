@@ -7,7 +7,7 @@
 import type { KubeConfig, RequestContext } from '@kubernetes/client-node';
 
 /** Long enough for a page of a large list on a loaded API server; short enough to notice a hang. */
-export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
 interface RequestPolicy {
   timeoutMs: number;
@@ -81,11 +81,6 @@ export function requestSignal(
   if (timeoutMs > 0) signals.push(AbortSignal.timeout(timeoutMs));
   if (signals.length <= 1) return signals[0];
   return AbortSignal.any(signals);
-}
-
-/** The deadline requests through this KubeConfig run under, for error messages. */
-export function requestTimeoutMs(kubeConfig: KubeConfig): number {
-  return policies.get(kubeConfig)?.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
 }
 
 function fenceReason(fence: AbortSignal): Error {

@@ -10,7 +10,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { kubeJson } from './fetch.ts';
 import { KubeError } from './kube-error.ts';
 
-export interface InvolvedObject {
+interface InvolvedObject {
   apiVersion: string;
   kind: string;
   name: string;
@@ -18,7 +18,7 @@ export interface InvolvedObject {
   namespace?: string;
 }
 
-export type EventType = 'Normal' | 'Warning';
+type EventType = 'Normal' | 'Warning';
 
 const MAX_MESSAGE = 1024;
 const MAX_NAME = 253;

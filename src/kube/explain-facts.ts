@@ -36,7 +36,7 @@ export interface EventSummary {
   component: string | undefined;
 }
 
-export function nodeFactsOf(node: {
+function nodeFactsOf(node: {
   metadata?: {
     name?: string;
     uid?: string;

@@ -9,7 +9,7 @@ import { type Dispatcher, fetch, type Response, request as undiciRequest } from 
 import { requestSignal } from './deadlines.ts';
 import { KubeError, toKubeError } from './kube-error.ts';
 
-export interface KubeFetchInit {
+interface KubeFetchInit {
   method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   query?: Record<string, string | number | boolean | undefined>;
   headers?: Record<string, string>;

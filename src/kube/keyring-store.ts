@@ -16,14 +16,14 @@ import { isAlreadyExists, isNotFound, KubeError, toKubeError } from './kube-erro
 
 export const DEFAULT_KEY_SECRET_NAME = 'nodeflavor-hmac-keys';
 /** Where operators find the restore procedure (named in errors and log lines). */
-export const RESTORE_DOC = 'docs/operations.md#restoring-the-key-ring';
+const RESTORE_DOC = 'docs/operations.md#restoring-the-key-ring';
 
 export interface KeyRingLocation {
   namespace: string;
   name: string;
 }
 
-export interface LoadKeyRingOptions extends KeyRingLocation {
+interface LoadKeyRingOptions extends KeyRingLocation {
   /** Create the Secret with a fresh ring when it is absent on first install (the operator); false for the CLI. */
   createIfMissing: boolean;
   randomBytes?: RandomBytes;
@@ -138,7 +138,7 @@ export async function createKeyRingSecret(
   }
 }
 
-export interface StoredKeyRing {
+interface StoredKeyRing {
   ring: KeyRing;
   /** The Secret as read: an edit replaces it with this resourceVersion (optimistic concurrency). */
   secret: V1Secret;

@@ -40,7 +40,7 @@ interface SecretObject {
   data?: Record<string, string>;
 }
 
-export interface KeyRingWatchOptions extends KeyRingLocation {
+interface KeyRingWatchOptions extends KeyRingLocation {
   kubeConfig: KubeConfig;
   /** Create a ring when the Secret is missing on first install (the operator; never the CLI). */
   createIfMissing: boolean;

@@ -15,19 +15,19 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { FenceClosedError } from './deadlines.ts';
 import { kubeFetch } from './fetch.ts';
 
-export interface LeaderElectionTimings {
+interface LeaderElectionTimings {
   leaseDurationMs: number;
   renewDeadlineMs: number;
   retryPeriodMs: number;
 }
 
-export const DEFAULT_LEADER_TIMINGS: LeaderElectionTimings = {
+const DEFAULT_LEADER_TIMINGS: LeaderElectionTimings = {
   leaseDurationMs: 10_000,
   renewDeadlineMs: 7_000,
   retryPeriodMs: 2_000,
 };
 
-export interface LeaderElectionOptions extends Partial<LeaderElectionTimings> {
+interface LeaderElectionOptions extends Partial<LeaderElectionTimings> {
   kubeConfig: KubeConfig;
   namespace: string;
   name: string;
@@ -65,7 +65,7 @@ interface Lease {
 }
 
 /** Kubernetes MicroTime: RFC 3339 with exactly six fractional digits. */
-export function microTime(date: Date): string {
+function microTime(date: Date): string {
   return date.toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 }
 

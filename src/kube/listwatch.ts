@@ -7,7 +7,7 @@ import { kubeFetch, responseLines } from './fetch.ts';
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED';
 
-export interface ObjectWithMeta {
+interface ObjectWithMeta {
   metadata?: { name?: string; namespace?: string; resourceVersion?: string };
 }
 

@@ -76,7 +76,7 @@ function keysOnly(spec: FlavorClassKeys | undefined): FlavorClassKeys {
 }
 
 /** Equal for equal key sets, whatever the order. */
-export function keysFingerprint(keys: ProtectedKeys): string {
+function keysFingerprint(keys: ProtectedKeys): string {
   const sorted = (set: ReadonlySet<string>) => [...set].sort();
   return JSON.stringify([keys.prefix, sorted(keys.labels), sorted(keys.annotations), sorted(keys.taints)]);
 }

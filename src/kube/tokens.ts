@@ -35,10 +35,10 @@ import { isNotFound, KubeError, toKubeError } from './kube-error.ts';
 export { KubeError } from './kube-error.ts';
 
 /** The API server looks bootstrap token Secrets up in this namespace only. */
-export const BOOTSTRAP_TOKEN_NAMESPACE = 'kube-system';
-export const BOOTSTRAP_TOKEN_SECRET_TYPE = 'bootstrap.kubernetes.io/token';
+const BOOTSTRAP_TOKEN_NAMESPACE = 'kube-system';
+const BOOTSTRAP_TOKEN_SECRET_TYPE = 'bootstrap.kubernetes.io/token';
 /** The bootstrap signer's key for a token's JWS in cluster-info: this prefix and the token ID. */
-export const CLUSTER_INFO_SIGNATURE_PREFIX = 'jws-kubeconfig-';
+const CLUSTER_INFO_SIGNATURE_PREFIX = 'jws-kubeconfig-';
 
 export interface BootstrapSecretRequest {
   token: BootstrapToken;
@@ -57,7 +57,7 @@ export interface BootstrapSecretRequest {
 }
 
 /** What the issuer reads from kube-public/cluster-info. */
-export interface ClusterInfo {
+interface ClusterInfo {
   /** The `kubeconfig` entry (CA and server only). */
   kubeconfig: string;
   /** `jws-kubeconfig-<token ID>` entries: one per live token with usage-bootstrap-signing. */

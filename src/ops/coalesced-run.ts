@@ -2,7 +2,7 @@
 // it (however many requests came in). Failures are counted for the caller's backoff; when the
 // passes settle, `onSettled` schedules the next one. Used by the admission registration and by
 // the self-managed webhook TLS, which both reconcile one object on events and timers.
-export interface CoalescedRunOptions {
+interface CoalescedRunOptions {
   pass: () => Promise<void>;
   onSuccess?: () => void;
   onError: (error: Error, failures: number) => void;

@@ -11,21 +11,21 @@ for (const entry of (process.env.NODEFLAVOR_FAILPOINTS ?? '').split(',').filter(
   enabled.set(at < 0 ? entry : entry.slice(0, at), at < 0 ? '' : entry.slice(at + 1));
 }
 
-export type Failpoint = 'after-binding-recorded' | 'after-node-verified';
+type Failpoint = 'after-binding-recorded' | 'after-node-verified';
 
 export function failpoint(name: Failpoint): void {
   if (enabled.has(name)) process.kill(process.pid, 'SIGKILL');
 }
 
 /** `freeze-keyring-watch`: the key ring watch delivers the first ring and then nothing more. */
-export type Fault = 'freeze-keyring-watch';
+type Fault = 'freeze-keyring-watch';
 
 export function faultEnabled(name: Fault): boolean {
   return enabled.has(name);
 }
 
 /** `registration-revision=N`: this process generates its admission registration as revision N. */
-export type FaultValue = 'registration-revision';
+type FaultValue = 'registration-revision';
 
 export function faultValue(name: FaultValue): string | undefined {
   return enabled.get(name);

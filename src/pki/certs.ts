@@ -24,7 +24,7 @@ export interface CertificateAuthority extends KeyPairPem {
   privateKey: CryptoKey;
 }
 
-export interface LeafOptions {
+interface LeafOptions {
   commonName: string;
   organizations?: string[];
   dnsNames?: string[];
@@ -38,17 +38,17 @@ async function generateKeyPair(): Promise<CryptoKeyPair> {
   return (await webcrypto.subtle.generateKey(EC_ALGORITHM, true, ['sign', 'verify'])) as CryptoKeyPair;
 }
 
-export async function privateKeyToPem(key: CryptoKey): Promise<string> {
+async function privateKeyToPem(key: CryptoKey): Promise<string> {
   const der = await webcrypto.subtle.exportKey('pkcs8', key);
   return x509.PemConverter.encode(der, 'PRIVATE KEY');
 }
 
-export async function publicKeyToPem(key: CryptoKey): Promise<string> {
+async function publicKeyToPem(key: CryptoKey): Promise<string> {
   const der = await webcrypto.subtle.exportKey('spki', key);
   return x509.PemConverter.encode(der, 'PUBLIC KEY');
 }
 
-export async function importPrivateKeyPem(pem: string): Promise<CryptoKey> {
+async function importPrivateKeyPem(pem: string): Promise<CryptoKey> {
   const der = x509.PemConverter.decodeFirst(pem);
   return webcrypto.subtle.importKey('pkcs8', der, EC_ALGORITHM, true, ['sign']) as Promise<CryptoKey>;
 }

@@ -42,9 +42,9 @@ export interface Reviews {
 }
 
 /** What a review (TokenReview or JWT verification) found; `error`: it could not be made. */
-export type ReviewResult = 'valid' | 'invalid' | 'error';
+type ReviewResult = 'valid' | 'invalid' | 'error';
 
-export interface AuthOptions {
+interface AuthOptions {
   /** The failed-authentication budget per client address (default: none). */
   budget?: Pick<BudgetSettings, 'perAddress' | 'knownMs' | 'maxKeys'>;
   /** Told of every review made (for metrics). */
@@ -173,7 +173,7 @@ export function kubernetesOwner(user: Pick<KubeUser, 'username' | 'uid'>): strin
  * Everything a SubjectAccessReview depends on: user, uid, groups and extra (order-free), and the
  * attributes checked. Two callers differing in any of them never share an answer.
  */
-export function reviewCacheKey(user: KubeUser, check: ResourceCheck): string {
+function reviewCacheKey(user: KubeUser, check: ResourceCheck): string {
   const extra = Object.keys(user.extra)
     .sort()
     .map((key) => [key, [...(user.extra[key] ?? [])].sort()]);

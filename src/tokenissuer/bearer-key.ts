@@ -3,7 +3,7 @@
 // stolen token against. A cache lookup compares these keys, never the tokens themselves.
 import { createHmac, randomBytes } from 'node:crypto';
 
-export type BearerKeyer = (token: string) => string;
+type BearerKeyer = (token: string) => string;
 
 export function bearerKeyer(secret: Buffer = randomBytes(32)): BearerKeyer {
   return (token) => createHmac('sha256', secret).update(token, 'utf8').digest('base64url');

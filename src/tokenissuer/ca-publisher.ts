@@ -12,7 +12,7 @@ import type { CertificateSource } from '../webhook/certificate-source.ts';
 const RECHECK_MS = 10 * 60_000;
 const MAX_RETRY_DELAY_MS = 30_000;
 
-export interface CaPublisher {
+interface CaPublisher {
   stop(): void;
 }
 

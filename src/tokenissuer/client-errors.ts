@@ -6,7 +6,7 @@
 import type { Socket } from 'node:net';
 import type { ErrorCode } from './errors.ts';
 
-export type ClientErrorReason = 'timeout' | 'headers_too_large' | 'malformed' | 'tls' | 'reset';
+type ClientErrorReason = 'timeout' | 'headers_too_large' | 'malformed' | 'tls' | 'reset';
 
 interface Answer {
   status: string;

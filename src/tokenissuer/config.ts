@@ -23,7 +23,7 @@ export const DEFAULT_AUTH_EXTRA_GROUP = 'system:bootstrappers:nodeflavor';
 export const KUBEADM_BOOTSTRAP_GROUP = 'system:bootstrappers:kubeadm:default-node-token';
 /** The bootstrap Secret's description: the same text for every flavor. */
 export const DEFAULT_SECRET_DESCRIPTION = 'nodeflavor join token';
-export const DEFAULT_FLAVORS_CLAIM = 'nodeflavor.io/flavors';
+const DEFAULT_FLAVORS_CLAIM = 'nodeflavor.io/flavors';
 /**
  * The audience a Kubernetes token must be issued for (`kubectl create token --audience`), so a
  * portal never hands the issuer a token that is also valid against the API server.
@@ -136,7 +136,7 @@ export const IssuanceSettingsSchema = z
   });
 export type IssuanceSettings = z.output<typeof IssuanceSettingsSchema>;
 
-export const IssuerConfigSchema = z
+const IssuerConfigSchema = z
   .strictObject({
     listen: z
       .strictObject({

@@ -6,7 +6,7 @@
 import type { Server } from 'node:net';
 import { addressKey, normaliseAddress, type TrustedProxies } from './client-address.ts';
 
-export type ConnectionVerdict = 'accept' | 'per_address' | 'total';
+type ConnectionVerdict = 'accept' | 'per_address' | 'total';
 
 /** The counts, and the decision for one more connection (pure). */
 export class ConnectionCounts {
@@ -42,7 +42,7 @@ export class ConnectionCounts {
   }
 }
 
-export interface ConnectionEvents {
+interface ConnectionEvents {
   refused(reason: Exclude<ConnectionVerdict, 'accept'>): void;
   open(total: number): void;
 }

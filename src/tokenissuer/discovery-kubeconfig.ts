@@ -23,7 +23,7 @@ const DISCOVERY_PATH_CHARACTERS = /^\/[A-Za-z0-9._/-]{1,254}$/;
 
 const PEM_CERTIFICATE = /^-----BEGIN CERTIFICATE-----\r?\n[\s\S]+?\r?\n-----END CERTIFICATE-----\s*$/;
 
-export interface DiscoveryKubeconfigInput {
+interface DiscoveryKubeconfigInput {
   /** host:port nodes join through. */
   apiServerEndpoint: string;
   /** The cluster CA certificate(s), PEM, as in cluster-info (a bundle during a CA rotation). */

@@ -49,7 +49,7 @@ export class IssuerError extends Error {
 }
 
 /** The JSON body of every error answer. */
-export interface ErrorBody {
+interface ErrorBody {
   error: { code: ErrorCode; message: string; fields?: FieldError[] };
 }
 

@@ -10,14 +10,14 @@ import { BoundedCache } from './bounded-cache.ts';
 import { IssuerError } from './errors.ts';
 
 /** What a key may be: 1 to 255 visible ASCII characters (as the IETF draft's examples). */
-export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
 
 interface Entry<V> {
   fingerprint: string;
   result: Promise<V>;
 }
 
-export interface IdempotentResult<V> {
+interface IdempotentResult<V> {
   value: V;
   /** True when the value is the answer to an earlier request. */
   replayed: boolean;

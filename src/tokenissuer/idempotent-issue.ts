@@ -41,7 +41,7 @@ import {
   tokenRecord,
 } from './issue.ts';
 
-export interface IdempotentIssue {
+interface IdempotentIssue {
   issued: IssuedToken;
   /** True when the token was issued (or begun) by an earlier request with this key. */
   replayed: boolean;

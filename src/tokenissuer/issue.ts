@@ -41,7 +41,7 @@ import { type IssueRequest, type ValidIssueRequest, validateIssueRequest } from 
 
 export const FLAVORED_TOKEN_NAME_PREFIX = 'ft-';
 /** Who asked for the token (a username), for audit; on the FlavoredToken, which token holders cannot read. */
-export const REQUESTED_BY_ANNOTATION = 'nodeflavor.io/requested-by';
+const REQUESTED_BY_ANNOTATION = 'nodeflavor.io/requested-by';
 /**
  * Which API caller issued the token (a digest of its identity, see Caller.owner): the issuer API
  * shows and revokes a token only for its owner, or for a caller whose RBAC covers FlavoredTokens.
@@ -229,7 +229,7 @@ async function readJoinFacts(
 }
 
 /** What a machine needs installed once to join this cluster by file discovery: no secret. */
-export interface DiscoveryInfo {
+interface DiscoveryInfo {
   /** How issued JoinConfigurations discover the API server. */
   discovery: DiscoveryMode;
   apiServerEndpoint: string;
@@ -370,7 +370,7 @@ export async function findToken(
 }
 
 /** findToken, or IssuerError NotFound. */
-export async function getToken(deps: Pick<IssuanceDeps, 'kube'>, ref: string): Promise<FlavoredToken> {
+async function getToken(deps: Pick<IssuanceDeps, 'kube'>, ref: string): Promise<FlavoredToken> {
   const token = await findToken(deps, ref);
   if (!token)
     throw new IssuerError('NotFound', `token '${ref}' not found: check the ID (kubectl flavor list)`);
@@ -408,7 +408,7 @@ export async function revokeToken(
   return tokenStatusView(revoked, (deps.now ?? (() => new Date()))());
 }
 
-export function tokenIdOf(token: FlavoredToken): string | undefined {
+function tokenIdOf(token: FlavoredToken): string | undefined {
   const id = token.metadata.labels?.[TOKEN_ID_LABEL] ?? token.status?.tokenID;
   return id !== undefined && TOKEN_ID_PATTERN.test(id) ? id : undefined;
 }

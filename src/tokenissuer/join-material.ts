@@ -20,8 +20,8 @@ import {
   renderDiscoveryKubeconfig,
 } from './discovery-kubeconfig.ts';
 
-export const DEFAULT_TOKEN_LABEL_KEY = TOKEN_LABEL_KEY;
-export const DEFAULT_QUARANTINE_TAINT: QuarantineTaint = {
+const DEFAULT_TOKEN_LABEL_KEY = TOKEN_LABEL_KEY;
+const DEFAULT_QUARANTINE_TAINT: QuarantineTaint = {
   key: QUARANTINE_TAINT_KEY,
   effect: 'NoSchedule',
 };
@@ -30,10 +30,10 @@ export const DEFAULT_QUARANTINE_TAINT: QuarantineTaint = {
  * 1.22–1.36) was dropped because kubeadm 1.37 refuses it ("uses an old API spec"); every variant
  * rendered here passes `kubeadm config validate` of the pinned kubeadm (test/e2e/join-config-validate).
  */
-export const KUBEADM_API_VERSION = 'kubeadm.k8s.io/v1beta4';
-export const JOIN_CONFIG_PATH = '/etc/kubernetes/nodeflavor-join.yaml';
+const KUBEADM_API_VERSION = 'kubeadm.k8s.io/v1beta4';
+const JOIN_CONFIG_PATH = '/etc/kubernetes/nodeflavor-join.yaml';
 
-export interface QuarantineTaint {
+interface QuarantineTaint {
   key: string;
   effect: 'NoSchedule';
 }

@@ -9,7 +9,7 @@ import { createLocalJWKSet, errors, type JSONWebKeySet, type JWTVerifyGetKey } f
 
 const DEFAULT_MISS_THROTTLE_MS = 10_000;
 
-export interface JwksFileOptions {
+interface JwksFileOptions {
   /** The set is re-read when it is older than this. */
   refreshMs: number;
   /** At most one re-read per this long for tokens whose key is unknown. */

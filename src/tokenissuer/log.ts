@@ -3,7 +3,7 @@
 // fields should one ever be passed to a log call anyway. The Secret class prints as [redacted].
 import { type DestinationStream, type Logger, pino } from 'pino';
 
-export const REDACTED_PATHS = [
+const REDACTED_PATHS = [
   'req.headers.authorization',
   'req.headers.cookie',
   'headers.authorization',

@@ -1,11 +1,28 @@
-// The token issuer's API, described by hand (OpenAPI 3.1) and served at /openapi.json. A unit
-// test checks that every route the server registers is described here and vice versa.
-import { LIMITS } from '../flavor/resources.ts';
+// The token issuer's API (OpenAPI 3.1), served at /openapi.json. Request bodies are generated
+// from the zod schemas the server validates them with (z.toJSONSchema), so they cannot drift; the
+// rest is described by hand. Unit tests check that every route the server registers is described
+// here and vice versa, and that each request body is the conversion of its validating schema.
+import { z } from 'zod';
 import { TOKEN_PHASES } from '../flavor/token-lifecycle.ts';
 import { FAILURE_REASONS } from '../flavor/verdict.ts';
 import { ERROR_STATUS } from './errors.ts';
+import { IssueRequestSchema } from './request.ts';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './token-list.ts';
 import { DEFAULT_WATCH_SECONDS, MAX_WATCH_SECONDS } from './token-watch.ts';
+
+/**
+ * A request body's JSON Schema: the zod schema's input side (defaults and transforms not yet
+ * applied) as JSON Schema 2020-12, the dialect of OpenAPI 3.1, without its $schema line.
+ * Refinements across fields (ttl or expiresAt, nodeName or nodeNamePattern) are not expressible;
+ * the fields' descriptions say them.
+ */
+export function requestBodySchema(schema: z.ZodType): Record<string, unknown> {
+  const { $schema: _dialect, ...body } = z.toJSONSchema(schema, { io: 'input' });
+  return body;
+}
+
+/** Each operation that takes a body, and the schema the server validates that body with. */
+export const REQUEST_BODY_SCHEMAS: Record<string, z.ZodType> = { issueToken: IssueRequestSchema };
 
 const json = (schema: object) => ({ 'application/json': { schema } });
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
@@ -267,40 +284,7 @@ export const OPENAPI_DOCUMENT = {
       },
     },
     schemas: {
-      IssueRequest: {
-        type: 'object',
-        additionalProperties: false,
-        required: ['flavorClassName'],
-        properties: {
-          flavorClassName: { type: 'string', maxLength: 253, description: 'The FlavorClass to grant.' },
-          ttl: {
-            type: 'string',
-            maxLength: LIMITS.ttlLength,
-            pattern: '^([0-9]+([.][0-9]+)?[hms])+$',
-            description: 'Validity, e.g. 1h or 30m (at most the configured maxTtl). Not with expiresAt.',
-          },
-          expiresAt: { type: 'string', format: 'date-time', description: 'Absolute expiry. Not with ttl.' },
-          maxUses: {
-            type: 'integer',
-            minimum: 0,
-            maximum: LIMITS.maxUses,
-            default: 1,
-            description: 'How many nodes may join (0: no count limit until expiry).',
-          },
-          nodeName: {
-            type: 'string',
-            maxLength: LIMITS.nodeNameLength,
-            description: 'The only node name allowed.',
-          },
-          nodeNamePattern: {
-            type: 'string',
-            maxLength: LIMITS.nodeNameLength,
-            pattern: '^[a-z0-9*.-]+$',
-            description: "A glob ('*') of allowed node names. Not with nodeName.",
-          },
-          description: { type: 'string', maxLength: LIMITS.descriptionLength },
-        },
-      },
+      IssueRequest: requestBodySchema(IssueRequestSchema),
       IssuedToken: {
         type: 'object',
         description: 'Join material. Same keys and byte lengths for every flavor; the flavor is not named.',

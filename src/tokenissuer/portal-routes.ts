@@ -14,7 +14,7 @@ export const PORTAL_CSP =
   "base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /** Headers every portal file is served with. */
-export const PORTAL_HEADERS: Readonly<Record<string, string>> = {
+const PORTAL_HEADERS: Readonly<Record<string, string>> = {
   'Content-Security-Policy': PORTAL_CSP,
   // The page shows join material: never keep a copy in a cache, shared or not.
   'Cache-Control': 'no-store',

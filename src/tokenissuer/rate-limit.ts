@@ -8,7 +8,7 @@ export interface BucketSettings {
   refillPerSecond: number;
 }
 
-export interface RateDecision {
+interface RateDecision {
   allowed: boolean;
   /** Whole seconds until one request is allowed again (0 when allowed). */
   retryAfterSeconds: number;

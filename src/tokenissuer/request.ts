@@ -15,8 +15,12 @@ import { type FieldError, IssuerError } from './errors.ts';
 const DNS_SUBDOMAIN_RE = new RegExp(DNS_SUBDOMAIN_PATTERN);
 
 /** A token must stay valid at least this long after it is issued, or no node could use it. */
-export const MIN_VALIDITY_MS = 5_000;
+const MIN_VALIDITY_MS = 5_000;
 
+/**
+ * The body of POST /v1/tokens as the server validates it; the OpenAPI document's IssueRequest is
+ * generated from it (openapi.ts), so the two cannot drift.
+ */
 export const IssueRequestSchema = z
   .strictObject({
     flavorClassName: z
@@ -26,14 +30,30 @@ export const IssueRequestSchema = z
       })
       .min(1)
       .max(253)
-      .regex(DNS_SUBDOMAIN_RE, { message: 'must be a FlavorClass name (a DNS subdomain)' }),
-    ttl: TtlSchema.optional(),
-    expiresAt: DateTimeSchema.optional(),
-    maxUses: z.number().int().min(0).max(LIMITS.maxUses).optional(),
+      .regex(DNS_SUBDOMAIN_RE, { message: 'must be a FlavorClass name (a DNS subdomain)' })
+      .meta({ description: 'The FlavorClass to grant.' }),
+    ttl: TtlSchema.meta({
+      description: 'Validity, e.g. 1h or 30m (at most the configured maxTtl). Not with expiresAt.',
+    }).optional(),
+    expiresAt: DateTimeSchema.meta({
+      format: 'date-time',
+      description: 'Absolute expiry. Not with ttl.',
+    }).optional(),
+    maxUses: z
+      .number()
+      .int()
+      .min(0)
+      .max(LIMITS.maxUses)
+      .meta({
+        default: DEFAULT_MAX_USES,
+        description: 'How many nodes may join (0: no count limit until expiry).',
+      })
+      .optional(),
     nodeName: z
       .string()
       .max(LIMITS.nodeNameLength)
       .regex(DNS_SUBDOMAIN_RE, { message: 'must be a node name (a DNS subdomain)' })
+      .meta({ description: 'The only node name allowed. Not with nodeNamePattern.' })
       .optional(),
     nodeNamePattern: z
       .string()
@@ -41,8 +61,13 @@ export const IssueRequestSchema = z
       .regex(new RegExp(NODE_NAME_GLOB_PATTERN), {
         message: "must hold only lowercase letters, digits, '.', '-' and '*'",
       })
+      .meta({ description: "A glob ('*') of allowed node names. Not with nodeName." })
       .optional(),
-    description: z.string().max(LIMITS.descriptionLength).optional(),
+    description: z
+      .string()
+      .max(LIMITS.descriptionLength)
+      .meta({ description: 'Free text, recorded on the FlavoredToken.' })
+      .optional(),
   })
   .superRefine((request, ctx) => {
     if (request.ttl !== undefined && request.expiresAt !== undefined) {

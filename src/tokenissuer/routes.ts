@@ -39,7 +39,7 @@ import {
   type WatchSlots,
 } from './token-watch.ts';
 
-export interface IssuerContext {
+interface IssuerContext {
   config: IssuerConfig;
   issuance: IssuanceDeps;
   auth: CallerAuth;

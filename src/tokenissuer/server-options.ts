@@ -15,7 +15,7 @@
 // Kubernetes API is still producing; the timeouts above already bound what a client can hold.
 import type { IssuerConfig } from './config.ts';
 
-export interface ServerTimeouts {
+interface ServerTimeouts {
   /** For fastify's constructor (it copies these onto the server after creating it). */
   fastify: { requestTimeout: number; keepAliveTimeout: number; connectionTimeout: 0 };
   /** For http(s).createServer. */

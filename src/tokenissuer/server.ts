@@ -41,7 +41,7 @@ import { serverTimeouts } from './server-options.ts';
 import type { TokenFeed } from './token-feed.ts';
 import { WatchSlots } from './token-watch.ts';
 
-export interface IssuerDeps {
+interface IssuerDeps {
   kube: TokenKube;
   /** Needed for TokenReview authentication and SubjectAccessReview authorisation. */
   reviews?: Reviews;
@@ -57,7 +57,7 @@ export interface IssuerDeps {
   tokens?: TokenFeed;
 }
 
-export interface IssuerApp {
+interface IssuerApp {
   app: FastifyInstance;
   metrics: IssuerMetrics;
   registry: Registry;

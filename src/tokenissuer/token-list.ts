@@ -27,7 +27,7 @@ const phaseList = z
     return new Set(phases as TokenPhase[]);
   });
 
-export const TokenListQuerySchema = z.strictObject({
+const TokenListQuerySchema = z.strictObject({
   /** Only tokens in these phases (comma-separated). */
   phase: phaseList.optional(),
   limit: z
@@ -41,7 +41,7 @@ export const TokenListQuerySchema = z.strictObject({
   /** own (default): the tokens the caller issued; all: every token (RBAC list on flavoredtokens). */
   scope: z.enum(['own', 'all']).optional(),
 });
-export type TokenListQuery = z.output<typeof TokenListQuerySchema>;
+type TokenListQuery = z.output<typeof TokenListQuerySchema>;
 
 /** Parses the query string object fastify hands over; IssuerError InvalidRequest naming the fields. */
 export function parseTokenListQuery(query: unknown): TokenListQuery {

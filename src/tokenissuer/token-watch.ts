@@ -14,9 +14,9 @@ import { fieldErrors } from './request.ts';
 
 export const DEFAULT_WATCH_SECONDS = 300;
 export const MAX_WATCH_SECONDS = 600;
-export const HEARTBEAT_MS = 15_000;
+const HEARTBEAT_MS = 15_000;
 
-export const TokenGetQuerySchema = z.strictObject({
+const TokenGetQuerySchema = z.strictObject({
   watch: z.enum(['true', 'false'], { message: 'must be true or false' }).optional(),
   timeoutSeconds: z
     .string()
@@ -94,7 +94,7 @@ export class WatchSlots {
   }
 }
 
-export interface WatchStreamOptions {
+interface WatchStreamOptions {
   /** The token as the authorised read found it. */
   token: FlavoredToken;
   /** The cache's newer version, if it has one. */

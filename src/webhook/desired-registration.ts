@@ -53,9 +53,9 @@ export const REGISTRATION_REVISION_ANNOTATION = 'nodeflavor.io/registration-revi
 /** cert-manager's cainjector fills the caBundle from this Certificate (`<namespace>/<name>`). */
 export const INJECT_CA_ANNOTATION = 'cert-manager.io/inject-ca-from';
 /** The Service port the webhook configuration names (the Service maps it to the container port). */
-export const WEBHOOK_SERVICE_PORT = 443;
+const WEBHOOK_SERVICE_PORT = 443;
 
-export type RegistrationConfig = Pick<
+type RegistrationConfig = Pick<
   Config,
   | 'admissionMode'
   | 'webhookConfigName'

@@ -25,7 +25,7 @@ import { DEFAULT_SERVING_LIFETIME_MS, servingNames } from './tls.ts';
 
 export type { ProtectedKeysSource } from '../kube/protected-keys-source.ts';
 
-export interface AdmissionOptions {
+interface AdmissionOptions {
   kubeConfig: KubeConfig;
   config: Config;
   registry: Registry;

@@ -15,12 +15,12 @@ const API_VERSION = 'admissionregistration.k8s.io/v1';
 const DEFAULT_TIMEOUT_SECONDS = 5;
 const COMMON_LABELS = { 'app.kubernetes.io/name': 'nodeflavor', 'app.kubernetes.io/component': 'admission' };
 
-export interface MatchCondition {
+interface MatchCondition {
   name: string;
   expression: string;
 }
 
-export interface NodeRule {
+interface NodeRule {
   apiGroups: string[];
   apiVersions: string[];
   operations: ('CREATE' | 'UPDATE')[];
@@ -28,7 +28,7 @@ export interface NodeRule {
   scope: 'Cluster';
 }
 
-export interface WebhookServiceReference {
+interface WebhookServiceReference {
   namespace: string;
   name: string;
   port: number;
@@ -55,7 +55,7 @@ export interface ValidatingWebhookConfiguration {
   }[];
 }
 
-export interface ValidatingAdmissionPolicy {
+interface ValidatingAdmissionPolicy {
   apiVersion: typeof API_VERSION;
   kind: 'ValidatingAdmissionPolicy';
   metadata: { name: string; labels: Record<string, string> };
@@ -73,7 +73,7 @@ export interface ValidatingAdmissionPolicy {
   };
 }
 
-export interface ValidatingAdmissionPolicyBinding {
+interface ValidatingAdmissionPolicyBinding {
   apiVersion: typeof API_VERSION;
   kind: 'ValidatingAdmissionPolicyBinding';
   metadata: { name: string; labels: Record<string, string> };
@@ -81,13 +81,13 @@ export interface ValidatingAdmissionPolicyBinding {
 }
 
 /** Who the rules trust, and what they protect: shared by the webhook and the policy. */
-export interface GuardRuleOptions {
+interface GuardRuleOptions {
   protectedKeys: ProtectedKeys;
   controllerUsername: string;
   adminGroups: string[];
 }
 
-export interface WebhookOptions extends GuardRuleOptions {
+interface WebhookOptions extends GuardRuleOptions {
   name: string;
   /** Base64 PEM of the CA that signed the webhook's serving certificate. */
   caBundle?: string;
@@ -96,7 +96,7 @@ export interface WebhookOptions extends GuardRuleOptions {
   timeoutSeconds?: number;
 }
 
-export interface PolicyOptions extends GuardRuleOptions {
+interface PolicyOptions extends GuardRuleOptions {
   name: string;
 }
 

@@ -44,16 +44,16 @@ const admissionRequestSchema = z.looseObject({
   oldObject: z.unknown().optional(),
 });
 
-export const admissionReviewSchema = z.looseObject({
+const admissionReviewSchema = z.looseObject({
   apiVersion: z.literal(ADMISSION_API_VERSION),
   kind: z.literal('AdmissionReview'),
   request: admissionRequestSchema,
 });
 
-export type AdmissionReview = z.infer<typeof admissionReviewSchema>;
-export type AdmissionReviewRequest = AdmissionReview['request'];
+type AdmissionReview = z.infer<typeof admissionReviewSchema>;
+type AdmissionReviewRequest = AdmissionReview['request'];
 
-export type ParseResult =
+type ParseResult =
   | { ok: true; review: AdmissionReview }
   /** `uid` is set when the body, though invalid, still says which request it is. */
   | { ok: false; error: string; uid?: string };
@@ -131,7 +131,7 @@ export function nodeAdmissionRequestFrom(request: AdmissionReviewRequest): NodeA
   return result;
 }
 
-export interface AdmissionReviewResponse {
+interface AdmissionReviewResponse {
   apiVersion: typeof ADMISSION_API_VERSION;
   kind: 'AdmissionReview';
   response: {
@@ -148,7 +148,7 @@ export function admissionResponse(uid: string, decision: NodeAdmissionDecision):
   return { apiVersion: ADMISSION_API_VERSION, kind: 'AdmissionReview', response };
 }
 
-export type ReviewOutcome =
+type ReviewOutcome =
   | { httpStatus: 200; body: AdmissionReviewResponse; decision: NodeAdmissionDecision }
   | { httpStatus: 400; error: string };
 

@@ -19,7 +19,7 @@ import { bundleFacts, createBundle, judgeBundle, nextCheckDelay, renewServing, t
 const MAX_CONFLICTS = 5;
 const MAX_RETRY_DELAY_MS = 30_000;
 
-export interface SelfManagedTlsOptions {
+interface SelfManagedTlsOptions {
   store: TlsSecretStore;
   wanted: Wanted;
   logger: Logger;

@@ -12,12 +12,12 @@ import type { AdmissionMetrics } from './metrics.ts';
 import { reviewNodeAdmission } from './review.ts';
 
 export const VALIDATE_NODES_PATH = '/validate-nodes';
-export const HEALTH_PATH = '/healthz';
+const HEALTH_PATH = '/healthz';
 /**
  * A review carries the Node twice (object and oldObject); etcd stores objects up to 1.5 MiB, so a
  * legitimate review can approach 3 MiB plus the envelope.
  */
-export const MAX_BODY_BYTES = 4 * 1024 * 1024;
+const MAX_BODY_BYTES = 4 * 1024 * 1024;
 /**
  * Longer than the idle timeout of the API server's Go HTTP client (90 s), so the client is always
  * the one to close an idle connection: a server-side close racing a new request would fail that
@@ -26,12 +26,12 @@ export const MAX_BODY_BYTES = 4 * 1024 * 1024;
 const KEEP_ALIVE_TIMEOUT_MS = 120_000;
 const MAX_LOGGED_LENGTH = 256;
 
-export interface KeyPair {
+interface KeyPair {
   certPem: string;
   keyPem: string;
 }
 
-export interface WebhookServerOptions {
+interface WebhookServerOptions {
   host?: string;
   port: number;
   certificate: KeyPair;

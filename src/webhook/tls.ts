@@ -13,10 +13,10 @@ import {
   loadCertificateAuthority,
 } from '../pki/certs.ts';
 
-export const CA_LIFETIME_MS = 10 * 365 * 24 * 3_600_000;
+const CA_LIFETIME_MS = 10 * 365 * 24 * 3_600_000;
 export const DEFAULT_SERVING_LIFETIME_MS = 30 * 24 * 3_600_000;
 /** Renew once this fraction of the serving certificate's lifetime has passed. */
-export const RENEW_AT_FRACTION = 2 / 3;
+const RENEW_AT_FRACTION = 2 / 3;
 /** Even when nothing is due, look again this often (clock jumps, a suspended VM, timer limits). */
 export const MAX_CHECK_INTERVAL_MS = 3_600_000;
 const MIN_CHECK_INTERVAL_MS = 100;
@@ -30,13 +30,13 @@ export interface TlsBundle {
 }
 
 /** What the serving certificate must be valid for. */
-export interface ServingNames {
+interface ServingNames {
   commonName: string;
   dnsNames: string[];
   ipAddresses: string[];
 }
 
-export interface Validity {
+interface Validity {
   notBefore: Date;
   notAfter: Date;
 }
@@ -106,7 +106,7 @@ export interface BundleFacts {
   };
 }
 
-export type BundleVerdict =
+type BundleVerdict =
   | { action: 'serve' }
   /** Keep the CA (the caBundle stays), issue a new serving certificate. */
   | { action: 'renew'; why: string }
@@ -173,12 +173,6 @@ export function bundleFacts(bundle: Partial<TlsBundle>): BundleFacts {
     };
   }
   return facts;
-}
-
-/** Serial number and validity of a PEM certificate (for logs, metrics and scheduling). */
-export function certificateSummary(pem: string): (Validity & { serial: string }) | undefined {
-  const cert = parseCertificate(pem);
-  return cert === undefined ? undefined : { ...validityOf(cert), serial: cert.serialNumber };
 }
 
 function parseCertificate(pem: string | undefined): X509Certificate | undefined {

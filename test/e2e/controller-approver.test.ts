@@ -3,57 +3,31 @@
 // of that group that pass the binding checks and denies the rest, with its reason in the CSR
 // condition. Also: the operator's /metrics endpoint. (Name squatting: name-squatting.test.ts.)
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { CertificatesV1Api } from '@kubernetes/client-node';
 import { freePort } from './cluster/ports.ts';
-import type { ManagedProcess } from './cluster/process.ts';
-import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
 import { createBootstrapToken, joinConfiguration } from './support/bootstrap.ts';
-import { prepareOperatorIdentity } from './support/chart.ts';
-import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
-import {
-  applyFlavorClass,
-  ensureNamespace,
-  installCrds,
-  issue,
-  joinWith,
-  OPERATOR_NAMESPACE,
-  startOperator,
-} from './support/nodeflavor.ts';
-import { tempDirForThisProcess } from './support/temp-dir.ts';
+import type { E2EEnvironment } from './support/environment.ts';
+import { issue, joinWith } from './support/nodeflavor.ts';
+import { labelOnly, operatorFixture } from './support/operator-fixture.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 describe('controller: CSR approver mode and metrics', () => {
-  let env: E2EEnvironment;
-  let operator: ManagedProcess;
-  let metricsUrl = '';
-  const kubelets: SimulatedKubelet[] = [];
   const flavor = uniqueName('approved');
+  // The chart's defaults: approver mode, and its RBAC for nodeflavor's bootstrap group.
+  const fx = operatorFixture({ logPrefix: 'nodeflavor-approver-', flavorClasses: labelOnly(flavor) });
+  const { kubelets } = fx;
+  let env: E2EEnvironment;
+  let metricsUrl = '';
 
   before(async () => {
-    env = await e2eEnvironment();
-    await installCrds(env);
-    await ensureNamespace(env, OPERATOR_NAMESPACE);
-    await applyFlavorClass(env, flavor, { labels: { 'nodeflavor.io/flavor': flavor } });
-    // The chart's defaults: approver mode, and its RBAC for nodeflavor's bootstrap group.
-    await prepareOperatorIdentity(env);
+    env = fx.env;
     const port = await freePort();
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
-    operator = startOperator(
-      join(tempDirForThisProcess('nodeflavor-approver-'), 'operator.log'),
-      ['--no-leader-elect'],
-      {
-        metricsPort: port,
-      },
-    );
+    fx.start(['--no-leader-elect'], { metricsPort: port });
     await waitFor(async () => (await fetch(metricsUrl.replace('/metrics', '/readyz'))).ok, {
       what: 'the operator to be ready',
     });
-  });
-  after(async () => {
-    for (const kubelet of kubelets) kubelet.stop();
-    await operator?.stop();
   });
 
   const verified = async () => {

@@ -3,30 +3,20 @@
 // in the right flavor with no token over its uses; a leader killed during a burst of joins is
 // replaced by its standby and every node ends flavored.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
-import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
-import { prepareOperatorIdentity } from './support/chart.ts';
-import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
+import type { E2EEnvironment } from './support/environment.ts';
 import {
-  applyFlavorClass,
   customObjects,
-  ensureNamespace,
-  installCrds,
   issue,
   joinWith,
   metricValue,
   OPERATOR_NAMESPACE,
-  startOperator,
   waitOperatorSettled,
 } from './support/nodeflavor.ts';
-import { tempDirForThisProcess } from './support/temp-dir.ts';
+import { labelOnly, operatorFixture } from './support/operator-fixture.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
-
-const logs = tempDirForThisProcess('nodeflavor-restart-');
 
 interface TokenRecord {
   status?: {
@@ -38,35 +28,21 @@ interface TokenRecord {
 }
 
 describe('controller restarts and failover', () => {
-  let env: E2EEnvironment;
   const flavor = uniqueName('crash');
-  const operators: ManagedProcess[] = [];
-  const kubelets: SimulatedKubelet[] = [];
-
-  before(async () => {
-    env = await e2eEnvironment();
-    await installCrds(env);
-    await ensureNamespace(env, OPERATOR_NAMESPACE);
-    await applyFlavorClass(env, flavor, { labels: { 'nodeflavor.io/flavor': flavor } });
-    await prepareOperatorIdentity(env);
-  });
-  after(async () => {
-    for (const kubelet of kubelets) kubelet.stop();
-    await Promise.all(operators.map((op) => op.stop()));
+  const fx = operatorFixture({ logPrefix: 'nodeflavor-restart-', flavorClasses: labelOnly(flavor) });
+  const { operators, kubelets } = fx;
+  let env: E2EEnvironment;
+  before(() => {
+    env = fx.env;
   });
 
-  const logOf = new Map<ManagedProcess, string>();
   function operator(args: string[] = [], failpoints: string[] = [], metricsPort?: number): ManagedProcess {
-    const path = join(logs, `operator-${logOf.size}.log`);
-    const op = startOperator(path, args, { failpoints, ...(metricsPort ? { metricsPort } : {}) });
-    operators.push(op);
-    logOf.set(op, path);
-    return op;
+    return fx.start(args, { failpoints, ...(metricsPort ? { metricsPort } : {}) });
   }
 
   /** The leader-election identity a replica logged at start. */
   function identityOf(op: ManagedProcess): string | undefined {
-    const text = readFileSync(logOf.get(op) ?? '', 'utf8');
+    const text = fx.logText(op);
     return /"identity":"([^"]+)"/.exec(text)?.[1];
   }
 

@@ -7,34 +7,19 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
-import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { VERIFIED_ANNOTATION } from '../../src/flavor/verdict.ts';
 import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
-import { ControlPlane } from './cluster/controlplane.ts';
+import type { ControlPlane } from './cluster/controlplane.ts';
 import { freePort } from './cluster/ports.ts';
-import type { ManagedProcess } from './cluster/process.ts';
 import { binaryPaths } from './cluster/versions.ts';
-import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
-import { prepareOperatorIdentity } from './support/chart.ts';
-import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
-import {
-  applyFlavorClass,
-  customObjects,
-  ensureNamespace,
-  installCrds,
-  issue,
-  joinWith,
-  OPERATOR_NAMESPACE,
-  opsGet,
-  startOperator,
-} from './support/nodeflavor.ts';
-import { tempDirForThisProcess } from './support/temp-dir.ts';
+import type { E2EEnvironment } from './support/environment.ts';
+import { customObjects, issue, joinWith, opsGet } from './support/nodeflavor.ts';
+import { FLAVOR_LABEL, labelOnly, operatorFixture } from './support/operator-fixture.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const NODES = 60;
 const CONCURRENCY = 10;
-const FLAVOR_LABEL = 'nodeflavor.io/flavor';
 const TOKEN_LABEL = 'nodeflavor.io/token';
 const QUARANTINE = 'nodeflavor.io/unverified';
 
@@ -74,32 +59,20 @@ function samples(metrics: string, name: string): { labels: string; value: number
 describe('fault tolerance: kube-apiserver restarts during a burst of joins', {
   skip: !local && 'needs the locally built control-plane binaries',
 }, () => {
+  const flavor = uniqueName('restart');
+  const fx = operatorFixture({
+    logPrefix: 'nodeflavor-apiserver-restart-',
+    flavorClasses: labelOnly(flavor),
+    controlPlane: {},
+  });
+  const { kubelets } = fx;
   let plane: ControlPlane | undefined;
   let env: E2EEnvironment;
-  let operator: ManagedProcess | undefined;
   let metricsPort: number;
-  const flavor = uniqueName('restart');
-  const kubelets: SimulatedKubelet[] = [];
-  const logs = tempDirForThisProcess('nodeflavor-apiserver-restart-');
 
-  before(async () => {
-    plane = await ControlPlane.start({
-      log: (line) => process.stderr.write(`[own control-plane] ${line}\n`),
-    });
-    // Every helper of this file (environment, chart identity, operator) talks to this plane.
-    process.env.E2E_KUBECONFIG = plane.kubeconfigPath;
-    env = await e2eEnvironment();
-    assert.equal(env.server, plane.server, 'the helpers use this file’s own control plane');
-    await installCrds(env);
-    await ensureNamespace(env, OPERATOR_NAMESPACE);
-    await applyFlavorClass(env, flavor, { labels: { [FLAVOR_LABEL]: flavor } });
-    await prepareOperatorIdentity(env);
-  });
-
-  after(async () => {
-    for (const kubelet of kubelets) kubelet.stop();
-    await operator?.stop();
-    await plane?.stop();
+  before(() => {
+    ({ plane, env } = fx);
+    assert.equal(env.server, plane?.server, 'the helpers use this file’s own control plane');
   });
 
   async function flavoredNames(): Promise<Set<string>> {
@@ -129,7 +102,7 @@ describe('fault tolerance: kube-apiserver restarts during a burst of joins', {
 
   it('the controller stays up, its watches resume, and all 60 nodes end flavored', async (t) => {
     metricsPort = await freePort();
-    operator = startOperator(join(logs, 'operator.log'), ['--no-leader-elect'], { metricsPort });
+    const operator = fx.start(['--no-leader-elect'], { metricsPort });
     await waitFor(async () => (await opsGet(metricsPort, '/readyz'))[0] === 200, {
       what: 'the controller to sync its caches',
       timeoutMs: 60_000,

@@ -5,27 +5,14 @@
 // within 15 s (the lease lasts 10 s), and at the end every node is flavored and no token is
 // over its uses.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
 import type { ManagedProcess } from './cluster/process.ts';
-import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
-import { prepareOperatorIdentity } from './support/chart.ts';
-import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
-import {
-  applyFlavorClass,
-  customObjects,
-  ensureNamespace,
-  installCrds,
-  issue,
-  joinWith,
-  OPERATOR_NAMESPACE,
-  startOperator,
-} from './support/nodeflavor.ts';
-import { tempDirForThisProcess } from './support/temp-dir.ts';
+import type { E2EEnvironment } from './support/environment.ts';
+import { customObjects, issue, joinWith, OPERATOR_NAMESPACE } from './support/nodeflavor.ts';
+import { FLAVOR_LABEL, labelOnly, operatorFixture } from './support/operator-fixture.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const NODES = 80;
@@ -35,47 +22,19 @@ const PACE_MS = 400;
 /** The Lease lasts 10 s; a standby renews every 2 s: 15 s leaves room for a loaded machine. */
 const TAKEOVER_LIMIT_MS = 15_000;
 const LEASE = 'nodeflavor-controller';
-const FLAVOR_LABEL = 'nodeflavor.io/flavor';
 const TOKEN_LABEL = 'nodeflavor.io/token';
 const QUARANTINE = 'nodeflavor.io/unverified';
 
 describe('fault tolerance: leader failover under a continuous load of joins', () => {
-  let env: E2EEnvironment;
   const flavor = uniqueName('failover');
-  const logs = tempDirForThisProcess('nodeflavor-failover-');
-  const replicas: ManagedProcess[] = [];
-  const logOf = new Map<ManagedProcess, string>();
-  const kubelets: SimulatedKubelet[] = [];
-
-  before(async () => {
-    env = await e2eEnvironment();
-    await installCrds(env);
-    await ensureNamespace(env, OPERATOR_NAMESPACE);
-    await applyFlavorClass(env, flavor, { labels: { [FLAVOR_LABEL]: flavor } });
-    await prepareOperatorIdentity(env);
+  const fx = operatorFixture({ logPrefix: 'nodeflavor-failover-', flavorClasses: labelOnly(flavor) });
+  const { operators: replicas, kubelets, logText } = fx;
+  let env: E2EEnvironment;
+  before(() => {
+    env = fx.env;
   });
 
-  after(async () => {
-    for (const kubelet of kubelets) kubelet.stop();
-    await Promise.all(replicas.map((r) => r.stop()));
-    await Promise.all(kubelets.map((k) => env.core.deleteNode({ name: k.nodeName }).catch(() => undefined)));
-  });
-
-  function replica(): ManagedProcess {
-    const path = join(logs, `replica-${replicas.length}.log`);
-    const op = startOperator(path, ['--leader-elect']);
-    replicas.push(op);
-    logOf.set(op, path);
-    return op;
-  }
-
-  function logText(op: ManagedProcess): string {
-    try {
-      return readFileSync(logOf.get(op) ?? '', 'utf8');
-    } catch {
-      return '';
-    }
-  }
+  const replica = (): ManagedProcess => fx.start(['--leader-elect']);
 
   /** The leader-election identity a replica logged at start. */
   function identityOf(op: ManagedProcess): string | undefined {

@@ -6,28 +6,15 @@
 // FlavoredToken. The kill schedule comes from a seeded PRNG: the seed is printed, and
 // NODEFLAVOR_FAULT_SEED=<seed> replays the same schedule.
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { VERIFIED_ANNOTATION } from '../../src/flavor/verdict.ts';
 import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
 import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
-import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
-import { prepareOperatorIdentity } from './support/chart.ts';
-import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
-import {
-  applyFlavorClass,
-  customObjects,
-  ensureNamespace,
-  installCrds,
-  issue,
-  joinWith,
-  OPERATOR_NAMESPACE,
-  opsGet,
-  startOperator,
-} from './support/nodeflavor.ts';
-import { tempDirForThisProcess } from './support/temp-dir.ts';
+import type { E2EEnvironment } from './support/environment.ts';
+import { customObjects, issue, joinWith, opsGet } from './support/nodeflavor.ts';
+import { FLAVOR_LABEL, operatorFixture } from './support/operator-fixture.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const NODES = 200;
@@ -35,7 +22,6 @@ const CONCURRENCY = 20;
 /** Tokens issued during the chaos and never used: their Secrets must survive, owned. */
 const SPARES = 6;
 const TOKEN_LABEL = 'nodeflavor.io/token';
-const FLAVOR_LABEL = 'nodeflavor.io/flavor';
 const QUARANTINE = 'nodeflavor.io/unverified';
 const SEED = Number(process.env.NODEFLAVOR_FAULT_SEED ?? Math.floor(Math.random() * 2 ** 31));
 
@@ -76,41 +62,27 @@ interface Kill {
 }
 
 describe('fault tolerance: the controller SIGKILLed at random moments during a 200-node burst', () => {
-  let env: E2EEnvironment;
   const run = uniqueName('sk');
   const flavors = [`${run}-sweet`, `${run}-sour`] as const;
-  const logs = tempDirForThisProcess('nodeflavor-sigkill-');
-  const operators: ManagedProcess[] = [];
-  const kubelets: SimulatedKubelet[] = [];
-
-  before(async () => {
-    env = await e2eEnvironment();
-    await installCrds(env);
-    await ensureNamespace(env, OPERATOR_NAMESPACE);
-    await applyFlavorClass(env, flavors[0], {
-      labels: { [FLAVOR_LABEL]: flavors[0], 'sigkill.example.com/sweet': 'yes' },
-    });
-    await applyFlavorClass(env, flavors[1], {
-      labels: { [FLAVOR_LABEL]: flavors[1], 'sigkill.example.com/sour': 'yes' },
-      taints: [{ key: 'sigkill.example.com/sour', value: 'yes', effect: 'NoSchedule' }],
-    });
-    await prepareOperatorIdentity(env);
+  const fx = operatorFixture({
+    logPrefix: 'nodeflavor-sigkill-',
+    flavorClasses: {
+      [flavors[0]]: { labels: { [FLAVOR_LABEL]: flavors[0], 'sigkill.example.com/sweet': 'yes' } },
+      [flavors[1]]: {
+        labels: { [FLAVOR_LABEL]: flavors[1], 'sigkill.example.com/sour': 'yes' },
+        taints: [{ key: 'sigkill.example.com/sour', value: 'yes', effect: 'NoSchedule' }],
+      },
+    },
   });
-
-  after(async () => {
-    for (const kubelet of kubelets) kubelet.stop();
-    await Promise.all(operators.map((op) => op.stop()));
-    // Keep the shared control plane light for the files after this one.
-    await Promise.all(kubelets.map((k) => env.core.deleteNode({ name: k.nodeName }).catch(() => undefined)));
+  const { operators, kubelets } = fx;
+  let env: E2EEnvironment;
+  before(() => {
+    env = fx.env;
   });
 
   async function startController(): Promise<{ op: ManagedProcess; port: number }> {
     const port = await freePort();
-    const op = startOperator(join(logs, `operator-${operators.length}.log`), ['--no-leader-elect'], {
-      metricsPort: port,
-    });
-    operators.push(op);
-    return { op, port };
+    return { op: fx.start(['--no-leader-elect'], { metricsPort: port }), port };
   }
 
   async function listTokens(): Promise<Map<string, TokenObject>> {

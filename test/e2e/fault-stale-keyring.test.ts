@@ -6,60 +6,37 @@
 // token invalid: the node ends flavored, with no InvalidToken Event or metric on the way (before
 // the fix it was marked InvalidToken and stayed quarantined until the watch caught up).
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { activateKey, addKey } from '../../src/flavor/keyring.ts';
 import { readStoredKeyRing, replaceKeyRing } from '../../src/kube/keyring-store.ts';
 import { freePort } from './cluster/ports.ts';
-import type { ManagedProcess } from './cluster/process.ts';
-import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
-import { prepareOperatorIdentity } from './support/chart.ts';
-import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
+import type { E2EEnvironment } from './support/environment.ts';
 import {
-  applyFlavorClass,
-  ensureNamespace,
-  installCrds,
   issue,
   joinWith,
   metricValue,
   OPERATOR_NAMESPACE,
   opsGet,
-  startOperator,
   waitOperatorSettled,
 } from './support/nodeflavor.ts';
-import { tempDirForThisProcess } from './support/temp-dir.ts';
+import { FLAVOR_LABEL, labelOnly, operatorFixture } from './support/operator-fixture.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
-const FLAVOR_LABEL = 'nodeflavor.io/flavor';
 const QUARANTINE = 'nodeflavor.io/unverified';
 const KEY_RING = { namespace: OPERATOR_NAMESPACE, name: 'nodeflavor-hmac-keys' };
 
 describe('key rotation mid-join: a token of a key the cached ring lacks', () => {
-  let env: E2EEnvironment;
-  let operator: ManagedProcess | undefined;
-  const kubelets: SimulatedKubelet[] = [];
   const flavor = uniqueName('rotated');
-  const logs = tempDirForThisProcess('nodeflavor-stale-ring-');
-
-  before(async () => {
-    env = await e2eEnvironment();
-    await installCrds(env);
-    await ensureNamespace(env, OPERATOR_NAMESPACE);
-    await applyFlavorClass(env, flavor, { labels: { [FLAVOR_LABEL]: flavor } });
-    await prepareOperatorIdentity(env);
-  });
-
-  after(async () => {
-    for (const kubelet of kubelets) {
-      kubelet.stop();
-      await env.core.deleteNode({ name: kubelet.nodeName }).catch(() => undefined);
-    }
-    await operator?.stop();
+  const fx = operatorFixture({ logPrefix: 'nodeflavor-stale-ring-', flavorClasses: labelOnly(flavor) });
+  const { kubelets } = fx;
+  let env: E2EEnvironment;
+  before(() => {
+    env = fx.env;
   });
 
   it('is judged again with a fresh ring and verified, never marked InvalidToken', async (t) => {
     const metrics = await freePort();
-    operator = startOperator(join(logs, 'operator.log'), ['--no-leader-elect'], {
+    fx.start(['--no-leader-elect'], {
       metricsPort: metrics,
       failpoints: ['freeze-keyring-watch'],
     });

@@ -10,32 +10,18 @@
 // registered with its own credentials.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { bootstrapSecretName } from '../../src/flavor/bootstrap-token.ts';
 import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
-import { ControlPlane } from './cluster/controlplane.ts';
-import type { ManagedProcess } from './cluster/process.ts';
+import type { ControlPlane } from './cluster/controlplane.ts';
 import { binaryPaths } from './cluster/versions.ts';
-import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
-import { prepareOperatorIdentity } from './support/chart.ts';
-import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
-import {
-  applyFlavorClass,
-  customObjects,
-  ensureNamespace,
-  installCrds,
-  issue,
-  joinWith,
-  OPERATOR_NAMESPACE,
-  startOperator,
-} from './support/nodeflavor.ts';
-import { tempDirForThisProcess } from './support/temp-dir.ts';
+import type { E2EEnvironment } from './support/environment.ts';
+import { customObjects, issue, joinWith } from './support/nodeflavor.ts';
+import { FLAVOR_LABEL, labelOnly, operatorFixture } from './support/operator-fixture.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const NODES = 30;
 const CONCURRENCY = 5;
-const FLAVOR_LABEL = 'nodeflavor.io/flavor';
 const TOKEN_LABEL = 'nodeflavor.io/token';
 const QUARANTINE = 'nodeflavor.io/unverified';
 
@@ -45,31 +31,19 @@ const local = [paths.etcd, paths.kubeApiserver, paths.kubeControllerManager].eve
 describe('two kube-apiservers behind a load balancer: joins never lose their bootstrap token', {
   skip: !local && 'needs the locally built control-plane binaries',
 }, () => {
+  const flavor = uniqueName('two-apis');
+  const fx = operatorFixture({
+    logPrefix: 'nodeflavor-two-apiservers-',
+    flavorClasses: labelOnly(flavor),
+    controlPlane: { apiServers: 2 },
+  });
+  const { kubelets } = fx;
   let plane: ControlPlane | undefined;
   let env: E2EEnvironment;
-  let operator: ManagedProcess | undefined;
-  const flavor = uniqueName('two-apis');
-  const kubelets: SimulatedKubelet[] = [];
-  const logs = tempDirForThisProcess('nodeflavor-two-apiservers-');
 
-  before(async () => {
-    plane = await ControlPlane.start({
-      apiServers: 2,
-      log: (line) => process.stderr.write(`[own control-plane] ${line}\n`),
-    });
-    process.env.E2E_KUBECONFIG = plane.kubeconfigPath;
-    env = await e2eEnvironment();
-    assert.equal(env.server, plane.loadBalancer?.url, 'every helper goes through the load balancer');
-    await installCrds(env);
-    await ensureNamespace(env, OPERATOR_NAMESPACE);
-    await applyFlavorClass(env, flavor, { labels: { [FLAVOR_LABEL]: flavor } });
-    await prepareOperatorIdentity(env);
-  });
-
-  after(async () => {
-    for (const kubelet of kubelets) kubelet.stop();
-    await operator?.stop();
-    await plane?.stop();
+  before(() => {
+    ({ plane, env } = fx);
+    assert.equal(env.server, plane?.loadBalancer?.url, 'every helper goes through the load balancer');
   });
 
   async function secretExists(tokenId: string): Promise<boolean> {
@@ -82,7 +56,7 @@ describe('two kube-apiservers behind a load balancer: joins never lose their boo
   }
 
   it(`${NODES} single-use joins through both API servers all succeed; every Secret goes once its node registered`, async (t) => {
-    operator = startOperator(join(logs, 'operator.log'), ['--leader-elect']);
+    fx.start(['--leader-elect']);
     const tokens: IssuedToken[] = [];
     for (let i = 0; i < NODES; i += CONCURRENCY)
       tokens.push(...(await Promise.all(Array.from({ length: CONCURRENCY }, () => issue(env, flavor)))));

@@ -3,7 +3,6 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import {
   bootstrapSecretName,
-  bootstrapUsername,
   formatBootstrapToken,
   generateBootstrapToken,
   parseBootstrapToken,
@@ -11,7 +10,6 @@ import {
   TOKEN_ALPHABET,
   TOKEN_ID_PATTERN,
   TOKEN_SECRET_PATTERN,
-  tokenIdFromUsername,
 } from '../../src/flavor/bootstrap-token.ts';
 import { countingRandomBytes, cyclingBytes, seededRandomBytes } from './support/random.ts';
 
@@ -150,43 +148,13 @@ describe('formatBootstrapToken / parseBootstrapToken', () => {
   });
 });
 
-describe('usernames and Secret names', () => {
-  it('builds the bootstrap username and Secret name', () => {
-    assert.equal(bootstrapUsername('abcdef'), 'system:bootstrap:abcdef');
+describe('Secret names', () => {
+  it('builds the Secret name', () => {
     assert.equal(bootstrapSecretName('abcdef'), 'bootstrap-token-abcdef');
   });
 
-  it('refuses to build them from an invalid id', () => {
-    assert.throws(() => bootstrapUsername('ABCDEF'), /invalid bootstrap token id/);
+  it('refuses to build it from an invalid id', () => {
+    assert.throws(() => bootstrapSecretName('ABCDEF'), /invalid bootstrap token id/);
     assert.throws(() => bootstrapSecretName('abc'), /invalid bootstrap token id/);
-  });
-
-  const usernames: Record<string, string | undefined> = {
-    'system:bootstrap:abcdef': 'abcdef',
-    'system:bootstrap:a1b2c3': 'a1b2c3',
-    'system:bootstrap:abcdefg': undefined,
-    'system:bootstrap:abcde': undefined,
-    'system:bootstrap:ABCDEF': undefined,
-    'system:bootstrap:': undefined,
-    'system:bootstrappers:abcdef': undefined,
-    'system:node:abcdef': undefined,
-    'xsystem:bootstrap:abcdef': undefined,
-    'system:bootstrap:abcdef ': undefined,
-    abcdef: undefined,
-    '': undefined,
-  };
-  for (const [username, expected] of Object.entries(usernames)) {
-    it(`tokenIdFromUsername(${JSON.stringify(username)}) is ${expected ?? 'undefined'}`, () => {
-      assert.equal(tokenIdFromUsername(username), expected);
-    });
-  }
-
-  it('inverts bootstrapUsername (property)', () => {
-    fc.assert(
-      fc.property(fc.string(), (seed) => {
-        const { id } = generateBootstrapToken(seededRandomBytes(seed));
-        assert.equal(tokenIdFromUsername(bootstrapUsername(id)), id);
-      }),
-    );
   });
 });

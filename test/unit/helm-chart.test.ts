@@ -121,6 +121,7 @@ const BASE_CLUSTER_GRANTS = [
   'core events *any*: create,get,patch',
   'core nodes *any*: list,patch,watch',
   'nodeflavor.io flavorclasses *any*: get,list,watch',
+  'nodeflavor.io flavorclasses/status *any*: update',
   'nodeflavor.io flavoredtokens *any*: create,delete,get,list,patch,watch',
   'nodeflavor.io flavoredtokens/status *any*: update',
 ];

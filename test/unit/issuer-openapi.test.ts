@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { z } from 'zod';
 import { parseIssuerConfig } from '../../src/tokenissuer/config.ts';
-import { OPENAPI_DOCUMENT } from '../../src/tokenissuer/openapi.ts';
+import { OPENAPI_DOCUMENT, REQUEST_BODY_SCHEMAS } from '../../src/tokenissuer/openapi.ts';
+import { IssueRequestSchema } from '../../src/tokenissuer/request.ts';
 import { buildIssuerApp } from '../../src/tokenissuer/server.ts';
 import { clusterInfoKubeconfig, FakeReviews, FakeTokenKube, fakeKeyRing } from './support/issuer-fakes.ts';
 
@@ -65,5 +67,43 @@ describe('OpenAPI document', () => {
         assert.ok(Object.keys(operation.responses).length > 0);
       }
     }
+  });
+
+  it('gives each request body the conversion of the zod schema the server validates it with', () => {
+    const schemas = OPENAPI_DOCUMENT.components.schemas as Record<string, unknown>;
+    const withBody: string[] = [];
+    for (const operations of Object.values(OPENAPI_DOCUMENT.paths)) {
+      for (const operation of Object.values(operations) as {
+        operationId: string;
+        requestBody?: { content: { 'application/json': { schema: { $ref: string } } } };
+      }[]) {
+        if (!operation.requestBody) continue;
+        withBody.push(operation.operationId);
+        const validating = REQUEST_BODY_SCHEMAS[operation.operationId];
+        assert.ok(validating, `${operation.operationId}: its validating schema is named`);
+        const { $ref } = operation.requestBody.content['application/json'].schema;
+        const { $schema: _dialect, ...converted } = z.toJSONSchema(validating, { io: 'input' });
+        assert.deepEqual(
+          schemas[$ref.slice('#/components/schemas/'.length)],
+          converted,
+          operation.operationId,
+        );
+      }
+    }
+    assert.deepEqual(withBody.sort(), Object.keys(REQUEST_BODY_SCHEMAS).sort());
+    // The one the route validates with (validateIssueRequest) is the one named.
+    assert.equal(REQUEST_BODY_SCHEMAS.issueToken, IssueRequestSchema);
+  });
+
+  it('documents what the hand-written IssueRequest said: formats, defaults, descriptions', () => {
+    const body = OPENAPI_DOCUMENT.components.schemas.IssueRequest as { properties: Record<string, object> };
+    assert.deepEqual(body.properties.expiresAt, {
+      type: 'string',
+      format: 'date-time',
+      description: 'Absolute expiry. Not with ttl.',
+    });
+    assert.equal((body.properties.maxUses as { default?: number }).default, 1);
+    for (const [name, property] of Object.entries(body.properties))
+      assert.ok((property as { description?: string }).description, `${name} has a description`);
   });
 });

@@ -1,0 +1,109 @@
+// The setup the operator e2e files share, once: the CRDs, the operator's namespace, the file's
+// FlavorClasses and the chart's ServiceAccount identity in before(); `nodeflavor run` processes
+// started with their logs in a temp dir; and in after(), simulated kubelets and operators
+// stopped, the file's Nodes deleted (the shared control plane stays light) and, for a file that
+// brings its own control plane (faults that restart or stall it), that plane stopped.
+// Call it at the top of a describe(); its hooks run before the file's own.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before } from 'node:test';
+import { ControlPlane, type ControlPlaneOptions } from '../cluster/controlplane.ts';
+import type { ManagedProcess } from '../cluster/process.ts';
+import type { SimulatedKubelet } from '../kubelet-sim/kubelet.ts';
+import { prepareOperatorIdentity } from './chart.ts';
+import { type E2EEnvironment, e2eEnvironment } from './environment.ts';
+import {
+  applyFlavorClass,
+  ensureNamespace,
+  type FlavorClassSpecInput,
+  installCrds,
+  OPERATOR_NAMESPACE,
+  startOperator,
+} from './nodeflavor.ts';
+import { tempDirForThisProcess } from './temp-dir.ts';
+
+export const FLAVOR_LABEL = 'nodeflavor.io/flavor';
+
+export interface OperatorFixture {
+  /** Set in before(). */
+  env: E2EEnvironment;
+  /** This file's own control plane, when it asked for one. */
+  plane?: ControlPlane;
+  /** Operator logs (and anything else the file writes); removed when the process exits. */
+  logs: string;
+  /** Every operator started; stopped after the file. */
+  operators: ManagedProcess[];
+  /** Every simulated kubelet the file registers here; stopped (and its Node deleted) after the file. */
+  kubelets: SimulatedKubelet[];
+  /** `nodeflavor run` as the chart's ServiceAccount, its log at logs/operator-<n>.log. */
+  start: (args?: string[], options?: Parameters<typeof startOperator>[2]) => ManagedProcess;
+  logPath: (op: ManagedProcess) => string;
+  /** An operator's log so far ('' before it wrote one). */
+  logText: (op: ManagedProcess) => string;
+}
+
+/** A FlavorClass that only labels its nodes with nodeflavor.io/flavor=<its name>. */
+export function labelOnly(name: string): Record<string, FlavorClassSpecInput> {
+  return { [name]: { labels: { [FLAVOR_LABEL]: name } } };
+}
+
+export function operatorFixture(options: {
+  /** The temp dir's prefix (nodeflavor-<what>-). */
+  logPrefix: string;
+  flavorClasses: Record<string, FlavorClassSpecInput>;
+  /** A control plane of this file's own (the suite's shared one when absent). */
+  controlPlane?: ControlPlaneOptions;
+  /** Delete the Nodes of the file's kubelets after it (default true). */
+  deleteNodes?: boolean;
+}): OperatorFixture {
+  const logOf = new Map<ManagedProcess, string>();
+  const fixture = {
+    logs: tempDirForThisProcess(options.logPrefix),
+    operators: [],
+    kubelets: [],
+  } as unknown as OperatorFixture;
+
+  before(async () => {
+    if (options.controlPlane) {
+      fixture.plane = await ControlPlane.start({
+        log: (line) => process.stderr.write(`[own control-plane] ${line}\n`),
+        ...options.controlPlane,
+      });
+      // Every helper (environment, chart identity, operator) talks to this plane from now on.
+      process.env.E2E_KUBECONFIG = fixture.plane.kubeconfigPath;
+    }
+    fixture.env = await e2eEnvironment();
+    await installCrds(fixture.env);
+    await ensureNamespace(fixture.env, OPERATOR_NAMESPACE);
+    for (const [name, spec] of Object.entries(options.flavorClasses))
+      await applyFlavorClass(fixture.env, name, spec);
+    await prepareOperatorIdentity(fixture.env);
+  });
+
+  after(async () => {
+    for (const kubelet of fixture.kubelets) kubelet.stop();
+    await Promise.all(fixture.operators.map((op) => op.stop()));
+    if (options.deleteNodes !== false && fixture.env && !fixture.plane)
+      await Promise.all(
+        fixture.kubelets.map((k) => fixture.env.core.deleteNode({ name: k.nodeName }).catch(() => undefined)),
+      );
+    await fixture.plane?.stop();
+  });
+
+  fixture.start = (args = [], startOptions = {}) => {
+    const path = join(fixture.logs, `operator-${logOf.size}.log`);
+    const op = startOperator(path, args, startOptions);
+    fixture.operators.push(op);
+    logOf.set(op, path);
+    return op;
+  };
+  fixture.logPath = (op) => logOf.get(op) ?? '';
+  fixture.logText = (op) => {
+    try {
+      return readFileSync(fixture.logPath(op), 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  return fixture;
+}
