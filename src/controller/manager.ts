@@ -5,7 +5,6 @@
 // in flight is cut off with it, not just the work still queued.
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { type Config, controllerUsername } from '../config.ts';
@@ -15,6 +14,7 @@ import { prepareKubeConfig } from '../kube/config.ts';
 import { fencedKubeConfig } from '../kube/deadlines.ts';
 import { EventRecorder } from '../kube/events.ts';
 import { KeyRingWatch } from '../kube/keyring-watch.ts';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { LeaderElector, type Leadership, soleLeadership } from '../kube/leader.ts';
 import { ListWatch, type RestartReason, withoutManagedFields } from '../kube/listwatch.ts';
 import { type TrimmedNode, trimNode } from '../kube/node-writes.ts';

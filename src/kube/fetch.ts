@@ -1,13 +1,37 @@
 // Authenticated fetch against the API server, for what client-node's typed clients do not do
 // well: long watches with our own timeouts, metadata-only lists, streaming large lists.
-// Authentication is exactly client-node's (applySecurityAuthentication: client certs, bearer
-// tokens, exec plugins), so every identity a KubeConfig can express works here too. Every
+// Authentication is the KubeConfig's own (applySecurityAuthentication: client certs, bearer
+// tokens; exec plugins where client-node's KubeConfig is used), so every identity a KubeConfig
+// can express works here too. Every
 // request has a deadline and obeys the KubeConfig's fence (deadlines.ts); a watch opts out of
 // the deadline (`timeoutMs: 0`) and keeps its own inactivity watchdog instead.
-import { HttpMethod, type KubeConfig, RequestContext } from '@kubernetes/client-node';
-import { fetch, type Response } from 'undici';
+import { type Dispatcher, fetch, type Response } from 'undici';
 import { requestSignal } from './deadlines.ts';
-import { KubeError, toKubeError } from './kube-error.ts';
+import { KubeError, statusError, toKubeError } from './kube-error.ts';
+import type { KubeConfig, RequestAuthContext } from './kubeconfig.ts';
+
+/** What applySecurityAuthentication fills in for one request. */
+class AuthContext implements RequestAuthContext {
+  readonly headers: Record<string, string> = {};
+  dispatcher: Dispatcher | undefined;
+  #signal: AbortSignal | undefined;
+
+  setHeaderParam(key: string, value: string): void {
+    this.headers[key] = value;
+  }
+
+  setDispatcher(dispatcher: unknown): void {
+    this.dispatcher = dispatcher as Dispatcher;
+  }
+
+  getSignal(): AbortSignal | undefined {
+    return this.#signal;
+  }
+
+  setSignal(signal: AbortSignal): void {
+    this.#signal = signal;
+  }
+}
 
 export interface KubeFetchInit {
   method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -39,17 +63,17 @@ export async function kubeFetch(
   for (const [key, value] of Object.entries(init.query ?? {})) {
     if (value !== undefined) url.searchParams.set(key, String(value));
   }
-  const method = (init.method ?? 'GET') as HttpMethod;
-  const context = new RequestContext(url.toString(), method ?? HttpMethod.GET);
+  const method = init.method ?? 'GET';
+  const context = new AuthContext();
   // First, so that a closed fence fails before credentials are even applied.
   const signal = requestSignal(kubeConfig, { signal: init.signal, timeoutMs: init.timeoutMs });
   await kubeConfig.applySecurityAuthentication(context);
   try {
     const response = await fetch(url, {
       method,
-      headers: { ...context.getHeaders(), ...init.headers },
+      headers: { ...context.headers, ...init.headers },
       body: init.body,
-      dispatcher: context.getDispatcher(),
+      ...(context.dispatcher ? { dispatcher: context.dispatcher } : {}),
       signal,
     });
     requestObserver?.(method, response.status);
@@ -79,21 +103,17 @@ export async function* responseLines(response: Response): AsyncGenerator<string>
   if (buffered.trim() !== '') yield buffered;
 }
 
-/**
- * One JSON request; a non-2xx answer becomes a KubeError carrying the API server's Status
- * reason and message (which never echo request bodies, so no secret can leak through them).
- */
-export async function kubeJson<T = unknown>(
+type JsonOptions = { body?: unknown; contentType?: string; query?: KubeFetchInit['query']; action?: string };
+
+async function jsonRequest(
   kubeConfig: KubeConfig,
   method: NonNullable<KubeFetchInit['method']>,
   path: string,
-  options: { body?: unknown; contentType?: string; query?: KubeFetchInit['query']; action?: string } = {},
-): Promise<T> {
-  const action = options.action ?? `${method} ${path}`;
-  let response: Response;
-  let text: string;
+  options: JsonOptions,
+  action: string,
+): Promise<{ status: number; text: string }> {
   try {
-    response = await kubeFetch(kubeConfig, path, {
+    const response = await kubeFetch(kubeConfig, path, {
       method,
       query: options.query,
       headers: {
@@ -102,20 +122,45 @@ export async function kubeJson<T = unknown>(
       },
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
     });
-    text = await response.text();
+    return { status: response.status, text: await response.text() };
   } catch (error) {
     throw toKubeError(error, action);
   }
-  if (response.status >= 200 && response.status < 300) return (text ? JSON.parse(text) : undefined) as T;
+}
+
+/**
+ * One JSON request; a non-2xx answer becomes a KubeError carrying the API server's Status
+ * reason and message (which never echo request bodies, so no secret can leak through them).
+ */
+export async function kubeJson<T = unknown>(
+  kubeConfig: KubeConfig,
+  method: NonNullable<KubeFetchInit['method']>,
+  path: string,
+  options: JsonOptions = {},
+): Promise<T> {
+  const action = options.action ?? `${method} ${path}`;
+  const { status: code, text } = await jsonRequest(kubeConfig, method, path, options, action);
+  if (code >= 200 && code < 300) return (text ? JSON.parse(text) : undefined) as T;
   let status: { reason?: string; message?: string } = {};
   try {
     status = JSON.parse(text) as typeof status;
   } catch {
     // not a Status object
   }
-  throw new KubeError(
-    response.status,
-    status.reason ?? `HTTP${response.status}`,
-    `${action}: ${status.message ?? `HTTP ${response.status}`}`,
-  );
+  throw new KubeError(code, status.reason ?? `HTTP${code}`, `${action}: ${status.message ?? `HTTP ${code}`}`);
+}
+
+/**
+ * kubeJson whose errors read `action: HTTP 404 NotFound: <Status message>` (toKubeError's form):
+ * for the reads and writes that used client-node's typed clients, whose errors read so.
+ */
+export async function kubeCall<T = unknown>(
+  kubeConfig: KubeConfig,
+  method: NonNullable<KubeFetchInit['method']>,
+  path: string,
+  options: JsonOptions & { action: string },
+): Promise<T> {
+  const { status, text } = await jsonRequest(kubeConfig, method, path, options, options.action);
+  if (status >= 200 && status < 300) return (text ? JSON.parse(text) : undefined) as T;
+  throw statusError(status, text, options.action);
 }

@@ -1,7 +1,7 @@
 // FlavoredTokens for the token issuer, from a watch: lists of a caller's tokens and portals waiting
 // for "verified" are served from memory. Objects that do not match the schema are left out (the
 // CRD and the code drifted: the API server validated them, so this does not happen in practice).
-import type { KubeConfig } from '@kubernetes/client-node';
+
 import {
   FLAVORED_TOKEN_PLURAL,
   type FlavoredToken,
@@ -10,6 +10,7 @@ import {
   VERSION,
 } from '../flavor/resources.ts';
 import type { TokenFeed } from '../tokenissuer/token-feed.ts';
+import type { KubeConfig } from './kubeconfig.ts';
 import { ListWatch, withoutManagedFields } from './listwatch.ts';
 
 type Stored = { metadata: { name: string; resourceVersion?: string }; token?: FlavoredToken };

@@ -3,10 +3,11 @@
 // resourceVersion as a precondition so a decision made on a stale cache is never written;
 // then an explicit removal of protected keys that someone else owns (the kubelet's token
 // label, a label an intruder set), which apply alone cannot remove.
-import type { KubeConfig } from '@kubernetes/client-node';
+
 import type { DesiredNodeState } from '../flavor/converge.ts';
 import { kubeJson } from './fetch.ts';
 import { KubeError } from './kube-error.ts';
+import type { KubeConfig } from './kubeconfig.ts';
 
 export const FIELD_MANAGER = 'nodeflavor';
 
