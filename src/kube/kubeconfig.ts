@@ -104,58 +104,61 @@ function material(data: string | undefined, file: string | undefined): Material 
  * connections (one undici Agent per TLS material, keep-alive), which client-node 2.0.1 does not.
  */
 export class StaticKubeConfig implements KubeConfig {
-  readonly #cluster: ClusterEntry;
-  readonly #user: UserEntry;
-  readonly #ca: Material;
-  readonly #cert: Material;
-  readonly #key: Material;
-  readonly #token: () => string | undefined;
-  readonly #dispatchers = new Map<string, Agent>();
+  // Plain (TypeScript-private) fields, not #private ones: fencedKubeConfig (deadlines.ts) makes
+  // views of a KubeConfig with Object.create, and #private fields are not reachable through a
+  // prototype.
+  private readonly cluster_: ClusterEntry;
+  private readonly user_: UserEntry;
+  private readonly ca_: Material;
+  private readonly cert_: Material;
+  private readonly key_: Material;
+  private readonly token_: () => string | undefined;
+  private readonly dispatchers_ = new Map<string, Agent>();
 
   constructor(cluster: ClusterEntry, user: UserEntry) {
     if (cluster.server.startsWith('http:') && !cluster.skipTLSVerify)
       throw new Error('HTTP protocol is not allowed when insecure-skip-tls-verify is not set');
-    this.#cluster = { ...cluster, server: cluster.server.replace(/\/$/, '') };
-    this.#user = user;
-    this.#ca = material(cluster.caData, cluster.caFile);
-    this.#cert = material(user.certData, user.certFile);
-    this.#key = material(user.keyData, user.keyFile);
+    this.cluster_ = { ...cluster, server: cluster.server.replace(/\/$/, '') };
+    this.user_ = user;
+    this.ca_ = material(cluster.caData, cluster.caFile);
+    this.cert_ = material(user.certData, user.certFile);
+    this.key_ = material(user.keyData, user.keyFile);
     if (user.token) {
       const token = user.token;
-      this.#token = () => token;
+      this.token_ = () => token;
     } else if (user.tokenFile) {
       const file = new CachedFile(user.tokenFile);
-      this.#token = () => file.read().toString('utf8').trim();
+      this.token_ = () => file.read().toString('utf8').trim();
     } else {
-      this.#token = () => undefined;
+      this.token_ = () => undefined;
     }
   }
 
   getCurrentCluster(): ClusterEntry {
-    return this.#cluster;
+    return this.cluster_;
   }
 
   /** The user's name and static token (the benchmarks read the operator's token from it). */
   getCurrentUser(): { name: string; token?: string } {
-    return { name: this.#user.name, ...(this.#user.token ? { token: this.#user.token } : {}) };
+    return { name: this.user_.name, ...(this.user_.token ? { token: this.user_.token } : {}) };
   }
 
   async applySecurityAuthentication(context: RequestAuthContext): Promise<void> {
-    const { username, password, impersonateUser } = this.#user;
+    const { username, password, impersonateUser } = this.user_;
     if (username) {
       context.setHeaderParam(
         'Authorization',
         `Basic ${Buffer.from(`${username}:${password ?? ''}`).toString('base64')}`,
       );
     }
-    const token = this.#token();
+    const token = this.token_();
     if (token) context.setHeaderParam('Authorization', `Bearer ${token}`);
     if (impersonateUser) context.setHeaderParam('Impersonate-User', impersonateUser);
-    const dispatcher = this.#dispatcher();
+    const dispatcher = this.dispatcher();
     if (dispatcher) context.setDispatcher(dispatcher);
   }
 
-  #dispatcher(): Agent | undefined {
+  private dispatcher(): Agent | undefined {
     const tls: {
       ca?: Buffer;
       cert?: Buffer;
@@ -163,29 +166,29 @@ export class StaticKubeConfig implements KubeConfig {
       rejectUnauthorized?: boolean;
       servername?: string;
     } = {};
-    const ca = this.#ca();
-    const cert = this.#cert();
-    const key = this.#key();
+    const ca = this.ca_();
+    const cert = this.cert_();
+    const key = this.key_();
     if (ca) tls.ca = ca;
     if (cert) tls.cert = cert;
     if (key) tls.key = key;
-    if (this.#cluster.skipTLSVerify) tls.rejectUnauthorized = false;
-    if (this.#cluster.tlsServerName) tls.servername = this.#cluster.tlsServerName;
+    if (this.cluster_.skipTLSVerify) tls.rejectUnauthorized = false;
+    if (this.cluster_.tlsServerName) tls.servername = this.cluster_.tlsServerName;
     if (Object.keys(tls).length === 0) return undefined; // fetch's global dispatcher, system CAs
     const hash = createHash('sha256');
     for (const part of [tls.ca, tls.cert, tls.key, String(tls.rejectUnauthorized), tls.servername ?? ''])
       hash.update(part ?? '').update('\0');
     const fingerprint = hash.digest('hex');
-    let dispatcher = this.#dispatchers.get(fingerprint);
+    let dispatcher = this.dispatchers_.get(fingerprint);
     if (!dispatcher) {
-      if (this.#dispatchers.size >= MAX_DISPATCHERS) {
-        const [oldest, agent] = this.#dispatchers.entries().next().value as [string, Agent];
-        this.#dispatchers.delete(oldest);
+      if (this.dispatchers_.size >= MAX_DISPATCHERS) {
+        const [oldest, agent] = this.dispatchers_.entries().next().value as [string, Agent];
+        this.dispatchers_.delete(oldest);
         void agent.close().catch(() => undefined);
       }
       // keepAliveInitialDelay 30 s, as client-go (and client-node): under cloud load balancers' idle timeouts.
       dispatcher = new Agent({ connect: { ...tls, keepAlive: true, keepAliveInitialDelay: 30_000 } });
-      this.#dispatchers.set(fingerprint, dispatcher);
+      this.dispatchers_.set(fingerprint, dispatcher);
     }
     return dispatcher;
   }

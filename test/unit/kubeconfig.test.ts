@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
+import { fencedKubeConfig } from '../../src/kube/deadlines.ts';
 import { kubeConfigFromFile, kubeConfigFromString, kubeConfigInCluster } from '../../src/kube/kubeconfig.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'nodeflavor-kubeconfig-'));
@@ -55,6 +56,13 @@ describe('kubeconfig', () => {
     assert.equal(first.headers['Impersonate-User'], 'someone');
     assert.ok(first.dispatcher);
     assert.equal((await applied(kc)).dispatcher, first.dispatcher, 'connections are reused');
+  });
+
+  it("works through a leader term's fenced view (Object.create)", async () => {
+    const kc = kubeConfigFromString(kubeconfig({ token: 'abc' }), dir);
+    const fenced = fencedKubeConfig(kc, new AbortController().signal);
+    assert.equal(fenced.getCurrentCluster()?.server, 'https://127.0.0.1:6443');
+    assert.equal((await applied(fenced)).headers.Authorization, 'Bearer abc');
   });
 
   it('reads token files and relative paths against the kubeconfig directory', async () => {
