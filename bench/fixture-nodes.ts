@@ -99,11 +99,15 @@ export function realisticNode(name: string, tokenId: string, verifiedAt: string)
   };
 }
 
-/** Creates the fleet (idempotent: existing objects are kept). Returns the node names. */
+/**
+ * Creates nodes `from` .. `count - 1` of the fleet (and their tokens); a level sweep grows the
+ * fleet by passing the previous count as `from`. Returns the names of all `count` nodes.
+ */
 export async function createFleet(
   kubeConfig: KubeConfig,
   count: number,
   onProgress: (done: number) => void,
+  from = 0,
 ): Promise<string[]> {
   await kubeJson(kubeConfig, 'PATCH', `/apis/nodeflavor.io/v1alpha1/flavorclasses/${FIXTURE_FLAVOR}`, {
     contentType: 'application/apply-patch+yaml',
@@ -116,8 +120,9 @@ export async function createFleet(
     },
   });
   const names = Array.from({ length: count }, (_, i) => `fleet-${String(i).padStart(5, '0')}`);
-  let done = 0;
-  await mapLimit(names, 32, async (name, i) => {
+  let done = from;
+  await mapLimit(names.slice(from), 32, async (name, index) => {
+    const i = from + index;
     const tokenId = `f${i.toString(36).padStart(5, '0')}`.slice(-6);
     const verifiedAt = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
     const body = realisticNode(name, tokenId, verifiedAt);
