@@ -49,8 +49,10 @@ export class KubeReviews {
     this.#kubeConfig = kubeConfig;
   }
 
-  #create<T>(path: string, kind: string, spec: unknown, action: string): Promise<T> {
-    const apiVersion = path.slice('/apis/'.length);
+  /** POSTs a review of `kind` (group/version from `api`, e.g. /apis/authentication.k8s.io/v1). */
+  #create<T>(api: string, kind: string, spec: unknown, action: string): Promise<T> {
+    const apiVersion = api.slice('/apis/'.length);
+    const path = `${api}/${kind.toLowerCase()}s`;
     return kubeCall<T>(this.#kubeConfig, 'POST', path, { body: { apiVersion, kind, spec }, action });
   }
 
@@ -61,7 +63,7 @@ export class KubeReviews {
    */
   async reviewToken(token: string, audiences: string[]): Promise<ReviewedToken | undefined> {
     const review = await this.#create<TokenReview>(
-      `${AUTHN}/tokenreviews`,
+      AUTHN,
       'TokenReview',
       { token, audiences },
       'review a bearer token (TokenReview)',
@@ -82,7 +84,7 @@ export class KubeReviews {
   /** Whether `user` may do `check` (SubjectAccessReview). */
   async userCan(user: KubeUser, check: ResourceCheck): Promise<boolean> {
     const review = await this.#create<AccessReview>(
-      `${AUTHZ}/subjectaccessreviews`,
+      AUTHZ,
       'SubjectAccessReview',
       {
         user: user.username,
@@ -99,7 +101,7 @@ export class KubeReviews {
   /** Whether the kubeconfig's own user may do `check` (SelfSubjectAccessReview). */
   async selfCan(check: ResourceCheck): Promise<boolean> {
     const review = await this.#create<AccessReview>(
-      `${AUTHZ}/selfsubjectaccessreviews`,
+      AUTHZ,
       'SelfSubjectAccessReview',
       { resourceAttributes: check },
       `check whether you may ${check.verb} ${check.resource}`,
