@@ -10,6 +10,7 @@ import {
   VERSION,
 } from '../flavor/resources.ts';
 import type { TokenFeed } from '../tokenissuer/token-feed.ts';
+import { internStrings } from './intern.ts';
 import type { KubeConfig } from './kubeconfig.ts';
 import { ListWatch, withoutManagedFields } from './listwatch.ts';
 
@@ -26,7 +27,16 @@ export class FlavoredTokenWatch implements TokenFeed {
       transform: (raw) => {
         const trimmed = withoutManagedFields<{ metadata: Stored['metadata'] }>(raw);
         const parsed = FlavoredTokenSchema.safeParse(trimmed);
-        return { metadata: trimmed.metadata, ...(parsed.success ? { token: parsed.data } : {}) };
+        if (!parsed.success) return { metadata: trimmed.metadata };
+        // One copy of the metadata (the parsed token's) and of each shared string (intern.ts).
+        const token = internStrings(parsed.data);
+        return {
+          metadata: {
+            name: token.metadata.name ?? trimmed.metadata.name,
+            resourceVersion: token.metadata.resourceVersion,
+          },
+          token,
+        };
       },
       onEvent: (type, object) => {
         const listeners = this.#listeners.get(object.metadata.name);
