@@ -81,7 +81,7 @@ describe('key rotation mid-join: a token of a key the cached ring lacks', () => 
     const token = await issue(env, flavor); // reads the ring fresh: the new key derives it
     const name = `${flavor}-0`;
     const joinedAt = Date.now();
-    kubelets.push(await joinWith(token.material.joinConfiguration, name));
+    kubelets.push(await joinWith(token.material, name));
 
     const settled = await waitFor(
       async () => {

@@ -175,7 +175,7 @@ describe('fault tolerance: the leader’s API server stalls (accepts, never answ
         await delay(Math.max(0, loadStart + i * PACE_MS - Date.now()));
         try {
           kubelets.push(
-            await joinWith((tokens[i] as IssuedToken).material.joinConfiguration, names[i] as string, {
+            await joinWith((tokens[i] as IssuedToken).material, names[i] as string, {
               timeoutMs: 60_000,
             }),
           );

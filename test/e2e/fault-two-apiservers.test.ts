@@ -99,7 +99,7 @@ describe('two kube-apiservers behind a load balancer: joins never lose their boo
         const name = names[i] as string;
         try {
           kubelets.push(
-            await joinWith((tokens[i] as IssuedToken).material.joinConfiguration, name, {
+            await joinWith((tokens[i] as IssuedToken).material, name, {
               timeoutMs: 60_000,
               connectionPerRequest: true,
             }),
