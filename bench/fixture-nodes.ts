@@ -4,7 +4,26 @@
 import { randomBytes } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { kubeJson } from '../src/kube/fetch.ts';
+import { KubeError } from '../src/kube/kube-error.ts';
 import { mapLimit } from './lib.ts';
+
+/**
+ * Retries what a loaded API server may drop (a keep-alive connection closed under a request,
+ * 429, 5xx); a create retried after its first attempt landed reads the object instead.
+ */
+async function retried<T>(request: () => Promise<T>, onExists?: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await request();
+    } catch (error) {
+      if (onExists && error instanceof KubeError && error.status === 409 && attempt > 1) return onExists();
+      const transient =
+        error instanceof KubeError && (error.status === 0 || error.status === 429 || error.status >= 500);
+      if (!transient || attempt >= 8) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 250 * attempt));
+    }
+  }
+}
 
 export const FIXTURE_FLAVOR = 'bench-fleet';
 
@@ -99,11 +118,15 @@ export function realisticNode(name: string, tokenId: string, verifiedAt: string)
   };
 }
 
-/** Creates the fleet (idempotent: existing objects are kept). Returns the node names. */
+/**
+ * Creates nodes `from` .. `count - 1` of the fleet (and their tokens); a level sweep grows the
+ * fleet by passing the previous count as `from`. Returns the names of all `count` nodes.
+ */
 export async function createFleet(
   kubeConfig: KubeConfig,
   count: number,
   onProgress: (done: number) => void,
+  from = 0,
 ): Promise<string[]> {
   await kubeJson(kubeConfig, 'PATCH', `/apis/nodeflavor.io/v1alpha1/flavorclasses/${FIXTURE_FLAVOR}`, {
     contentType: 'application/apply-patch+yaml',
@@ -116,49 +139,55 @@ export async function createFleet(
     },
   });
   const names = Array.from({ length: count }, (_, i) => `fleet-${String(i).padStart(5, '0')}`);
-  let done = 0;
-  await mapLimit(names, 32, async (name, i) => {
+  let done = from;
+  await mapLimit(names.slice(from), 32, async (name, index) => {
+    const i = from + index;
     const tokenId = `f${i.toString(36).padStart(5, '0')}`.slice(-6);
     const verifiedAt = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
     const body = realisticNode(name, tokenId, verifiedAt);
-    const node = await kubeJson<{ metadata: { uid: string } }>(kubeConfig, 'POST', '/api/v1/nodes', { body });
-    // Node status is not taken from a create: write it as a kubelet would.
-    await kubeJson(kubeConfig, 'PATCH', `/api/v1/nodes/${name}/status`, {
-      contentType: 'application/merge-patch+json',
-      body: { status: body.status },
-    });
-    const tokenName = `ft-${tokenId}`;
-    const token = await kubeJson<Record<string, unknown>>(
-      kubeConfig,
-      'POST',
-      '/apis/nodeflavor.io/v1alpha1/flavoredtokens',
-      {
-        body: {
-          apiVersion: 'nodeflavor.io/v1alpha1',
-          kind: 'FlavoredToken',
-          metadata: { name: tokenName, labels: { 'nodeflavor.io/token-id': tokenId } },
-          spec: { flavorClassName: FIXTURE_FLAVOR, ttl: '24h', maxUses: 1 },
-        },
-      },
+    const node = await retried(
+      () => kubeJson<{ metadata: { uid: string } }>(kubeConfig, 'POST', '/api/v1/nodes', { body }),
+      () => kubeJson<{ metadata: { uid: string } }>(kubeConfig, 'GET', `/api/v1/nodes/${name}`),
     );
-    await kubeJson(kubeConfig, 'PUT', `/apis/nodeflavor.io/v1alpha1/flavoredtokens/${tokenName}/status`, {
-      body: {
-        ...token,
-        status: {
-          tokenID: tokenId,
-          uses: 1,
-          bindings: [
-            {
-              nodeName: name,
-              csrName: `csr-${tokenId}`,
-              boundAt: verifiedAt,
-              nodeUID: node.metadata.uid,
-              verifiedAt,
-            },
-          ],
+    // Node status is not taken from a create: write it as a kubelet would.
+    await retried(() =>
+      kubeJson(kubeConfig, 'PATCH', `/api/v1/nodes/${name}/status`, {
+        contentType: 'application/merge-patch+json',
+        body: { status: body.status },
+      }),
+    );
+    const tokenName = `ft-${tokenId}`;
+    const tokenBody = {
+      apiVersion: 'nodeflavor.io/v1alpha1',
+      kind: 'FlavoredToken',
+      metadata: { name: tokenName, labels: { 'nodeflavor.io/token-id': tokenId } },
+      spec: { flavorClassName: FIXTURE_FLAVOR, ttl: '24h', maxUses: 1 },
+    };
+    const tokensPath = '/apis/nodeflavor.io/v1alpha1/flavoredtokens';
+    const token = await retried(
+      () => kubeJson<Record<string, unknown>>(kubeConfig, 'POST', tokensPath, { body: tokenBody }),
+      () => kubeJson<Record<string, unknown>>(kubeConfig, 'GET', `${tokensPath}/${tokenName}`),
+    );
+    await retried(() =>
+      kubeJson(kubeConfig, 'PUT', `/apis/nodeflavor.io/v1alpha1/flavoredtokens/${tokenName}/status`, {
+        body: {
+          ...token,
+          status: {
+            tokenID: tokenId,
+            uses: 1,
+            bindings: [
+              {
+                nodeName: name,
+                csrName: `csr-${tokenId}`,
+                boundAt: verifiedAt,
+                nodeUID: node.metadata.uid,
+                verifiedAt,
+              },
+            ],
+          },
         },
-      },
-    });
+      }),
+    );
     done += 1;
     if (done % 500 === 0) onProgress(done);
   });

@@ -1,8 +1,13 @@
 // P4 memory: the controller's RSS once it has synced N realistic Nodes, against a naive
 // full-object client-node informer in the same run. P5 restart: how long a fresh controller
-// takes to sync and reconcile all N (already flavored) nodes.
+// takes to sync and reconcile all N (already flavored) nodes, against a bare list of the same
+// objects (bench/bare-list.ts: a fresh process listing them as the controller does), measured
+// just before and just after the restart on the same control plane.
 // The operator runs with the Node.js options the Helm chart sets (its heap cap), as deployed.
-//   node --import tsx bench/p4-p5-fleet.ts [--scale quick] [--cpu-prof]   (or BENCH_CPU_PROF=1)
+// --levels 1000,5000,10000,20000 sweeps the fleet size (ascending; the fleet grows between
+// levels) and prints how memory and restart time grow.
+//   node --import tsx bench/p4-p5-fleet.ts [--scale quick] [--levels N,N,...] [--cpu-prof]
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ManagedProcess } from '../test/e2e/cluster/process.ts';
@@ -40,16 +45,66 @@ function rssMiB(pid: number | undefined): number {
 
 const settle = () => new Promise((resolve) => setTimeout(resolve, 3000));
 
+/** --levels 1000,5000,... (or P4P5_LEVELS): ascending fleet sizes; undefined: the scale's one level. */
+function levelsFromArgs(argv = process.argv): number[] | undefined {
+  const at = argv.indexOf('--levels');
+  const raw = at >= 0 ? argv[at + 1] : process.env.P4P5_LEVELS;
+  if (!raw) return undefined;
+  const levels = raw.split(',').map((level) => Number(level.replace(/_/g, '')));
+  if (levels.some((level) => !Number.isInteger(level) || level <= 0))
+    throw new Error(`--levels: positive integers, comma-separated (got ${raw})`);
+  return [...new Set(levels)].sort((a, b) => a - b);
+}
+
+/**
+ * The P5 floor: bench/bare-list.ts in a fresh process with the operator's Node.js options, timed
+ * the same way as the restart (from spawn to done).
+ */
+function bareList(kubeconfigPath: string): Promise<{ seconds: number; nodes: number; tokens: number }> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const child = spawn(
+      process.execPath,
+      [...chartNodeOptions(), join(import.meta.dirname, 'bare-list.ts'), '--kubeconfig', kubeconfigPath],
+      { stdio: ['ignore', 'pipe', 'inherit'] },
+    );
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      const seconds = (performance.now() - started) / 1000;
+      if (code !== 0) return reject(new Error(`bare list exited ${code}`));
+      const result = JSON.parse(out.trim().split('\n').pop() ?? '{}') as { nodes: number; tokens: number };
+      resolve({ seconds, nodes: result.nodes, tokens: result.tokens });
+    });
+  });
+}
+
+interface Level {
+  nodes: number;
+  rssMiB: number;
+  heapUsedMiB: number;
+  heapTotalMiB: number;
+  readySeconds: number;
+  restartSeconds: number;
+  /** The two bare lists around the restart, and their mean (the baseline). */
+  bareSeconds: [number, number];
+  bareMean: number;
+}
+
 export async function runP4P5(scale: Scale): Promise<Figure[]> {
   const count = scale === 'quick' ? 1000 : 10_000;
+  const levels = levelsFromArgs() ?? [count];
   const env = await e2eEnvironment();
   await installCrds(env);
   await ensureNamespace(env, OPERATOR_NAMESPACE);
   // The operator runs as the Helm chart's ServiceAccount, as in a real install.
-  await prepareOperatorIdentity(env);
+  const identity = await prepareOperatorIdentity(env);
   const logs = benchDir('nodeflavor-bench-p4-');
-  // What the process takes before any node: Node.js, the modules (client-node's generated API
-  // alone is ~80 MiB resident), the metrics registry. The fleet's share is the rest.
+  // What the process takes before any node: Node.js, the modules, the metrics registry. The
+  // fleet's share is the rest.
   const idlePort = await freePort();
   const idle = startOperator(join(logs, 'operator-idle.log'), ['--no-leader-elect', '--log-level', 'warn'], {
     metricsPort: idlePort,
@@ -65,64 +120,168 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
     `P4: an idle operator (no nodes yet): RSS ${idleRss.toFixed(0)} MiB, JS heap used ${idleHeap.toFixed(0)} MiB`,
   );
 
-  log(`P4/P5: creating ${count} realistic nodes and their tokens`);
-  const started = Date.now();
-  await createFleet(env.kubeConfig, count, (done) => log(`  ${done}/${count}`));
-  log(`P4/P5: fleet ready in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+  const measured: Level[] = [];
+  let naiveRss: number | undefined;
+  let created = 0;
+  for (const level of levels) {
+    log(`P4/P5: growing the fleet to ${level} realistic nodes and their tokens`);
+    const started = Date.now();
+    await createFleet(env.kubeConfig, level, (done) => log(`  ${done}/${level}`), created);
+    created = level;
+    log(`P4/P5: fleet of ${level} ready in ${((Date.now() - started) / 1000).toFixed(0)} s`);
 
-  // A first run settles the fleet (finalizers, conditions: thousands of one-off writes), as an
-  // operator that has run for a while would have. It is not measured.
-  const settlePort = await freePort();
-  const settler = startOperator(
-    join(logs, 'operator-settle.log'),
-    ['--no-leader-elect', '--log-level', 'warn'],
-    {
-      metricsPort: settlePort,
-      nodeArgs: chartNodeOptions(),
-      built: true,
-    },
-  );
-  await waitReady(settlePort, 300_000);
-  await waitOperatorSettled(settlePort, count, { timeoutMs: 900_000, intervalMs: 100 });
-  log(`P4/P5 settling run: API requests ${await requestCounts(settlePort)}`);
-  await settler.stop();
+    // A first run settles the new nodes (finalizers, conditions: one-off writes), as an
+    // operator that has run for a while would have. It is not measured.
+    const settlePort = await freePort();
+    const settler = startOperator(
+      join(logs, `operator-settle-${level}.log`),
+      ['--no-leader-elect', '--log-level', 'warn'],
+      { metricsPort: settlePort, nodeArgs: chartNodeOptions(), built: true },
+    );
+    await waitReady(settlePort, 600_000);
+    await waitOperatorSettled(settlePort, level, { timeoutMs: 1_800_000, intervalMs: 100 });
+    log(`P4/P5 settling run: API requests ${await requestCounts(settlePort)}`);
+    await settler.stop();
 
-  // P5 and P4: a fresh controller (a restart, a failover) syncs and reconciles the settled fleet;
-  // its memory is read once it has.
-  const port = await freePort();
-  const restartStarted = performance.now();
-  const profiles = join(logs, 'operator-prof');
-  const operator = startOperator(join(logs, 'operator.log'), ['--no-leader-elect', '--log-level', 'warn'], {
-    metricsPort: port,
-    nodeArgs: nodeArgsFor(profiles),
-    built: true,
-  });
-  await waitReady(port, 300_000);
-  const readyAt = performance.now();
-  await waitOperatorSettled(port, count, { timeoutMs: 600_000, intervalMs: 100 });
-  const restartSeconds = (performance.now() - restartStarted) / 1000;
-  log(`P5 restart: API requests ${await requestCounts(port)}`);
-  log(`P5: ready (caches synced) after ${((readyAt - restartStarted) / 1000).toFixed(1)} s`);
-  log(`P5: restart to all ${count} reconciled in ${restartSeconds.toFixed(1)} s`);
-  await settle();
-  const ours = rssMiB(operator.componentPid());
-  const mib = async (name: string) => (await metricValue(port, name)) / 2 ** 20;
-  const heapUsed = await mib('nodejs_heap_size_used_bytes');
-  log(
-    `P4 memory: RSS ${ours.toFixed(0)} MiB, JS heap used ${heapUsed.toFixed(0)} MiB of ${(await mib('nodejs_heap_size_total_bytes')).toFixed(0)} MiB, external ${(await mib('nodejs_external_memory_bytes')).toFixed(0)} MiB`,
-  );
-  await operator.stop();
-  logProfile('P5 restart', profiles);
+    // The P5 floor just before the restart...
+    const bareBefore = await bareList(identity.install.kubeconfigPath);
+    log(
+      `P5 floor: a bare list of ${bareBefore.nodes} Nodes and ${bareBefore.tokens} FlavoredTokens took ${bareBefore.seconds.toFixed(2)} s`,
+    );
 
+    // P5 and P4: a fresh controller (a restart, a failover) syncs and reconciles the settled
+    // fleet; its memory is read once it has.
+    const port = await freePort();
+    const restartStarted = performance.now();
+    const profiles = join(logs, `operator-prof-${level}`);
+    const operator = startOperator(
+      join(logs, `operator-${level}.log`),
+      ['--no-leader-elect', '--log-level', 'warn'],
+      {
+        metricsPort: port,
+        nodeArgs: nodeArgsFor(profiles),
+        built: true,
+      },
+    );
+    await waitReady(port, 600_000);
+    const readySeconds = (performance.now() - restartStarted) / 1000;
+    await waitOperatorSettled(port, level, { timeoutMs: 1_200_000, intervalMs: 100 });
+    const restartSeconds = (performance.now() - restartStarted) / 1000;
+    log(`P5 restart: API requests ${await requestCounts(port)}`);
+    log(`P5: ready (caches synced) after ${readySeconds.toFixed(1)} s`);
+    log(`P5: restart to all ${level} reconciled in ${restartSeconds.toFixed(1)} s`);
+    await settle();
+    const rss = rssMiB(operator.componentPid());
+    const mib = async (name: string) => (await metricValue(port, name)) / 2 ** 20;
+    const heapUsed = await mib('nodejs_heap_size_used_bytes');
+    const heapTotal = await mib('nodejs_heap_size_total_bytes');
+    log(
+      `P4 memory: RSS ${rss.toFixed(0)} MiB, JS heap used ${heapUsed.toFixed(0)} MiB of ${heapTotal.toFixed(0)} MiB, external ${(await mib('nodejs_external_memory_bytes')).toFixed(0)} MiB`,
+    );
+    await operator.stop();
+    logProfile(`P5 restart (${level})`, profiles);
+
+    // ...and just after it, on the same control plane: their mean is the baseline.
+    const bareAfter = await bareList(identity.install.kubeconfigPath);
+    const bareMean = (bareBefore.seconds + bareAfter.seconds) / 2;
+    log(
+      `P5 floor again: ${bareAfter.seconds.toFixed(2)} s; restart ${restartSeconds.toFixed(2)} s = ${(restartSeconds / bareMean).toFixed(2)}x the bare list (mean ${bareMean.toFixed(2)} s)`,
+    );
+    measured.push({
+      nodes: level,
+      rssMiB: rss,
+      heapUsedMiB: heapUsed,
+      heapTotalMiB: heapTotal,
+      readySeconds,
+      restartSeconds,
+      bareSeconds: [bareBefore.seconds, bareAfter.seconds],
+      bareMean,
+    });
+
+    if (level === count || (naiveRss === undefined && level === levels[levels.length - 1])) {
+      naiveRss = await naiveInformerRss(env.kubeconfigPath, logs, level);
+      log(
+        `P4: controller ${rss.toFixed(0)} MiB RSS (Node.js ${chartNodeOptions().join(' ')}), naive informer ${naiveRss.toFixed(0)} MiB`,
+      );
+    }
+  }
+
+  const growth = growthLines(idleRss, measured);
+  for (const line of growth) log(line);
+
+  const main = measured.find((l) => l.nodes === count) ?? (measured[measured.length - 1] as Level);
+  const figures: Figure[] = [
+    figure({
+      name: `P4 controller RSS after syncing ${main.nodes} nodes`,
+      value: main.rssMiB,
+      unit: 'MiB',
+      baseline: naiveRss ?? null,
+      baselineName: naiveRss === undefined ? null : 'naive full-object informer',
+      goal: '≤ 150 MiB and ≤ 0.3× naive',
+      met: main.rssMiB <= 150 && naiveRss !== undefined && main.rssMiB <= 0.3 * naiveRss,
+      notes: `with the chart's Node.js options (${chartNodeOptions().join(' ')}); JS heap used ${main.heapUsedMiB.toFixed(0)} MiB of ${main.heapTotalMiB.toFixed(0)} MiB; the naive informer runs with Node.js defaults`,
+    }),
+    figure({
+      name: 'P4 idle operator RSS (no nodes)',
+      value: idleRss,
+      unit: 'MiB',
+      baseline: null,
+      baselineName: null,
+      goal: '≤ 90 MiB',
+      met: idleRss <= 90,
+      notes: `controller only (--no-webhook --no-issuer, as the P4/P5 runs), with the chart's Node.js options; JS heap used ${idleHeap.toFixed(0)} MiB`,
+    }),
+    figure({
+      name: `P5 restart: sync + reconcile ${main.nodes} nodes`,
+      value: main.restartSeconds,
+      unit: 's',
+      baseline: main.bareMean,
+      baselineName: 'bare list of the same objects',
+      goal: '≤ 1.2× bare list',
+      met: main.restartSeconds <= 1.2 * main.bareMean,
+      notes: `from process start (the compiled operator, as in the image) to every node reconciled and the queues empty; caches synced after ${main.readySeconds.toFixed(1)} s; the baseline is the mean of a bare list (bench/bare-list.ts, a fresh process with the same Node.js options) just before (${main.bareSeconds[0].toFixed(2)} s) and just after (${main.bareSeconds[1].toFixed(2)} s) the restart`,
+    }),
+  ];
+  if (measured.length > 1) {
+    for (const level of measured) {
+      figures.push(
+        figure({
+          name: `P4 growth: RSS at ${level.nodes} nodes`,
+          value: level.rssMiB,
+          unit: 'MiB',
+          baseline: idleRss,
+          baselineName: 'idle operator',
+          goal: '–',
+          met: true,
+          notes: `JS heap used ${level.heapUsedMiB.toFixed(0)} MiB of ${level.heapTotalMiB.toFixed(0)} MiB`,
+        }),
+        figure({
+          name: `P5 growth: restart at ${level.nodes} nodes`,
+          value: level.restartSeconds,
+          unit: 's',
+          baseline: level.bareMean,
+          baselineName: 'bare list of the same objects',
+          goal: '≤ 1.2× bare list',
+          met: level.restartSeconds <= 1.2 * level.bareMean,
+          notes: `caches synced after ${level.readySeconds.toFixed(1)} s; bare lists ${level.bareSeconds.map((s) => s.toFixed(2)).join(' and ')} s`,
+        }),
+      );
+    }
+  }
+  return figures;
+}
+
+/** RSS of a plain client-node informer over full Nodes once synced (the P4 comparison). */
+async function naiveInformerRss(kubeconfigPath: string, logs: string, level: number): Promise<number> {
+  const naiveLog = join(logs, `naive-${level}.log`);
   const naive = new ManagedProcess(
     'naive-informer',
     process.execPath,
     // Node.js strips the types itself: no tsx, like the compiled operator it is compared with.
-    [join(import.meta.dirname, 'naive-informer.ts'), '--kubeconfig', env.kubeconfigPath],
-    join(logs, 'naive.log'),
+    [join(import.meta.dirname, 'naive-informer.ts'), '--kubeconfig', kubeconfigPath],
+    naiveLog,
   );
-  const deadline = Date.now() + 300_000;
-  const naiveLog = join(logs, 'naive.log');
+  const deadline = Date.now() + 600_000;
   while (
     !(existsSync(naiveLog) && readFileSync(naiveLog, 'utf8').includes('synced')) &&
     Date.now() < deadline
@@ -130,35 +289,31 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
   await settle();
-  const theirs = rssMiB(naive.componentPid());
+  const rss = rssMiB(naive.componentPid());
   await naive.stop();
-  log(
-    `P4: controller ${ours.toFixed(0)} MiB RSS (Node.js ${chartNodeOptions().join(' ')}), naive informer ${theirs.toFixed(0)} MiB`,
-  );
+  return rss;
+}
 
-  return [
-    figure({
-      name: `P4 controller RSS after syncing ${count} nodes`,
-      value: ours,
-      unit: 'MiB',
-      baseline: theirs,
-      baselineName: 'naive full-object informer',
-      goal: '≤ 150 MiB and ≤ 0.3× naive',
-      met: ours <= 150 && ours <= 0.3 * theirs,
-      notes: `with the chart's Node.js options (${chartNodeOptions().join(' ')}); JS heap used ${heapUsed.toFixed(0)} MiB; the same operator idle before any node: RSS ${idleRss.toFixed(0)} MiB, heap ${idleHeap.toFixed(0)} MiB; the naive informer runs with Node.js defaults`,
-    }),
-    figure({
-      name: `P5 restart: sync + reconcile ${count} nodes`,
-      value: restartSeconds,
-      unit: 's',
-      baseline: null,
-      baselineName: null,
-      goal: '≤ 15 s',
-      met: restartSeconds <= 15,
-      notes:
-        'from process start (the compiled operator, as in the image) to every node reconciled and the queues empty',
-    }),
-  ];
+/** How memory and restart time grow with the fleet: per level, and per 1,000 nodes between levels. */
+function growthLines(idleRss: number, levels: Level[]): string[] {
+  const lines = [`cost growth (idle operator: ${idleRss.toFixed(0)} MiB RSS):`];
+  lines.push('  nodes    RSS MiB  per 1k vs idle  restart s  bare list s  ratio  per 1k restart');
+  for (const level of levels) {
+    const perK = ((level.rssMiB - idleRss) / level.nodes) * 1000;
+    const restartPerK = (level.restartSeconds / level.nodes) * 1000;
+    lines.push(
+      `  ${String(level.nodes).padEnd(8)} ${level.rssMiB.toFixed(0).padStart(7)}  ${perK.toFixed(1).padStart(14)}  ${level.restartSeconds.toFixed(2).padStart(9)}  ${level.bareMean.toFixed(2).padStart(11)}  ${(level.restartSeconds / level.bareMean).toFixed(2).padStart(5)}  ${restartPerK.toFixed(2).padStart(14)}`,
+    );
+  }
+  for (let i = 1; i < levels.length; i++) {
+    const a = levels[i - 1] as Level;
+    const b = levels[i] as Level;
+    const k = (b.nodes - a.nodes) / 1000;
+    lines.push(
+      `  ${a.nodes} → ${b.nodes}: +${((b.rssMiB - a.rssMiB) / k).toFixed(1)} MiB and +${((b.restartSeconds - a.restartSeconds) / k).toFixed(2)} s (bare list +${((b.bareMean - a.bareMean) / k).toFixed(2)} s) per 1,000 nodes`,
+    );
+  }
+  return lines;
 }
 
 if (import.meta.main) await runStandalone(runP4P5);

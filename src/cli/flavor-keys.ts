@@ -3,7 +3,7 @@
 // function of src/flavor/keyring.ts and writes it back with the resourceVersion it read, so a
 // concurrent edit fails (nothing written) rather than being lost. Key material is never printed:
 // only key ids (the Secret's own entry names) and states.
-import type { KubeConfig } from '@kubernetes/client-node';
+
 import {
   activateKey,
   addKey,
@@ -21,6 +21,7 @@ import {
   replaceKeyRing,
 } from '../kube/keyring-store.ts';
 import { KubeError } from '../kube/kube-error.ts';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { asJson, asYaml, table } from './flavor-output.ts';
 
 const KEYS_COMMANDS = ['list', 'add', 'activate', 'retire', 'init'] as const;

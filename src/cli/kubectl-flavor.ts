@@ -3,12 +3,12 @@
 // kubeconfig, their RBAC) through the same issuance library as the token-issuer API.
 // Exit codes: 0 success, 1 runtime error, 2 usage error; errors are one line on stderr.
 import { parseArgs } from 'node:util';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { FLAVOR_CLASS_PLURAL, GROUP, isDnsSubdomain } from '../flavor/resources.ts';
 import { loadKubeConfig } from '../kube/config.ts';
 import { ExplainReader } from '../kube/explain-facts.ts';
 import { DEFAULT_KEY_SECRET_NAME, loadKeyRing } from '../kube/keyring-store.ts';
 import { KubeError } from '../kube/kube-error.ts';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { listNodeFacts } from '../kube/node-list.ts';
 import { KubeReviews } from '../kube/reviews.ts';
 import { KubeTokenStore } from '../kube/tokens.ts';

@@ -138,17 +138,20 @@ async function run(args: string[]): Promise<number> {
     });
     stops.push(controller.stop);
   }
-  const parts = await import('./run-parts.ts');
-  for (const part of parts.startOptionalParts({
-    kubeConfig,
-    config,
-    registry,
-    log,
-    leadership,
-    ...(keyRing ? { keyRing } : {}),
-  })) {
-    checks.push(part.check);
-    stops.push(part.stop);
+  // Loaded only when one of them runs: a controller-only process does not hold their modules.
+  if (config.webhook || config.issuer) {
+    const parts = await import('./run-parts.ts');
+    for (const part of parts.startOptionalParts({
+      kubeConfig,
+      config,
+      registry,
+      log,
+      leadership,
+      ...(keyRing ? { keyRing } : {}),
+    })) {
+      checks.push(part.check);
+      stops.push(part.stop);
+    }
   }
   waitingFor = undefined; // every part has its own check from here on
   // Campaign once the controller's caches are warm: a leader then works at once.

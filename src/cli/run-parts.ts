@@ -2,12 +2,12 @@
 // token-issuer API. Each returns at once with a readiness check (saying what it waits for) and a
 // stop function, and starts in the background: nothing here holds up /healthz.
 import type { Server as HttpsServer } from 'node:https';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { Config } from '../config.ts';
 import { CaConfigMapStore } from '../kube/ca-configmap.ts';
 import type { KeyRingWatch } from '../kube/keyring-watch.ts';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { Leadership } from '../kube/leader.ts';
 import { watchProtectedKeys } from '../kube/protected-keys-source.ts';
 import { WebhookTlsStore } from '../kube/webhook-tls-store.ts';

@@ -5,10 +5,11 @@
 // as long as it lasts, and reported through `onWaiting` (/readyz says why the process is not
 // ready): exiting would only have the kubelet restart the pod in a loop while the API server is
 // briefly down. A definite answer (who we are, what is registered) decides at once.
-import type { KubeConfig } from '@kubernetes/client-node';
+
 import type { Logger } from 'pino';
 import { findRegistration } from '../kube/admission-registration.ts';
 import { KubeError } from '../kube/kube-error.ts';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { KubeReviews } from '../kube/reviews.ts';
 import { type GuardDecision, guardDecision, identityRefusal, type StartupConfig } from './startup-checks.ts';
 

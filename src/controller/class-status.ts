@@ -4,11 +4,12 @@
 // its own queue, and writes through the term's fenced KubeConfig like every other leader write;
 // a status equal to the stored one is not written. Node churn is coalesced: a class's count is
 // written at most about once per COALESCE_MS while nodes of it join or leave.
-import type { KubeConfig } from '@kubernetes/client-node';
+
 import type { Logger } from 'pino';
 import { carriedFlavor, classStatusChanged, desiredClassStatus } from '../flavor/class-status.ts';
 import type { FlavorClassStatus } from '../flavor/resources.ts';
 import { writeFlavorClassStatus } from '../kube/flavor-class-writes.ts';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { ListWatch, WatchEventType } from '../kube/listwatch.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import type { ControllerMetrics } from './metrics.ts';

@@ -1,9 +1,10 @@
 // What every reconciler gets: caches, indexes, I/O, metrics, events, configuration and a clock.
-import type { KubeConfig } from '@kubernetes/client-node';
+
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import type { EventRecorder } from '../kube/events.ts';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { ListWatch } from '../kube/listwatch.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import type { CsrObject, StoredToken } from '../kube/token-writes.ts';

@@ -1,14 +1,24 @@
 // Reading the subject of a kubelet client CSR (PKCS#10) — untrusted bytes, so every failure is a
 // reason, never a crash. @peculiar/x509 parses the ASN.1; we also check the self-signature so a
 // request that was tampered with after signing is rejected.
-import 'reflect-metadata';
+//
+// The library (with reflect-metadata) is loaded on the first CSR, not at start: a controller
+// that sees no join holds none of its ~5 MiB (bench/RESULTS.md, P4).
 import { webcrypto } from 'node:crypto';
-import * as x509 from '@peculiar/x509';
+import type * as X509 from '@peculiar/x509';
 import { isDnsSubdomain, NODE_USER_PREFIX, NODES_GROUP } from './resources.ts';
 
-export { NODE_USER_PREFIX, NODES_GROUP };
+let library: Promise<typeof X509> | undefined;
 
-x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
+function loadX509(): Promise<typeof X509> {
+  library ??= (async () => {
+    await import('reflect-metadata');
+    const x509 = await import('@peculiar/x509');
+    x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
+    return x509;
+  })();
+  return library;
+}
 
 const MAX_CSR_BYTES = 16 * 1024;
 
@@ -31,7 +41,7 @@ export type CsrSubject =
     }
   | { ok: false; reason: string };
 
-function decodeRequest(request: string): Uint8Array | undefined {
+function decodeRequest(x509: typeof X509, request: string): Uint8Array | undefined {
   // spec.request is base64 of a PEM block ("-----BEGIN CERTIFICATE REQUEST-----").
   const decoded = Buffer.from(request, 'base64');
   if (decoded.length === 0 || decoded.length > MAX_CSR_BYTES) return undefined;
@@ -48,9 +58,10 @@ function decodeRequest(request: string): Uint8Array | undefined {
 
 /** Parses a CSR's spec.request and extracts the node name from CN=system:node:<name>. */
 export async function parseKubeletCsr(request: string): Promise<CsrSubject> {
-  const der = decodeRequest(request);
+  const x509 = await loadX509();
+  const der = decodeRequest(x509, request);
   if (!der) return { ok: false, reason: 'the request is empty, too large or not PEM/DER' };
-  let csr: x509.Pkcs10CertificateRequest;
+  let csr: X509.Pkcs10CertificateRequest;
   try {
     csr = new x509.Pkcs10CertificateRequest(der);
   } catch {

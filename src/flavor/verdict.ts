@@ -4,10 +4,10 @@
 // the reconcilers carry out the verdict. Every failure has a reason (an Event reason and a
 // metric label, from a small fixed set) and a message that never holds a secret.
 import { TOKEN_LABEL_KEY } from './admission.ts';
-import { type CsrSubject, NODES_GROUP } from './csr.ts';
+import type { CsrSubject } from './csr.ts';
 import { FLAVOR_TOKEN_PATTERN, verifyFlavorToken } from './flavor-token.ts';
 import type { KeyRing } from './keyring.ts';
-import { type FlavorClassSpec, matchesNodeName, type TokenBinding } from './resources.ts';
+import { type FlavorClassSpec, matchesNodeName, NODES_GROUP, type TokenBinding } from './resources.ts';
 import {
   parseVerificationRecord,
   recordIsGenuine,

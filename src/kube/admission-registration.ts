@@ -14,7 +14,6 @@
 // upgrade never rolls the registration back, whichever replica leads.
 
 import { isDeepStrictEqual } from 'node:util';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { FIELD_MANAGER } from '../flavor/resources.ts';
 import { CoalescedRun } from '../ops/coalesced-run.ts';
@@ -29,6 +28,7 @@ import {
 import { fencedKubeConfig } from './deadlines.ts';
 import { kubeJson } from './fetch.ts';
 import { isNotFound, KubeError } from './kube-error.ts';
+import type { KubeConfig } from './kubeconfig.ts';
 import type { Leadership } from './leader.ts';
 import { ListWatch } from './listwatch.ts';
 

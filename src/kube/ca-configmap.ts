@@ -2,9 +2,10 @@
 // never the CA key (which stays in the TLS Secret). Portals read it instead of the Secret. Every
 // replica may write it; a write carries the resourceVersion it read, so a lost race is a 409 and
 // a re-read, and a ConfigMap that already holds the certificate is left alone.
-import type { KubeConfig } from '@kubernetes/client-node';
+
 import { kubeJson } from './fetch.ts';
 import { isAlreadyExists, isNotFound } from './kube-error.ts';
+import type { KubeConfig } from './kubeconfig.ts';
 
 const CA_CONFIGMAP_KEY = 'ca.crt';
 const MAX_CONFLICTS = 5;

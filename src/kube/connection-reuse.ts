@@ -4,7 +4,7 @@
 // set of TLS options instead; everything else about authentication stays client-node's own
 // (headers, exec plugins, token files are still applied per request).
 import { createHash } from 'node:crypto';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from './kubeconfig.ts';
 
 type Dispatcher = { close?: () => Promise<void> } | undefined;
 type CreateDispatcher = (cluster: unknown, options: Record<string, unknown>) => Dispatcher;
@@ -26,7 +26,7 @@ function fingerprint(cluster: unknown, options: Record<string, unknown>): string
 }
 
 /** Makes this KubeConfig reuse connections; returns it (idempotent). */
-export function withConnectionReuse(kubeConfig: KubeConfig): KubeConfig {
+export function withConnectionReuse<T extends KubeConfig>(kubeConfig: T): T {
   if (pooled.has(kubeConfig)) return kubeConfig;
   const target = kubeConfig as unknown as { createDispatcher: CreateDispatcher };
   if (typeof target.createDispatcher !== 'function') return kubeConfig; // a client-node without it

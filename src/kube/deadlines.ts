@@ -4,7 +4,7 @@
 // fires, every request made through it is cut off at once, those in flight included, and new
 // ones fail before they are sent. Both reach client-node's typed clients through
 // applySecurityAuthentication (which every client-node request passes through) and kubeFetch.
-import type { KubeConfig, RequestContext } from '@kubernetes/client-node';
+import type { KubeConfig, RequestAuthContext as RequestContext } from './kubeconfig.ts';
 
 /** Long enough for a page of a large list on a loaded API server; short enough to notice a hang. */
 const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
@@ -31,7 +31,7 @@ export class FenceClosedError extends Error {
  * Gives every request made through `kubeConfig` a deadline. Idempotent: without `timeoutMs` an
  * earlier deadline stays (else the default applies); with it, it replaces the earlier one.
  */
-export function withRequestDeadlines(kubeConfig: KubeConfig, timeoutMs?: number): KubeConfig {
+export function withRequestDeadlines<T extends KubeConfig>(kubeConfig: T, timeoutMs?: number): T {
   const ms = timeoutMs ?? policies.get(kubeConfig)?.timeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   if (!Number.isFinite(ms) || ms <= 0) throw new RangeError('timeoutMs must be positive');
   policies.set(kubeConfig, { ...policies.get(kubeConfig), timeoutMs: ms });
@@ -52,9 +52,9 @@ export function withRequestDeadlines(kubeConfig: KubeConfig, timeoutMs?: number)
  * A view of `kubeConfig` whose requests are all cancelled when `fence` fires (a leader's term):
  * the same credentials, connections and deadline, one more signal. Cheap: one object per term.
  */
-export function fencedKubeConfig(kubeConfig: KubeConfig, fence: AbortSignal): KubeConfig {
+export function fencedKubeConfig<T extends KubeConfig>(kubeConfig: T, fence: AbortSignal): T {
   withRequestDeadlines(kubeConfig);
-  const fenced = Object.create(kubeConfig) as KubeConfig;
+  const fenced = Object.create(kubeConfig) as T;
   const base = policies.get(kubeConfig) as RequestPolicy;
   const fences = base.fence ? AbortSignal.any([base.fence, fence]) : fence;
   policies.set(fenced, { timeoutMs: base.timeoutMs, fence: fences });

@@ -6,9 +6,9 @@
 // are not written at all: a reconcile loop that keeps failing for the same reason must not
 // turn into a stream of writes.
 import { createHash } from 'node:crypto';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { kubeJson } from './fetch.ts';
 import { KubeError } from './kube-error.ts';
+import type { KubeConfig } from './kubeconfig.ts';
 
 interface InvolvedObject {
   apiVersion: string;

@@ -2,12 +2,34 @@
 // Node, the FlavoredTokens that name it, the kubelet client CSRs that asked for its name, and
 // nodeflavor's Events. Read with the caller's own kubeconfig (their RBAC); every failure becomes a
 // KubeError. The conclusions are drawn purely in src/cli/explain.ts.
-import { CertificatesV1Api, CoreV1Api, type CoreV1Event, type KubeConfig } from '@kubernetes/client-node';
 import { parseKubeletCsr } from '../flavor/csr.ts';
 import type { FlavoredToken } from '../flavor/resources.ts';
 import { KUBELET_CLIENT_SIGNER, type NodeFacts } from '../flavor/verdict.ts';
-import { isNotFound, toKubeError } from './kube-error.ts';
+import { kubeCall } from './fetch.ts';
+import { isNotFound } from './kube-error.ts';
+import type { KubeConfig } from './kubeconfig.ts';
 import { KubeTokenStore } from './tokens.ts';
+
+/** The fields of a core/v1 Event this file reads. */
+interface CoreV1Event {
+  involvedObject: { kind?: string; name?: string };
+  type?: string;
+  reason?: string;
+  message?: string;
+  count?: number;
+  firstTimestamp?: string;
+  lastTimestamp?: string;
+  eventTime?: string;
+  source?: { component?: string };
+  reportingComponent?: string;
+}
+
+/** The fields of a CertificateSigningRequest this file reads. */
+interface Csr {
+  metadata?: { name?: string; creationTimestamp?: string };
+  spec: { signerName: string; request: string; username?: string };
+  status?: { conditions?: { type: string; reason?: string; message?: string }[] };
+}
 
 /** Where Events about cluster-scoped objects are (the controller records them there). */
 const EVENT_NAMESPACE = 'default';
@@ -36,7 +58,7 @@ export interface EventSummary {
   component: string | undefined;
 }
 
-function nodeFactsOf(node: {
+export function nodeFactsOf(node: {
   metadata?: {
     name?: string;
     uid?: string;
@@ -76,22 +98,27 @@ function eventSummary(event: CoreV1Event): EventSummary {
 }
 
 export class ExplainReader {
-  readonly #core: CoreV1Api;
-  readonly #certificates: CertificatesV1Api;
+  readonly #kubeConfig: KubeConfig;
   readonly #tokens: KubeTokenStore;
 
   constructor(kubeConfig: KubeConfig) {
-    this.#core = kubeConfig.makeApiClient(CoreV1Api);
-    this.#certificates = kubeConfig.makeApiClient(CertificatesV1Api);
+    this.#kubeConfig = kubeConfig;
     this.#tokens = new KubeTokenStore(kubeConfig);
   }
 
   async node(name: string): Promise<NodeFacts | undefined> {
     try {
-      return nodeFactsOf(await this.#core.readNode({ name }));
+      return nodeFactsOf(
+        await kubeCall<Parameters<typeof nodeFactsOf>[0]>(
+          this.#kubeConfig,
+          'GET',
+          `/api/v1/nodes/${encodeURIComponent(name)}`,
+          { action: `read Node ${name}` },
+        ),
+      );
     } catch (error) {
       if (isNotFound(error)) return undefined;
-      throw toKubeError(error, `read Node ${name}`);
+      throw error;
     }
   }
 
@@ -107,11 +134,11 @@ export class ExplainReader {
 
   /** Kubelet client CSRs, with the node name each asks for (parsed from its request). */
   async kubeletCsrs(): Promise<CsrSummary[]> {
-    const items = await this.#certificates.listCertificateSigningRequest().then(
-      (list) => list.items,
-      (error: unknown) => {
-        throw toKubeError(error, 'list CertificateSigningRequests');
-      },
+    const { items = [] } = await kubeCall<{ items?: Csr[] }>(
+      this.#kubeConfig,
+      'GET',
+      '/apis/certificates.k8s.io/v1/certificatesigningrequests',
+      { action: 'list CertificateSigningRequests' },
     );
     const kubelet = items.filter((csr) => csr.spec.signerName === KUBELET_CLIENT_SIGNER);
     return Promise.all(
@@ -136,14 +163,12 @@ export class ExplainReader {
   /** nodeflavor's Events about objects of `kind` (and of `name`, if given). */
   async events(kind: 'Node' | 'FlavoredToken', name?: string): Promise<EventSummary[]> {
     const selector = [`involvedObject.kind=${kind}`, ...(name ? [`involvedObject.name=${name}`] : [])];
-    try {
-      const list = await this.#core.listNamespacedEvent({
-        namespace: EVENT_NAMESPACE,
-        fieldSelector: selector.join(','),
-      });
-      return list.items.map(eventSummary);
-    } catch (error) {
-      throw toKubeError(error, `list Events about ${kind}s`);
-    }
+    const { items = [] } = await kubeCall<{ items?: CoreV1Event[] }>(
+      this.#kubeConfig,
+      'GET',
+      `/api/v1/namespaces/${EVENT_NAMESPACE}/events`,
+      { query: { fieldSelector: selector.join(',') }, action: `list Events about ${kind}s` },
+    );
+    return items.map(eventSummary);
   }
 }

@@ -1,15 +1,39 @@
 // Authenticated fetch against the API server, for what client-node's typed clients do not do
 // well: long watches with our own timeouts, metadata-only lists, streaming large lists.
-// Authentication is exactly client-node's (applySecurityAuthentication: client certs, bearer
-// tokens, exec plugins), so every identity a KubeConfig can express works here too. Every
+// Authentication is the KubeConfig's own (applySecurityAuthentication: client certs, bearer
+// tokens; exec plugins where client-node's KubeConfig is used), so every identity a KubeConfig
+// can express works here too. Every
 // request has a deadline and obeys the KubeConfig's fence (deadlines.ts); a watch opts out of
 // the deadline (`timeoutMs: 0`) and keeps its own inactivity watchdog instead.
-import { HttpMethod, type KubeConfig, RequestContext } from '@kubernetes/client-node';
 import { type Dispatcher, fetch, type Response, request as undiciRequest } from 'undici';
 import { requestSignal } from './deadlines.ts';
-import { KubeError, toKubeError } from './kube-error.ts';
+import { KubeError, statusError, toKubeError } from './kube-error.ts';
+import type { KubeConfig, RequestAuthContext } from './kubeconfig.ts';
 
-interface KubeFetchInit {
+/** What applySecurityAuthentication fills in for one request. */
+class AuthContext implements RequestAuthContext {
+  readonly headers: Record<string, string> = {};
+  dispatcher: Dispatcher | undefined;
+  #signal: AbortSignal | undefined;
+
+  setHeaderParam(key: string, value: string): void {
+    this.headers[key] = value;
+  }
+
+  setDispatcher(dispatcher: unknown): void {
+    this.dispatcher = dispatcher as Dispatcher;
+  }
+
+  getSignal(): AbortSignal | undefined {
+    return this.#signal;
+  }
+
+  setSignal(signal: AbortSignal): void {
+    this.#signal = signal;
+  }
+}
+
+export interface KubeFetchInit {
   method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   query?: Record<string, string | number | boolean | undefined>;
   headers?: Record<string, string>;
@@ -39,17 +63,17 @@ export async function kubeFetch(
   for (const [key, value] of Object.entries(init.query ?? {})) {
     if (value !== undefined) url.searchParams.set(key, String(value));
   }
-  const method = (init.method ?? 'GET') as HttpMethod;
-  const context = new RequestContext(url.toString(), method ?? HttpMethod.GET);
+  const method = init.method ?? 'GET';
+  const context = new AuthContext();
   // First, so that a closed fence fails before credentials are even applied.
   const signal = requestSignal(kubeConfig, { signal: init.signal, timeoutMs: init.timeoutMs });
   await kubeConfig.applySecurityAuthentication(context);
   try {
     const response = await fetch(url, {
       method,
-      headers: { ...context.getHeaders(), ...init.headers },
+      headers: { ...context.headers, ...init.headers },
       body: init.body,
-      dispatcher: context.getDispatcher(),
+      ...(context.dispatcher ? { dispatcher: context.dispatcher } : {}),
       signal,
     });
     requestObserver?.(method, response.status);
@@ -79,6 +103,58 @@ export async function* responseLines(response: Response): AsyncGenerator<string>
   if (buffered.trim() !== '') yield buffered;
 }
 
+type JsonOptions = { body?: unknown; contentType?: string; query?: KubeFetchInit['query']; action?: string };
+
+/**
+ * One JSON request over undici's `request` rather than WHATWG `fetch` (kubeFetch, which watches
+ * need for streaming): the same authentication, shared connection, deadline and observer,
+ * without fetch's Request/Headers/stream machinery (about half of the issuer's HTTP client CPU
+ * per token in the P3 profile). The deadline covers reading the answer too.
+ */
+async function jsonRequest(
+  kubeConfig: KubeConfig,
+  method: NonNullable<KubeFetchInit['method']>,
+  path: string,
+  options: JsonOptions,
+  action: string,
+): Promise<{ status: number; text: string }> {
+  try {
+    const cluster = kubeConfig.getCurrentCluster();
+    if (!cluster) throw new Error('kubeconfig has no current cluster');
+    const url = new URL(cluster.server.replace(/\/$/, '') + path);
+    for (const [key, value] of Object.entries(options.query ?? {})) {
+      if (value !== undefined) url.searchParams.set(key, String(value));
+    }
+    const context = new AuthContext();
+    // First, so that a closed fence fails before credentials are even applied.
+    const signal = requestSignal(kubeConfig, {});
+    await kubeConfig.applySecurityAuthentication(context);
+    try {
+      const response = await undiciRequest(url, {
+        method,
+        headers: {
+          ...context.headers,
+          Accept: 'application/json',
+          ...(options.body === undefined
+            ? {}
+            : { 'Content-Type': options.contentType ?? 'application/json' }),
+        },
+        body: options.body === undefined ? null : JSON.stringify(options.body),
+        ...(context.dispatcher ? { dispatcher: context.dispatcher } : {}),
+        ...(signal ? { signal } : {}),
+      });
+      const text = await response.body.text();
+      requestObserver?.(method, response.statusCode);
+      return { status: response.statusCode, text };
+    } catch (error) {
+      requestObserver?.(method, 0);
+      throw error;
+    }
+  } catch (error) {
+    throw toKubeError(error, action);
+  }
+}
+
 /**
  * One JSON request; a non-2xx answer becomes a KubeError carrying the API server's Status
  * reason and message (which never echo request bodies, so no secret can leak through them).
@@ -87,27 +163,12 @@ export async function kubeJson<T = unknown>(
   kubeConfig: KubeConfig,
   method: NonNullable<KubeFetchInit['method']>,
   path: string,
-  options: { body?: unknown; contentType?: string; query?: KubeFetchInit['query']; action?: string } = {},
+  options: JsonOptions = {},
 ): Promise<T> {
   const action = options.action ?? `${method} ${path}`;
-  let response: Response;
-  let text: string;
-  try {
-    response = await kubeFetch(kubeConfig, path, {
-      method,
-      query: options.query,
-      headers: {
-        Accept: 'application/json',
-        ...(options.body === undefined ? {} : { 'Content-Type': options.contentType ?? 'application/json' }),
-      },
-      body: options.body === undefined ? undefined : JSON.stringify(options.body),
-    });
-    text = await response.text();
-  } catch (error) {
-    throw toKubeError(error, action);
-  }
-  if (response.status >= 200 && response.status < 300) return (text ? JSON.parse(text) : undefined) as T;
-  let status: { reason?: string; message?: string; details?: { causes?: { message?: string }[] } } = {};
+  const { status: code, text } = await jsonRequest(kubeConfig, method, path, options, action);
+  if (code >= 200 && code < 300) return (text ? JSON.parse(text) : undefined) as T;
+  let status: { reason?: string; message?: string; details?: { causes?: unknown[] } } = {};
   try {
     status = JSON.parse(text) as typeof status;
   } catch {
@@ -116,71 +177,26 @@ export async function kubeJson<T = unknown>(
   // A failed JSON patch `test` is a bare 422 Invalid, without causes (checked on 1.37): a field
   // the schema refuses always comes with causes naming it.
   const testFailed =
-    response.status === 422 && status.reason === 'Invalid' && (status.details?.causes ?? []).length === 0;
+    code === 422 && status.reason === 'Invalid' && (status.details?.causes ?? []).length === 0;
   throw new KubeError(
-    response.status,
-    status.reason ?? `HTTP${response.status}`,
-    `${action}: ${status.message ?? `HTTP ${response.status}`}`,
+    code,
+    status.reason ?? `HTTP${code}`,
+    `${action}: ${status.message ?? `HTTP ${code}`}`,
     testFailed,
   );
 }
 
 /**
- * kubeJson over undici's `request` instead of WHATWG `fetch`: the same authentication, shared
- * connection, deadline, request observer and errors, without fetch's Request/Headers/stream
- * machinery (about half of the issuer's HTTP client CPU per token in the P3 profile). For the
- * token issuer's three writes per issuance; the answer is parsed JSON, as kubeJson's.
+ * kubeJson whose errors read `action: HTTP 404 NotFound: <Status message>` (toKubeError's form):
+ * for the reads and writes that used client-node's typed clients, whose errors read so.
  */
 export async function kubeCall<T = unknown>(
   kubeConfig: KubeConfig,
   method: NonNullable<KubeFetchInit['method']>,
   path: string,
-  options: { body?: unknown; contentType?: string; action?: string } = {},
+  options: JsonOptions & { action: string },
 ): Promise<T> {
-  const action = options.action ?? `${method} ${path}`;
-  let status: number;
-  let text: string;
-  try {
-    const cluster = kubeConfig.getCurrentCluster();
-    if (!cluster) throw new Error('kubeconfig has no current cluster');
-    const url = cluster.server.replace(/\/$/, '') + path;
-    const context = new RequestContext(url, method as HttpMethod);
-    const signal = requestSignal(kubeConfig);
-    await kubeConfig.applySecurityAuthentication(context);
-    try {
-      const response = await undiciRequest(url, {
-        method,
-        headers: {
-          ...context.getHeaders(),
-          Accept: 'application/json',
-          ...(options.body === undefined
-            ? {}
-            : { 'Content-Type': options.contentType ?? 'application/json' }),
-        },
-        body: options.body === undefined ? null : JSON.stringify(options.body),
-        dispatcher: context.getDispatcher() as Dispatcher | undefined,
-        ...(signal ? { signal } : {}),
-      });
-      status = response.statusCode;
-      text = await response.body.text();
-      requestObserver?.(method, status);
-    } catch (error) {
-      requestObserver?.(method, 0);
-      throw error;
-    }
-  } catch (error) {
-    throw toKubeError(error, action);
-  }
+  const { status, text } = await jsonRequest(kubeConfig, method, path, options, options.action);
   if (status >= 200 && status < 300) return (text ? JSON.parse(text) : undefined) as T;
-  let answer: { reason?: string; message?: string } = {};
-  try {
-    answer = JSON.parse(text) as typeof answer;
-  } catch {
-    // not a Status object
-  }
-  throw new KubeError(
-    status,
-    answer.reason ?? `HTTP${status}`,
-    `${action}: ${answer.message ?? `HTTP ${status}`}`,
-  );
+  throw statusError(status, text, options.action);
 }

@@ -2,7 +2,7 @@
 // client-go controllers read through informers): every issuance names one, and at hundreds of
 // issuances a second the GETs were a fifth of the issuer's API requests. Until the first list is
 // in, and after a stop, lookups fall back to the API server, so an answer is never invented.
-import type { KubeConfig } from '@kubernetes/client-node';
+
 import {
   FLAVOR_CLASS_PLURAL,
   type FlavorClass,
@@ -10,6 +10,7 @@ import {
   GROUP,
   VERSION,
 } from '../flavor/resources.ts';
+import type { KubeConfig } from './kubeconfig.ts';
 import { ListWatch } from './listwatch.ts';
 
 type Stored = { metadata: { name: string; resourceVersion?: string } };

@@ -1,5 +1,5 @@
 // The one write nodeflavor makes to a FlavorClass: its status (Helm or an admin owns the spec).
-import type { KubeConfig } from '@kubernetes/client-node';
+
 import {
   API_VERSION,
   FLAVOR_CLASS_KIND,
@@ -9,6 +9,7 @@ import {
   VERSION,
 } from '../flavor/resources.ts';
 import { kubeJson } from './fetch.ts';
+import type { KubeConfig } from './kubeconfig.ts';
 
 /**
  * Replaces the status of the FlavorClass as cached (a PUT of /status with its resourceVersion:

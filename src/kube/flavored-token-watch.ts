@@ -1,7 +1,7 @@
 // FlavoredTokens for the token issuer, from a watch: lists of a caller's tokens and portals waiting
 // for "verified" are served from memory. Objects that do not match the schema are left out (the
 // CRD and the code drifted: the API server validated them, so this does not happen in practice).
-import type { KubeConfig } from '@kubernetes/client-node';
+
 import {
   FLAVORED_TOKEN_PLURAL,
   type FlavoredToken,
@@ -10,6 +10,8 @@ import {
   VERSION,
 } from '../flavor/resources.ts';
 import type { TokenFeed } from '../tokenissuer/token-feed.ts';
+import { internStrings } from './intern.ts';
+import type { KubeConfig } from './kubeconfig.ts';
 import { ListWatch, withoutManagedFields } from './listwatch.ts';
 
 type Stored = { metadata: { name: string; resourceVersion?: string }; token?: FlavoredToken };
@@ -25,7 +27,16 @@ export class FlavoredTokenWatch implements TokenFeed {
       transform: (raw) => {
         const trimmed = withoutManagedFields<{ metadata: Stored['metadata'] }>(raw);
         const parsed = FlavoredTokenSchema.safeParse(trimmed);
-        return { metadata: trimmed.metadata, ...(parsed.success ? { token: parsed.data } : {}) };
+        if (!parsed.success) return { metadata: trimmed.metadata };
+        // One copy of the metadata (the parsed token's) and of each shared string (intern.ts).
+        const token = internStrings(parsed.data);
+        return {
+          metadata: {
+            name: token.metadata.name ?? trimmed.metadata.name,
+            resourceVersion: token.metadata.resourceVersion,
+          },
+          token,
+        };
       },
       onEvent: (type, object) => {
         const listeners = this.#listeners.get(object.metadata.name);

@@ -6,13 +6,26 @@
 // the API server accepted first (409 → re-read). Edits (kubectl flavor keys) replace the Secret
 // with the resourceVersion they read, so two concurrent edits cannot both win.
 // Key bytes never appear in an error or a log line: errors name the Secret, never its data.
-import { CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import type { RandomBytes } from '../flavor/bootstrap-token.ts';
 import { type KeyRing, keyRingFromSecretData, keyRingToSecretData, newKeyRing } from '../flavor/keyring.ts';
 import { FLAVORED_TOKEN_PLURAL, GROUP, VERSION } from '../flavor/resources.ts';
 import { VERIFIED_ANNOTATION } from '../flavor/verification-record.ts';
-import { kubeFetch, kubeJson } from './fetch.ts';
-import { isAlreadyExists, isNotFound, KubeError, toKubeError } from './kube-error.ts';
+import { kubeCall, kubeFetch, kubeJson } from './fetch.ts';
+import { isAlreadyExists, isNotFound, KubeError } from './kube-error.ts';
+import type { KubeConfig } from './kubeconfig.ts';
+
+/** The fields of a core/v1 Secret the key ring uses; the rest of a read Secret is kept as it was. */
+export interface V1Secret {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string; labels?: Record<string, string> };
+  type?: string;
+  data?: Record<string, string>;
+  stringData?: Record<string, string>;
+}
+
+const secretPath = (location: KeyRingLocation, name?: string) =>
+  `/api/v1/namespaces/${encodeURIComponent(location.namespace)}/secrets${name === undefined ? '' : `/${encodeURIComponent(name)}`}`;
 
 export const DEFAULT_KEY_SECRET_NAME = 'nodeflavor-hmac-keys';
 /** Where operators find the restore procedure (named in errors and log lines). */
@@ -52,9 +65,8 @@ export function missingRingMessage(location: KeyRingLocation): string {
 }
 
 export async function loadKeyRing(kubeConfig: KubeConfig, options: LoadKeyRingOptions): Promise<KeyRing> {
-  const core = kubeConfig.makeApiClient(CoreV1Api);
   const where = describeLocation(options);
-  const existing = await readSecret(core, options, where);
+  const existing = await readSecret(kubeConfig, options, where);
   if (existing) return parseRing(existing, where);
   if (!options.createIfMissing) {
     throw new KubeError(
@@ -68,7 +80,7 @@ export async function loadKeyRing(kubeConfig: KubeConfig, options: LoadKeyRingOp
   const ring = newKeyRing(options.randomBytes);
   if (await createKeyRingSecret(kubeConfig, options, ring)) return ring;
   // Another replica created it between our read and our create: theirs wins, ours is dropped.
-  const theirs = await readSecret(core, options, where);
+  const theirs = await readSecret(kubeConfig, options, where);
   if (!theirs)
     throw new KubeError(409, 'Conflict', `the HMAC key ${where} was created and deleted meanwhile: retry`);
   return parseRing(theirs, where);
@@ -129,12 +141,14 @@ export async function createKeyRingSecret(
     data: keyRingToSecretData(ring),
   };
   try {
-    await kubeConfig.makeApiClient(CoreV1Api).createNamespacedSecret({ namespace: location.namespace, body });
+    await kubeCall(kubeConfig, 'POST', secretPath(location), {
+      body,
+      action: `create the HMAC key ${describeLocation(location)}`,
+    });
     return true;
   } catch (error) {
-    const mapped = toKubeError(error, `create the HMAC key ${describeLocation(location)}`);
-    if (isAlreadyExists(mapped)) return false;
-    throw mapped;
+    if (isAlreadyExists(error)) return false;
+    throw error;
   }
 }
 
@@ -150,7 +164,7 @@ export async function readStoredKeyRing(
   location: KeyRingLocation,
 ): Promise<StoredKeyRing> {
   const where = describeLocation(location);
-  const secret = await readSecret(kubeConfig.makeApiClient(CoreV1Api), location, where);
+  const secret = await readSecret(kubeConfig, location, where);
   if (!secret) {
     throw new KubeError(
       404,
@@ -175,11 +189,13 @@ export async function replaceKeyRing(
   const body: V1Secret = { ...stored.secret, data: keyRingToSecretData(ring) };
   delete body.stringData;
   try {
-    await kubeConfig
-      .makeApiClient(CoreV1Api)
-      .replaceNamespacedSecret({ name: location.name, namespace: location.namespace, body });
+    await kubeCall(kubeConfig, 'PUT', secretPath(location, location.name), {
+      body,
+      action: `update the HMAC key ${where}`,
+    });
   } catch (error) {
-    const mapped = toKubeError(error, `update the HMAC key ${where}`);
+    if (!(error instanceof KubeError)) throw error;
+    const mapped = error;
     if (mapped.status === 409) {
       throw new KubeError(
         409,
@@ -199,14 +215,17 @@ export async function replaceKeyRing(
 }
 
 async function readSecret(
-  core: CoreV1Api,
+  kubeConfig: KubeConfig,
   location: KeyRingLocation,
   where: string,
 ): Promise<V1Secret | undefined> {
   try {
-    return await core.readNamespacedSecret({ name: location.name, namespace: location.namespace });
+    return await kubeCall<V1Secret>(kubeConfig, 'GET', secretPath(location, location.name), {
+      action: `read the HMAC key ${where}`,
+    });
   } catch (error) {
-    const mapped = toKubeError(error, `read the HMAC key ${where}`);
+    if (!(error instanceof KubeError)) throw error;
+    const mapped = error;
     if (isNotFound(mapped)) return undefined;
     if (mapped.status === 403) {
       throw new KubeError(

@@ -10,7 +10,7 @@
 // A watch that merely fails (API server down) keeps the last ring: nothing says it changed.
 // A watch can also lag or go quiet without failing; `refresh()` reads the Secret now, for a
 // verdict that is about to say a MAC is wrong (it may only be that we missed a rotation).
-import type { KubeConfig } from '@kubernetes/client-node';
+
 import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { RandomBytes } from '../flavor/bootstrap-token.ts';
@@ -27,6 +27,7 @@ import {
   missingRingMessage,
   parseRing,
 } from './keyring-store.ts';
+import type { KubeConfig } from './kubeconfig.ts';
 import { ListWatch, type RestartReason } from './listwatch.ts';
 
 type State =

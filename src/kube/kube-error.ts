@@ -1,8 +1,7 @@
-// One small error type for every Kubernetes call nodeflavor makes through client-node. client-node 2
-// throws ApiException, whose message carries the whole response (headers and body); we keep only
-// the HTTP status, the Status reason and the Status message, which the API server writes for
-// humans and which never holds request data such as a Secret's values.
-import { ApiException } from '@kubernetes/client-node';
+// One small error type for every Kubernetes call nodeflavor makes. From an HTTP answer (ours, or
+// client-node 2's ApiException, whose message carries the whole response, headers and body) we
+// keep only the HTTP status, the Status reason and the Status message, which the API server
+// writes for humans and which never holds request data such as a Secret's values.
 
 /**
  * status 0 means no answer came: the API server was not reached (DNS, TCP, TLS; reason
@@ -60,19 +59,30 @@ const REASON_BY_STATUS: Readonly<Record<number, string>> = {
   504: 'Timeout',
 };
 
-/** Maps whatever a client-node call threw to a KubeError; `action` says what we were doing. */
+/** A non-2xx answer as a KubeError: `action: HTTP 404 NotFound: <the Status message>`. */
+export function statusError(code: number, body: unknown, action: string): KubeError {
+  const status = statusOf(body);
+  const reason =
+    typeof status.reason === 'string' && status.reason !== ''
+      ? status.reason
+      : (REASON_BY_STATUS[code] ?? 'Unknown');
+  const detail = typeof status.message === 'string' && status.message !== '' ? `: ${status.message}` : '';
+  return new KubeError(code, reason, `${action}: HTTP ${code} ${reason}${detail}`);
+}
+
+/** client-node's ApiException, recognised by shape: importing client-node to test it would load all of it. */
+function isApiException(error: unknown): error is { code: number; body: unknown } {
+  return (
+    error instanceof Error &&
+    error.constructor.name === 'ApiException' &&
+    typeof (error as { code?: unknown }).code === 'number'
+  );
+}
+
+/** Maps whatever a Kubernetes call threw to a KubeError; `action` says what we were doing. */
 export function toKubeError(error: unknown, action: string): KubeError {
   if (error instanceof KubeError) return error;
-  if (error instanceof ApiException) {
-    const code = Number(error.code);
-    const status = statusOf(error.body);
-    const reason =
-      typeof status.reason === 'string' && status.reason !== ''
-        ? status.reason
-        : (REASON_BY_STATUS[code] ?? 'Unknown');
-    const detail = typeof status.message === 'string' && status.message !== '' ? `: ${status.message}` : '';
-    return new KubeError(code, reason, `${action}: HTTP ${code} ${reason}${detail}`);
-  }
+  if (isApiException(error)) return statusError(Number(error.code), error.body, action);
   // Not an HTTP answer: the request never got one (connection refused, TLS, DNS, timeout).
   if (error instanceof Error && error.name === 'TimeoutError')
     return new KubeError(0, 'Timeout', `${action}: the Kubernetes API server did not answer in time`);

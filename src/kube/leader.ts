@@ -11,9 +11,10 @@
 // off with it, so a replica that lost the Lease writes nothing more. Since a standby acquires
 // only leaseDuration after it last saw a renewal, and the leader gave up at renewDeadline, the
 // gap between them (3 s with the defaults) is what keeps two leaders' writes apart.
-import type { KubeConfig } from '@kubernetes/client-node';
+
 import { FenceClosedError } from './deadlines.ts';
 import { kubeFetch } from './fetch.ts';
+import type { KubeConfig } from './kubeconfig.ts';
 
 interface LeaderElectionTimings {
   leaseDurationMs: number;

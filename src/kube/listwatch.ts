@@ -2,8 +2,9 @@
 // one, and cannot trim objects on receipt). It lists in pages, watches from the list's
 // resourceVersion with bookmarks, re-lists on 410 Gone, restarts a watch that goes quiet for
 // too long, backs off on errors, and keeps each object only as `transform` returns it.
-import type { KubeConfig } from '@kubernetes/client-node';
+
 import { kubeFetch, responseLines } from './fetch.ts';
+import type { KubeConfig } from './kubeconfig.ts';
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED';
 

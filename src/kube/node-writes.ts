@@ -5,11 +5,11 @@
 // on (the same uid, each removed key's judged value, the taints it rewrites), not the whole
 // Node's resourceVersion: the kubelet's status updates, which land right after registration,
 // change none of them, so they do not turn the write into a 409.
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { DesiredNodeState } from '../flavor/converge.ts';
 import { FIELD_MANAGER } from '../flavor/resources.ts';
 import { kubeJson } from './fetch.ts';
 import { KubeError } from './kube-error.ts';
+import type { KubeConfig } from './kubeconfig.ts';
 
 export interface TrimmedNode {
   metadata: {

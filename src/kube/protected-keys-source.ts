@@ -1,11 +1,12 @@
 // The protected key sets, kept current from a watch on FlavorClasses: for running the admission
 // guard without the controller (whose FlavorClass cache otherwise feeds it), and for tests.
-import type { KubeConfig } from '@kubernetes/client-node';
+
 import {
   type FlavorClassKeys,
   type ProtectedKeys,
   protectedKeysFromFlavorClasses,
 } from '../flavor/admission.ts';
+import type { KubeConfig } from './kubeconfig.ts';
 import { ListWatch, type RestartReason } from './listwatch.ts';
 
 /** Where the admission guard reads the keys it protects; `onChange` fires after they changed. */

@@ -2,8 +2,23 @@
 // and SubjectAccessReview (authorization.k8s.io/v1) for the token-issuer API, and the Self*
 // reviews for the CLI, which acts as its own user. The reviewed token is sent to the API server
 // only; it is never part of an error.
-import { AuthenticationV1Api, AuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { toKubeError } from './kube-error.ts';
+import { kubeCall } from './fetch.ts';
+import type { KubeConfig } from './kubeconfig.ts';
+
+const AUTHN = '/apis/authentication.k8s.io/v1';
+const AUTHZ = '/apis/authorization.k8s.io/v1';
+
+interface AccessReview {
+  status?: { allowed?: boolean; denied?: boolean };
+}
+
+interface TokenReview {
+  status?: {
+    authenticated?: boolean;
+    audiences?: string[];
+    user?: { username?: string; uid?: string; groups?: string[]; extra?: Record<string, string[]> };
+  };
+}
 
 export interface KubeUser {
   username: string;
@@ -28,12 +43,17 @@ export interface ResourceCheck {
 }
 
 export class KubeReviews {
-  readonly #authn: AuthenticationV1Api;
-  readonly #authz: AuthorizationV1Api;
+  readonly #kubeConfig: KubeConfig;
 
   constructor(kubeConfig: KubeConfig) {
-    this.#authn = kubeConfig.makeApiClient(AuthenticationV1Api);
-    this.#authz = kubeConfig.makeApiClient(AuthorizationV1Api);
+    this.#kubeConfig = kubeConfig;
+  }
+
+  /** POSTs a review of `kind` (group/version from `api`, e.g. /apis/authentication.k8s.io/v1). */
+  #create<T>(api: string, kind: string, spec: unknown, action: string): Promise<T> {
+    const apiVersion = api.slice('/apis/'.length);
+    const path = `${api}/${kind.toLowerCase()}s`;
+    return kubeCall<T>(this.#kubeConfig, 'POST', path, { body: { apiVersion, kind, spec }, action });
   }
 
   /**
@@ -42,12 +62,12 @@ export class KubeReviews {
    * authenticator that ignores audiences answers without them.
    */
   async reviewToken(token: string, audiences: string[]): Promise<ReviewedToken | undefined> {
-    let review: Awaited<ReturnType<AuthenticationV1Api['createTokenReview']>>;
-    try {
-      review = await this.#authn.createTokenReview({ body: { spec: { token, audiences } } });
-    } catch (error) {
-      throw toKubeError(error, 'review a bearer token (TokenReview)');
-    }
+    const review = await this.#create<TokenReview>(
+      AUTHN,
+      'TokenReview',
+      { token, audiences },
+      'review a bearer token (TokenReview)',
+    );
     const user = review.status?.user;
     if (!review.status?.authenticated || !user?.username) return undefined;
     return {
@@ -63,43 +83,43 @@ export class KubeReviews {
 
   /** Whether `user` may do `check` (SubjectAccessReview). */
   async userCan(user: KubeUser, check: ResourceCheck): Promise<boolean> {
-    try {
-      const review = await this.#authz.createSubjectAccessReview({
-        body: {
-          spec: {
-            user: user.username,
-            groups: user.groups,
-            extra: user.extra,
-            ...(user.uid ? { uid: user.uid } : {}),
-            resourceAttributes: check,
-          },
-        },
-      });
-      return review.status?.allowed === true && review.status.denied !== true;
-    } catch (error) {
-      throw toKubeError(error, `check whether ${user.username} may ${check.verb} ${check.resource}`);
-    }
+    const review = await this.#create<AccessReview>(
+      AUTHZ,
+      'SubjectAccessReview',
+      {
+        user: user.username,
+        groups: user.groups,
+        extra: user.extra,
+        ...(user.uid ? { uid: user.uid } : {}),
+        resourceAttributes: check,
+      },
+      `check whether ${user.username} may ${check.verb} ${check.resource}`,
+    );
+    return review.status?.allowed === true && review.status.denied !== true;
   }
 
   /** Whether the kubeconfig's own user may do `check` (SelfSubjectAccessReview). */
   async selfCan(check: ResourceCheck): Promise<boolean> {
-    try {
-      const review = await this.#authz.createSelfSubjectAccessReview({
-        body: { spec: { resourceAttributes: check } },
-      });
-      return review.status?.allowed === true && review.status.denied !== true;
-    } catch (error) {
-      throw toKubeError(error, `check whether you may ${check.verb} ${check.resource}`);
-    }
+    const review = await this.#create<AccessReview>(
+      AUTHZ,
+      'SelfSubjectAccessReview',
+      { resourceAttributes: check },
+      `check whether you may ${check.verb} ${check.resource}`,
+    );
+    return review.status?.allowed === true && review.status.denied !== true;
   }
 
   /** The kubeconfig's own username (SelfSubjectReview, allowed for everyone), as `kubectl auth whoami`. */
   async whoAmI(): Promise<string | undefined> {
-    try {
-      const review = await this.#authn.createSelfSubjectReview({ body: {} });
-      return review.status?.userInfo?.username;
-    } catch (error) {
-      throw toKubeError(error, 'find out who you are (SelfSubjectReview)');
-    }
+    const review = await kubeCall<{ status?: { userInfo?: { username?: string } } }>(
+      this.#kubeConfig,
+      'POST',
+      `${AUTHN}/selfsubjectreviews`,
+      {
+        body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' },
+        action: 'find out who you are (SelfSubjectReview)',
+      },
+    );
+    return review.status?.userInfo?.username;
   }
 }

@@ -1,7 +1,7 @@
 // The controller's writes for FlavoredTokens, bootstrap Secrets and CSRs. Status writes carry
 // the object's resourceVersion, so two reconciles racing on one token cannot both consume its
 // last use: the loser gets 409 and re-decides on fresh data.
-import type { KubeConfig } from '@kubernetes/client-node';
+
 import { bootstrapSecretName } from '../flavor/bootstrap-token.ts';
 import {
   FLAVORED_TOKEN_PLURAL,
@@ -12,6 +12,7 @@ import {
 } from '../flavor/resources.ts';
 import { kubeJson } from './fetch.ts';
 import { KubeError } from './kube-error.ts';
+import type { KubeConfig } from './kubeconfig.ts';
 
 export { TOKEN_FINALIZER };
 

@@ -2,14 +2,6 @@
 // (nodeflavor.io/v1alpha1, cluster-scoped), the bootstrap token Secret in kube-system, and the
 // kube-public/cluster-info ConfigMap. Every failure becomes a KubeError. The bootstrap token's
 // secret leaves the process here and only here, as the Secret's stringData.
-import {
-  CoreV1Api,
-  CustomObjectsApi,
-  type KubeConfig,
-  PatchStrategy,
-  setHeaderOptions,
-  type V1Secret,
-} from '@kubernetes/client-node';
 import type { BootstrapToken } from '../flavor/bootstrap-token.ts';
 import { bootstrapSecretName } from '../flavor/bootstrap-token.ts';
 import {
@@ -30,7 +22,8 @@ import {
 } from '../flavor/resources.ts';
 import { kubeCall } from './fetch.ts';
 import type { FlavorClassWatch } from './flavor-class-watch.ts';
-import { isNotFound, KubeError, toKubeError } from './kube-error.ts';
+import { isNotFound, KubeError } from './kube-error.ts';
+import type { KubeConfig } from './kubeconfig.ts';
 
 export { KubeError } from './kube-error.ts';
 
@@ -87,23 +80,23 @@ export interface TokenKube {
   readClusterInfo(): Promise<ClusterInfo>;
 }
 
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
-const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
+const MERGE_PATCH = 'application/merge-patch+json';
+const JSON_PATCH = 'application/json-patch+json';
+const CLASSES = `/apis/${GROUP}/${VERSION}/${FLAVOR_CLASS_PLURAL}`;
+const TOKENS = `/apis/${GROUP}/${VERSION}/${FLAVORED_TOKEN_PLURAL}`;
+const SECRETS = `/api/v1/namespaces/${BOOTSTRAP_TOKEN_NAMESPACE}/secrets`;
+const name$ = encodeURIComponent;
 
 const FLAVORED_TOKENS_PATH = `/apis/${GROUP}/${VERSION}/${FLAVORED_TOKEN_PLURAL}`;
 const BOOTSTRAP_SECRETS_PATH = `/api/v1/namespaces/${BOOTSTRAP_TOKEN_NAMESPACE}/secrets`;
 
 export class KubeTokenStore implements TokenKube {
   readonly #kubeConfig: KubeConfig;
-  readonly #core: CoreV1Api;
-  readonly #custom: CustomObjectsApi;
   readonly #classes: FlavorClassWatch | undefined;
 
   /** With `classes`, FlavorClass lookups are served from its watch once it has synced. */
   constructor(kubeConfig: KubeConfig, classes?: FlavorClassWatch) {
     this.#kubeConfig = kubeConfig;
-    this.#core = kubeConfig.makeApiClient(CoreV1Api);
-    this.#custom = kubeConfig.makeApiClient(CustomObjectsApi);
     this.#classes = classes;
   }
 
@@ -111,22 +104,13 @@ export class KubeTokenStore implements TokenKube {
     const watched = this.#classes?.lookup(name);
     if (watched !== undefined) return watched ?? undefined;
     const raw = await orUndefinedIfNotFound(
-      call(`get FlavorClass '${name}'`, () =>
-        this.#custom.getClusterCustomObject({
-          group: GROUP,
-          version: VERSION,
-          plural: FLAVOR_CLASS_PLURAL,
-          name,
-        }),
-      ),
+      kubeCall(this.#kubeConfig, 'GET', `${CLASSES}/${name$(name)}`, { action: `get FlavorClass '${name}'` }),
     );
     return raw === undefined ? undefined : parseObject(FlavorClassSchema, raw, `FlavorClass '${name}'`);
   }
 
   async listFlavorClasses(): Promise<FlavorClass[]> {
-    const list = await call('list FlavorClasses', () =>
-      this.#custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: FLAVOR_CLASS_PLURAL }),
-    );
+    const list = await kubeCall(this.#kubeConfig, 'GET', CLASSES, { action: 'list FlavorClasses' });
     return parseItems(FlavorClassSchema, list);
   }
 
@@ -136,7 +120,7 @@ export class KubeTokenStore implements TokenKube {
   // and WHATWG fetch (together ~15% of the issuer's CPU per token in the P3 profile).
   async createFlavoredToken(token: FlavoredTokenInput): Promise<FlavoredToken> {
     const name = token.metadata.name ?? '';
-    const created = await kubeCall(this.#kubeConfig, 'POST', FLAVORED_TOKENS_PATH, {
+    const created = await kubeCall(this.#kubeConfig, 'POST', TOKENS, {
       body: token,
       action: `create FlavoredToken '${name}'`,
     });
@@ -145,40 +129,29 @@ export class KubeTokenStore implements TokenKube {
 
   async getFlavoredToken(name: string): Promise<FlavoredToken | undefined> {
     const raw = await orUndefinedIfNotFound(
-      call(`get FlavoredToken '${name}'`, () =>
-        this.#custom.getClusterCustomObject({
-          group: GROUP,
-          version: VERSION,
-          plural: FLAVORED_TOKEN_PLURAL,
-          name,
-        }),
-      ),
+      kubeCall(this.#kubeConfig, 'GET', `${TOKENS}/${name$(name)}`, {
+        action: `get FlavoredToken '${name}'`,
+      }),
     );
     return raw === undefined ? undefined : parseObject(FlavoredTokenSchema, raw, `FlavoredToken '${name}'`);
   }
 
   async findFlavoredTokenByTokenId(tokenId: string): Promise<FlavoredToken | undefined> {
-    const list = await call(`find the FlavoredToken of token ID '${tokenId}'`, () =>
-      this.#custom.listClusterCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural: FLAVORED_TOKEN_PLURAL,
-        labelSelector: `${TOKEN_ID_LABEL}=${tokenId}`,
-      }),
-    );
+    const list = await kubeCall(this.#kubeConfig, 'GET', TOKENS, {
+      query: { labelSelector: `${TOKEN_ID_LABEL}=${tokenId}` },
+      action: `find the FlavoredToken of token ID '${tokenId}'`,
+    });
     return parseItems(FlavoredTokenSchema, list)[0];
   }
 
   async listFlavoredTokens(): Promise<FlavoredToken[]> {
-    const list = await call('list FlavoredTokens', () =>
-      this.#custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: FLAVORED_TOKEN_PLURAL }),
-    );
+    const list = await kubeCall(this.#kubeConfig, 'GET', TOKENS, { action: 'list FlavoredTokens' });
     return parseItems(FlavoredTokenSchema, list);
   }
 
   async markFlavoredTokenIssued(name: string, at: string, resourceVersion?: string): Promise<void> {
-    await kubeCall(this.#kubeConfig, 'PATCH', `${FLAVORED_TOKENS_PATH}/${name}`, {
-      contentType: PatchStrategy.MergePatch,
+    await kubeCall(this.#kubeConfig, 'PATCH', `${TOKENS}/${name$(name)}`, {
+      contentType: MERGE_PATCH,
       body: {
         metadata: {
           annotations: { [ISSUED_ANNOTATION]: at },
@@ -190,18 +163,11 @@ export class KubeTokenStore implements TokenKube {
   }
 
   async markFlavoredTokenRevoked(name: string): Promise<FlavoredToken> {
-    const patched = await call(`revoke FlavoredToken '${name}'`, () =>
-      this.#custom.patchClusterCustomObject(
-        {
-          group: GROUP,
-          version: VERSION,
-          plural: FLAVORED_TOKEN_PLURAL,
-          name,
-          body: { spec: { revoked: true } },
-        },
-        mergePatch,
-      ),
-    );
+    const patched = await kubeCall(this.#kubeConfig, 'PATCH', `${TOKENS}/${name$(name)}`, {
+      contentType: MERGE_PATCH,
+      body: { spec: { revoked: true } },
+      action: `revoke FlavoredToken '${name}'`,
+    });
     return parseObject(FlavoredTokenSchema, patched, `FlavoredToken '${name}'`);
   }
 
@@ -210,40 +176,27 @@ export class KubeTokenStore implements TokenKube {
     // test ops make this a no-op failure on any other object or finalizer list (then the
     // controller finishes the deletion).
     await orUndefinedIfNotFound(
-      call(`release the finalizer of FlavoredToken '${name}'`, () =>
-        this.#custom.patchClusterCustomObject(
-          {
-            group: GROUP,
-            version: VERSION,
-            plural: FLAVORED_TOKEN_PLURAL,
-            name,
-            body: [
-              { op: 'test', path: '/metadata/uid', value: uid },
-              { op: 'test', path: '/metadata/finalizers', value: [TOKEN_FINALIZER] },
-              { op: 'replace', path: '/metadata/finalizers', value: [] },
-            ],
-          },
-          jsonPatch,
-        ),
-      ),
+      kubeCall(this.#kubeConfig, 'PATCH', `${TOKENS}/${name$(name)}`, {
+        contentType: JSON_PATCH,
+        body: [
+          { op: 'test', path: '/metadata/uid', value: uid },
+          { op: 'test', path: '/metadata/finalizers', value: [TOKEN_FINALIZER] },
+          { op: 'replace', path: '/metadata/finalizers', value: [] },
+        ],
+        action: `release the finalizer of FlavoredToken '${name}'`,
+      }),
     ).catch(() => undefined);
     await orUndefinedIfNotFound(
-      call(`delete FlavoredToken '${name}'`, () =>
-        this.#custom.deleteClusterCustomObject({
-          group: GROUP,
-          version: VERSION,
-          plural: FLAVORED_TOKEN_PLURAL,
-          name,
-          propagationPolicy: 'Background',
-          body: { preconditions: { uid } },
-        }),
-      ),
+      kubeCall(this.#kubeConfig, 'DELETE', `${TOKENS}/${name$(name)}`, {
+        body: { propagationPolicy: 'Background', preconditions: { uid } },
+        action: `delete FlavoredToken '${name}'`,
+      }),
     );
   }
 
   async createBootstrapSecret(request: BootstrapSecretRequest): Promise<void> {
     const name = bootstrapSecretName(request.token.id);
-    const body: V1Secret = {
+    const body = {
       apiVersion: 'v1',
       kind: 'Secret',
       metadata: {
@@ -270,7 +223,7 @@ export class KubeTokenStore implements TokenKube {
       },
     };
     // The answer (the Secret, token included) is read and dropped: nothing of it is kept.
-    await kubeCall(this.#kubeConfig, 'POST', BOOTSTRAP_SECRETS_PATH, {
+    await kubeCall(this.#kubeConfig, 'POST', SECRETS, {
       body,
       action: `create Secret ${BOOTSTRAP_TOKEN_NAMESPACE}/${name}`,
     });
@@ -279,9 +232,9 @@ export class KubeTokenStore implements TokenKube {
   async deleteBootstrapSecret(tokenId: string): Promise<boolean> {
     const name = bootstrapSecretName(tokenId);
     const deleted = await orUndefinedIfNotFound(
-      call(`delete Secret ${BOOTSTRAP_TOKEN_NAMESPACE}/${name}`, () =>
-        this.#core.deleteNamespacedSecret({ name, namespace: BOOTSTRAP_TOKEN_NAMESPACE }),
-      ),
+      kubeCall(this.#kubeConfig, 'DELETE', `${SECRETS}/${name$(name)}`, {
+        action: `delete Secret ${BOOTSTRAP_TOKEN_NAMESPACE}/${name}`,
+      }).then(() => true),
     );
     return deleted !== undefined;
   }
@@ -309,8 +262,11 @@ export class KubeTokenStore implements TokenKube {
   }
 
   async #readClusterInfo(): Promise<ClusterInfo> {
-    const configMap = await call('read ConfigMap kube-public/cluster-info', () =>
-      this.#core.readNamespacedConfigMap({ name: 'cluster-info', namespace: 'kube-public' }),
+    const configMap = await kubeCall<{ data?: Record<string, string> }>(
+      this.#kubeConfig,
+      'GET',
+      '/api/v1/namespaces/kube-public/configmaps/cluster-info',
+      { action: 'read ConfigMap kube-public/cluster-info' },
     );
     const kubeconfig = configMap.data?.kubeconfig;
     if (!kubeconfig) {
@@ -324,14 +280,6 @@ export class KubeTokenStore implements TokenKube {
       key.startsWith(CLUSTER_INFO_SIGNATURE_PREFIX),
     ).length;
     return { kubeconfig, signatures };
-  }
-}
-
-async function call<T>(action: string, request: () => Promise<T>): Promise<T> {
-  try {
-    return await request();
-  } catch (error) {
-    throw toKubeError(error, action);
   }
 }
 

@@ -6,7 +6,6 @@
 import { readFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
-import type { KubeConfig } from '@kubernetes/client-node';
 import Fastify, {
   type FastifyError,
   type FastifyInstance,
@@ -23,6 +22,7 @@ import { FlavorClassWatch } from '../kube/flavor-class-watch.ts';
 import { FlavoredTokenWatch } from '../kube/flavored-token-watch.ts';
 import { KeyRingWatch } from '../kube/keyring-watch.ts';
 import { KubeError } from '../kube/kube-error.ts';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { KubeReviews } from '../kube/reviews.ts';
 import { KubeTokenStore, type TokenKube } from '../kube/tokens.ts';
 import { createCallerAuth, type Reviews } from './auth.ts';

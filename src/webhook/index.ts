@@ -4,13 +4,14 @@
 // Order matters: the keys are known before anything is judged, and the server answers before the
 // registration sends the API server to it. With several replicas every one serves the webhook,
 // and only the leader writes the registration (AdmissionRegistrar).
-import type { KubeConfig } from '@kubernetes/client-node';
+
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { type Config, controllerUsername } from '../config.ts';
 import type { AdmissionPolicy, ProtectedKeys } from '../flavor/admission.ts';
 import { AdmissionRegistrar, clusterRoleOwner } from '../kube/admission-registration.ts';
 import { prepareKubeConfig } from '../kube/config.ts';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { Leadership } from '../kube/leader.ts';
 import type { ProtectedKeysSource } from '../kube/protected-keys-source.ts';
 import { WebhookTlsStore } from '../kube/webhook-tls-store.ts';

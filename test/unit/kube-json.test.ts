@@ -1,12 +1,12 @@
-// kubeCall (src/kube/fetch.ts), the issuer's lean JSON request: the same headers, answers and
-// errors as kubeJson, against a local HTTP server standing in for the API server.
+// kubeJson (src/kube/fetch.ts), every JSON request's path (undici's request, not fetch): headers,
+// answers, errors and the deadline, against a local HTTP server standing in for the API server.
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import { withRequestDeadlines } from '../../src/kube/deadlines.ts';
-import { kubeCall, kubeJson } from '../../src/kube/fetch.ts';
+import { kubeJson } from '../../src/kube/fetch.ts';
 import { isAlreadyExists, KubeError } from '../../src/kube/kube-error.ts';
 
 interface Seen {
@@ -62,9 +62,9 @@ after(() => {
   server.close();
 });
 
-describe('kubeCall', () => {
+describe('kubeJson', () => {
   it('sends JSON with the credentials and content type, and answers the parsed body', async () => {
-    const answer = await kubeCall<{ echoed: unknown }>(kubeConfig, 'PATCH', '/apis/x/v1/things/a', {
+    const answer = await kubeJson<{ echoed: unknown }>(kubeConfig, 'PATCH', '/apis/x/v1/things/a', {
       body: { metadata: { annotations: { a: 'b' } } },
       contentType: 'application/merge-patch+json',
     });
@@ -75,32 +75,12 @@ describe('kubeCall', () => {
     assert.equal(request.headers.authorization, 'Bearer bearer-for-test');
     assert.equal(request.headers['content-type'], 'application/merge-patch+json');
     assert.equal(request.headers.accept, 'application/json');
-    assert.equal(await kubeCall(kubeConfig, 'GET', '/empty'), undefined);
-  });
-
-  it('answers exactly as kubeJson does', async () => {
-    for (const path of ['/a', '/empty']) {
-      assert.deepEqual(
-        await kubeCall(kubeConfig, 'POST', path, { body: { x: 1 } }),
-        await kubeJson(kubeConfig, 'POST', path, { body: { x: 1 } }),
-      );
-    }
-    for (const path of ['/exists', '/garbage']) {
-      const errors = await Promise.all(
-        [kubeCall, kubeJson].map((call) =>
-          call(kubeConfig, 'POST', path, { body: {}, action: 'create it' }).then(
-            () => assert.fail('should have failed'),
-            (error: KubeError) => [error.status, error.reason, error.message],
-          ),
-        ),
-      );
-      assert.deepEqual(errors[0], errors[1]);
-    }
+    assert.equal(await kubeJson(kubeConfig, 'GET', '/empty'), undefined);
   });
 
   it('turns a Status into a KubeError (AlreadyExists stays recognisable), never the request body', async () => {
     await assert.rejects(
-      kubeCall(kubeConfig, 'POST', '/exists', {
+      kubeJson(kubeConfig, 'POST', '/exists', {
         body: { stringData: { 'token-secret': '0123456789abcdef' } },
         action: 'create Secret kube-system/bootstrap-token-abcdef',
       }),
@@ -113,12 +93,12 @@ describe('kubeCall', () => {
         return true;
       },
     );
-    await assert.rejects(kubeCall(kubeConfig, 'GET', '/garbage'), { status: 502, reason: 'HTTP502' });
+    await assert.rejects(kubeJson(kubeConfig, 'GET', '/garbage'), { status: 502, reason: 'HTTP502' });
   });
 
   it("gives up at the KubeConfig's deadline", async () => {
     const started = Date.now();
-    await assert.rejects(kubeCall(kubeConfig, 'GET', '/slow'), { status: 0, reason: 'Timeout' });
+    await assert.rejects(kubeJson(kubeConfig, 'GET', '/slow'), { status: 0, reason: 'Timeout' });
     assert.ok(Date.now() - started < 10_000);
   });
 
@@ -130,6 +110,6 @@ describe('kubeCall', () => {
       contexts: [{ name: 'n', cluster: 'n', user: 'n' }],
       currentContext: 'n',
     });
-    await assert.rejects(kubeCall(nowhere, 'GET', '/x'), { status: 0, reason: 'Unreachable' });
+    await assert.rejects(kubeJson(nowhere, 'GET', '/x'), { status: 0, reason: 'Unreachable' });
   });
 });

@@ -1,0 +1,41 @@
+// The P5 floor: a fresh process that only lists what the controller lists at start, as the
+// controller lists it (the same kubeconfig reading and HTTP stack from src/kube, the same pages:
+// Nodes in pages of 100, FlavoredTokens in pages of 500, the kubelet CSRs and the FlavorClasses,
+// all at once), parses every page and keeps nothing. Prints one JSON line and exits.
+//   node bench/bare-list.ts --kubeconfig PATH
+import { parseArgs } from 'node:util';
+import { loadKubeConfig } from '../src/kube/config.ts';
+import { kubeFetch } from '../src/kube/fetch.ts';
+
+const { values } = parseArgs({ options: { kubeconfig: { type: 'string' } } });
+const kubeConfig = loadKubeConfig(values.kubeconfig);
+
+async function list(path: string, pageSize: number, fieldSelector?: string): Promise<number> {
+  let count = 0;
+  let continueToken: string | undefined;
+  do {
+    const response = await kubeFetch(kubeConfig, path, {
+      query: { limit: pageSize, continue: continueToken, fieldSelector },
+      headers: { Accept: 'application/json' },
+    });
+    if (response.status !== 200) throw new Error(`list ${path}: HTTP ${response.status}`);
+    const page = (await response.json()) as { metadata?: { continue?: string }; items?: unknown[] };
+    count += page.items?.length ?? 0;
+    continueToken = page.metadata?.continue || undefined;
+  } while (continueToken);
+  return count;
+}
+
+const started = performance.now();
+const [nodes, tokens, csrs, classes] = await Promise.all([
+  list('/api/v1/nodes', 100),
+  list('/apis/nodeflavor.io/v1alpha1/flavoredtokens', 500),
+  list(
+    '/apis/certificates.k8s.io/v1/certificatesigningrequests',
+    500,
+    'spec.signerName=kubernetes.io/kube-apiserver-client-kubelet',
+  ),
+  list('/apis/nodeflavor.io/v1alpha1/flavorclasses', 500),
+]);
+console.log(JSON.stringify({ nodes, tokens, csrs, classes, listMs: performance.now() - started }));
+process.exit(0);
