@@ -12,7 +12,7 @@ import { loadKubeConfig } from '../kube/config.ts';
 import { EventRecorder } from '../kube/events.ts';
 import { observeKubeRequests } from '../kube/fetch.ts';
 import { KeyRingWatch } from '../kube/keyring-watch.ts';
-import { LeaderElector, soleLeadership } from '../kube/leader.ts';
+import { electorFor, soleLeadership } from '../kube/leader.ts';
 import { kubeRequestCounter } from '../ops/kube-request-metrics.ts';
 import { type ReadinessCheck, splitAddress, startOpsServer } from '../ops/server.ts';
 import { parseRunFlags, UsageError } from './run-flags.ts';
@@ -104,18 +104,7 @@ async function run(args: string[]): Promise<number> {
   const identity = `${hostname()}-${randomBytes(4).toString('hex')}`;
   const elector =
     config.leaderElect && (config.controller || config.webhook)
-      ? new LeaderElector({
-          kubeConfig,
-          namespace: config.namespace,
-          name: config.leaderElectionId,
-          identity,
-          leaseDurationMs: config.leaderElectLeaseDuration,
-          renewDeadlineMs: config.leaderElectRenewDeadline,
-          retryPeriodMs: config.leaderElectRetryPeriod,
-          onStartedLeading: () => log.info({ identity }, 'became the leader'),
-          onStoppedLeading: (why) => log.warn({ identity, why }, 'stopped leading'),
-          onError: (error) => log.warn({ err: error.message }, 'leader election'),
-        })
+      ? electorFor(kubeConfig, config, identity, log, true)
       : undefined;
   const leadership = elector ?? soleLeadership();
 

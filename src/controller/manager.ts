@@ -19,7 +19,7 @@ import { EventRecorder } from '../kube/events.ts';
 import { internStrings } from '../kube/intern.ts';
 import { KeyRingWatch } from '../kube/keyring-watch.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
-import { LeaderElector, type Leadership, soleLeadership } from '../kube/leader.ts';
+import { electorFor, type Leadership, soleLeadership } from '../kube/leader.ts';
 import { ListWatch, type RestartReason, withoutManagedFields } from '../kube/listwatch.ts';
 import { type TrimmedNode, trimNode } from '../kube/node-writes.ts';
 import { KubeReviews } from '../kube/reviews.ts';
@@ -296,16 +296,7 @@ export function startController(options: {
   let stopped = false;
   const ownElector =
     options.leadership === undefined && config.leaderElect
-      ? new LeaderElector({
-          kubeConfig,
-          namespace: config.namespace,
-          name: config.leaderElectionId,
-          identity,
-          leaseDurationMs: config.leaderElectLeaseDuration,
-          renewDeadlineMs: config.leaderElectRenewDeadline,
-          retryPeriodMs: config.leaderElectRetryPeriod,
-          onError: (error) => log.warn({ err: error.message }, 'leader election'),
-        })
+      ? electorFor(kubeConfig, config, identity, log, false)
       : undefined;
   const leadership = options.leadership ?? ownElector ?? soleLeadership();
   let unsubscribe: (() => void) | undefined;

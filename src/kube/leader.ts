@@ -40,6 +40,41 @@ interface LeaderElectionOptions extends Partial<LeaderElectionTimings> {
   onError?: (error: Error) => void;
 }
 
+/** The settings of `nodeflavor run` an elector takes (src/config.ts). */
+interface ElectionConfig {
+  namespace: string;
+  leaderElectionId: string;
+  leaderElectLeaseDuration: number;
+  leaderElectRenewDeadline: number;
+  leaderElectRetryPeriod: number;
+}
+
+/** The elector a process campaigns with, from its settings; `announce` logs each term. */
+export function electorFor(
+  kubeConfig: KubeConfig,
+  config: ElectionConfig,
+  identity: string,
+  log: { info: (o: object, m: string) => void; warn: (o: object, m: string) => void },
+  announce: boolean,
+): LeaderElector {
+  return new LeaderElector({
+    kubeConfig,
+    namespace: config.namespace,
+    name: config.leaderElectionId,
+    identity,
+    leaseDurationMs: config.leaderElectLeaseDuration,
+    renewDeadlineMs: config.leaderElectRenewDeadline,
+    retryPeriodMs: config.leaderElectRetryPeriod,
+    ...(announce
+      ? {
+          onStartedLeading: () => log.info({ identity }, 'became the leader'),
+          onStoppedLeading: (why: string) => log.warn({ identity, why }, 'stopped leading'),
+        }
+      : {}),
+    onError: (error) => log.warn({ err: error.message }, 'leader election'),
+  });
+}
+
 /** Who may write the objects every replica shares: the leader, during its term. */
 export interface Leadership {
   /** The current term's signal while leading, else undefined. */
