@@ -52,7 +52,9 @@ async function write(
   message: string,
 ): Promise<void> {
   try {
-    await writeCsrDecision(ctx.kubeConfig, csr, approve, reason, message);
+    // Served from the cache until the watch brings it: a second decision on the version we
+    // decided (a token reconcile in between says "already bound" again) would only earn a 409.
+    ctx.caches.csrs.assume(await writeCsrDecision(ctx.kubeConfig, csr, approve, reason, message));
   } catch (error) {
     if (!(error instanceof KubeError && error.status === 409)) throw error;
     ctx.requeueCsr(csr.metadata.name, 500);

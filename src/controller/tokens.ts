@@ -139,7 +139,9 @@ async function judge(
       ? nameFacts(ctx, csrFacts.subject.nodeName, token.metadata.name)
       : { boundByOtherToken: false };
     const decision = decideBinding(csrFacts, { ...facts, bindings, uses }, name);
-    if (decision.kind === 'already-bound') alreadyBound.push(csr.metadata.name);
+    // An approved CSR is decided: only one still waiting for its approval needs one.
+    if (decision.kind === 'already-bound' && !hasCondition(csr, 'Approved'))
+      alreadyBound.push(csr.metadata.name);
     if (decision.kind === 'bind') {
       uses += 1;
       const binding: TokenBinding = {

@@ -128,7 +128,7 @@ export async function decideCsr(
   approve: boolean,
   reason: string,
   message: string,
-): Promise<void> {
+): Promise<CsrObject> {
   const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
   const conditions = [
     ...(csr.status?.conditions ?? []),
@@ -141,7 +141,7 @@ export async function decideCsr(
       lastTransitionTime: now,
     },
   ];
-  await kubeJson(
+  return kubeJson<CsrObject>(
     kubeConfig,
     'PUT',
     `/apis/certificates.k8s.io/v1/certificatesigningrequests/${encodeURIComponent(csr.metadata.name)}/approval`,
