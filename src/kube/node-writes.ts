@@ -1,8 +1,8 @@
 // Writing a Node's flavor: ONE JSON patch per write. It sets the labels and annotations the
 // decision wants, removes the keys nodeflavor owns (by claim or by its applied record) and does
 // not want (the kubelet's token label, a key a FlavorClass dropped, one an intruder set), and
-// replaces the taint list when it changes. Its preconditions are the facts the decision rests
-// on (the same uid, each removed key's judged value, the taints it rewrites), not the whole
+// changes taints one by one. Its preconditions are the facts the decision rests on (the same
+// uid, each removed key's judged value, each removed taint where it stands), not the whole
 // Node's resourceVersion: the kubelet's status updates, which land right after registration,
 // change none of them, so they do not turn the write into a 409.
 import type { DesiredNodeState } from '../flavor/converge.ts';
@@ -68,14 +68,24 @@ export function nodeStatePatch(node: TrimmedNode, desired: DesiredNodeState): ob
   const tests: object[] = [{ op: 'test', path: '/metadata/uid', value: node.metadata.uid }];
   const changes: object[] = [];
   let wholeAdded = false;
-  if (!sameTaints(node.spec.taints ?? [], desired.taints)) {
-    if (node.spec.taints) {
-      tests.push({ op: 'test', path: '/spec/taints', value: node.spec.taints });
-      changes.push({ op: 'replace', path: '/spec/taints', value: desired.taints });
-    } else {
+  const current = node.spec.taints;
+  if (!current) {
+    if (desired.taints.length > 0) {
       wholeAdded = true;
       changes.push({ op: 'add', path: '/spec/taints', value: desired.taints });
     }
+  } else if (!sameTaints(current, desired.taints)) {
+    // Element by element, not the whole list: kube-controller-manager adds and lifts its own
+    // taints (node.kubernetes.io/not-ready) in the same seconds, appended after ours, and a test
+    // of the whole list made a third of the joins' writes conflicts. Each removed taint is tested
+    // where it stands; removals run from the last index down so the others stay where tested.
+    const wanted = new Set(desired.taints.map(taintId));
+    const have = new Set(current.map(taintId));
+    const removed = current.flatMap((t, i) => (wanted.has(taintId(t)) ? [] : [i])).reverse();
+    for (const i of removed) tests.push({ op: 'test', path: `/spec/taints/${i}`, value: current[i] });
+    for (const i of removed) changes.push({ op: 'remove', path: `/spec/taints/${i}` });
+    for (const t of desired.taints)
+      if (!have.has(taintId(t))) changes.push({ op: 'add', path: '/spec/taints/-', value: t });
   }
   const fields = [
     ['labels', desired.labels, desired.removeLabels],
@@ -95,7 +105,10 @@ export function nodeStatePatch(node: TrimmedNode, desired: DesiredNodeState): ob
       for (const [key, value] of set)
         changes.push({ op: 'add', path: `/metadata/${field}/${pointer(key)}`, value });
     } else {
-      wholeAdded = true;
+      // The map is absent (a Node registered without annotations): added whole, on condition
+      // that it still is (a `test` for null passes on a missing member, checked on 1.37), so the
+      // kubelet's status writes meanwhile do not make it a conflict.
+      tests.push({ op: 'test', path: `/metadata/${field}`, value: null });
       changes.push({ op: 'add', path: `/metadata/${field}`, value: Object.fromEntries(set) });
     }
   }

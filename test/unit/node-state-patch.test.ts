@@ -44,10 +44,10 @@ describe('nodeStatePatch', () => {
     );
     assert.deepEqual(ops, [
       { op: 'test', path: '/metadata/uid', value: 'uid-1' },
-      { op: 'test', path: '/spec/taints', value: [QUARANTINE] },
+      { op: 'test', path: '/spec/taints/0', value: QUARANTINE },
       { op: 'test', path: '/metadata/labels/nodeflavor.io~1token', value: 'abc' },
       { op: 'test', path: '/metadata/annotations/example.com~1a~0b', value: 'forged' },
-      { op: 'replace', path: '/spec/taints', value: [] },
+      { op: 'remove', path: '/spec/taints/0' },
       { op: 'remove', path: '/metadata/labels/nodeflavor.io~1token' },
       { op: 'add', path: '/metadata/labels/nodeflavor.io~1flavor', value: 'sweet' },
       { op: 'remove', path: '/metadata/annotations/example.com~1a~0b' },
@@ -75,13 +75,44 @@ describe('nodeStatePatch', () => {
     assert.deepEqual(ops, [{ op: 'test', path: '/metadata/uid', value: 'uid-1' }]);
   });
 
-  it('a map or list the Node lacks is added whole, with the resourceVersion as the precondition', () => {
+  it('taints change one by one: a taint another controller added after ours is neither tested nor touched', () => {
+    const notReady = { key: 'node.kubernetes.io/not-ready', effect: 'NoSchedule' };
+    const dedicated = { key: 'nodeflavor.io/dedicated', value: 'sweet', effect: 'NoSchedule' };
+    const other = { key: 'example.com/gpu', effect: 'NoSchedule' };
+    const ops = nodeStatePatch(
+      node({ taints: [other, QUARANTINE, notReady] }),
+      desired({ taints: [other, notReady, dedicated] }),
+    );
+    assert.deepEqual(ops, [
+      { op: 'test', path: '/metadata/uid', value: 'uid-1' },
+      { op: 'test', path: '/spec/taints/1', value: QUARANTINE },
+      { op: 'remove', path: '/spec/taints/1' },
+      { op: 'add', path: '/spec/taints/-', value: dedicated },
+    ]);
+  });
+
+  it('several taints go from the last index down, each tested where it stands', () => {
+    const a = { key: 'nodeflavor.io/a', effect: 'NoSchedule' };
+    const b = { key: 'nodeflavor.io/b', effect: 'NoExecute' };
+    const keep = { key: 'example.com/keep', effect: 'NoSchedule' };
+    const ops = nodeStatePatch(node({ taints: [a, keep, b] }), desired({ taints: [keep] }));
+    assert.deepEqual(ops, [
+      { op: 'test', path: '/metadata/uid', value: 'uid-1' },
+      { op: 'test', path: '/spec/taints/2', value: b },
+      { op: 'test', path: '/spec/taints/0', value: a },
+      { op: 'remove', path: '/spec/taints/2' },
+      { op: 'remove', path: '/spec/taints/0' },
+    ]);
+  });
+
+  it('a map the Node lacks is added whole if still absent; a taint list it lacks, at its resourceVersion', () => {
     const ops = nodeStatePatch(
       node(),
       desired({ annotations: { 'nodeflavor.io/verified': '{}' }, taints: [QUARANTINE] }),
     );
     assert.deepEqual(ops, [
       { op: 'test', path: '/metadata/uid', value: 'uid-1' },
+      { op: 'test', path: '/metadata/annotations', value: null },
       { op: 'test', path: '/metadata/resourceVersion', value: '42' },
       { op: 'add', path: '/spec/taints', value: [QUARANTINE] },
       { op: 'add', path: '/metadata/annotations', value: { 'nodeflavor.io/verified': '{}' } },

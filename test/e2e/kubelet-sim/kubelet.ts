@@ -336,7 +336,13 @@ export class SimulatedKubelet {
     const result = await http.request('POST', '/api/v1/nodes', {
       apiVersion: 'v1',
       kind: 'Node',
-      metadata: { name: this.nodeName, labels },
+      // A real kubelet registers with this annotation (kubelet_node_status.go), so its Node
+      // always has an annotations map, as the controller sees on real clusters.
+      metadata: {
+        name: this.nodeName,
+        labels,
+        annotations: { 'volumes.kubernetes.io/controller-managed-attach-detach': 'true' },
+      },
       spec: this.settings.taints.length > 0 ? { taints: this.settings.taints } : {},
     });
     if (result.status === 409) return; // registered before (kubelet restart): keep the existing Node
