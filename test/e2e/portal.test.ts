@@ -11,7 +11,6 @@
 // UPDATE_SCREENSHOT=1 writes the README's screenshot (docs/images/portal.png, secrets blanked).
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type Browser, chromium, type Page } from 'playwright-core';
@@ -28,6 +27,7 @@ import {
   useFlavorClassesRole,
 } from './support/issuer.ts';
 import { applyFlavorClass, customObjects, ensureNamespace, joinWith } from './support/nodeflavor.ts';
+import { tempDirForThisProcess } from './support/temp-dir.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -302,10 +302,15 @@ describe('the self-service page in headless Chromium', { skip }, () => {
   });
 });
 
-/** The README's screenshot, with the secrets blanked out (UPDATE_SCREENSHOT=1), else a scratch copy. */
+/**
+ * The README's screenshot, with the secrets blanked out (UPDATE_SCREENSHOT=1), else a scratch
+ * copy in a temp dir of this process (removed when it exits: a run leaves nothing in /tmp).
+ */
 async function screenshot(page: Page, joinConfiguration: string): Promise<void> {
   const update = process.env.UPDATE_SCREENSHOT === '1';
-  const dir = update ? join(import.meta.dirname, '..', '..', 'docs', 'images') : tmpdir();
+  const dir = update
+    ? join(import.meta.dirname, '..', '..', 'docs', 'images')
+    : tempDirForThisProcess('nodeflavor-portal-');
   mkdirSync(dir, { recursive: true });
   const blanked = joinConfiguration
     .replace(/\b[a-z0-9]{6}\.[a-z0-9]{16}\b/g, 'abcdef.0123456789abcdef')
