@@ -3,19 +3,34 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
-import type { EventRecorder } from '../kube/events.ts';
+import type { EventType, InvolvedObject } from '../kube/events.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
-import type { ListWatch } from '../kube/listwatch.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
+import type { ControllerApi } from './api.ts';
 import type { ControllerMetrics } from './metrics.ts';
 import type { Indexes, StoredFlavorClass } from './state.ts';
 
+/** What reconcilers read of a list/watch cache (src/kube/listwatch.ts; a Map in unit tests). */
+export interface Cache<T> {
+  get(key: string): T | undefined;
+  list(): T[];
+  keys(): string[];
+  /** Serves our own write's answer until the watch brings that version. */
+  assume(raw: unknown): void;
+  readonly hasSynced: boolean;
+}
+
 export interface Caches {
-  nodes: ListWatch<TrimmedNode>;
-  csrs: ListWatch<CsrObject>;
-  tokens: ListWatch<StoredToken>;
-  classes: ListWatch<StoredFlavorClass>;
+  nodes: Cache<TrimmedNode>;
+  csrs: Cache<CsrObject>;
+  tokens: Cache<StoredToken>;
+  classes: Cache<StoredFlavorClass>;
+}
+
+/** Where reconcilers say what happened (src/kube/events.ts, deduplicated and aggregated). */
+export interface EventSink {
+  emit(object: InvolvedObject, type: EventType, reason: string, message: string): void;
 }
 
 export interface ControllerContext {
@@ -24,7 +39,9 @@ export interface ControllerContext {
   caches: Caches;
   indexes: Indexes;
   metrics: ControllerMetrics;
-  events: EventRecorder;
+  events: EventSink;
+  /** Every write the reconcilers make, through the term's fenced KubeConfig. */
+  api: ControllerApi;
   log: Logger;
   keyRing: () => Promise<KeyRing>;
   /**

@@ -4,7 +4,7 @@
 // did not issue is refused here (only in our bootstrap group: plain kubeadm tokens are left to
 // kube-controller-manager's auto-approval, untouched).
 import { KubeError } from '../kube/kube-error.ts';
-import { type CsrObject, flavoredTokenExists, decideCsr as writeCsrDecision } from '../kube/token-writes.ts';
+import type { CsrObject } from '../kube/token-writes.ts';
 import type { ControllerContext } from './context.ts';
 import { csrTokenId } from './state.ts';
 
@@ -36,7 +36,7 @@ export async function reconcileCsr(ctx: ControllerContext, csrName: string): Pro
   if (!ctx.config.csrApprover || !csr.spec.groups?.includes(ctx.config.bootstrapGroup)) return;
   // A denial is final for the CSR: never deny from a cache that may lag (a new leader right
   // after a failover, a token issued a moment ago). The issuer names records ft-<token ID>.
-  if (await flavoredTokenExists(ctx.kubeConfig, `ft-${tokenId}`)) {
+  if (await ctx.api.flavoredTokenExists(`ft-${tokenId}`)) {
     ctx.requeueCsr(csrName, LAGGING_CACHE_RETRY_MS);
     return;
   }
@@ -54,7 +54,7 @@ async function write(
   try {
     // Served from the cache until the watch brings it: a second decision on the version we
     // decided (a token reconcile in between says "already bound" again) would only earn a 409.
-    ctx.caches.csrs.assume(await writeCsrDecision(ctx.kubeConfig, csr, approve, reason, message));
+    ctx.caches.csrs.assume(await ctx.api.decideCsr(csr, approve, reason, message));
   } catch (error) {
     if (!(error instanceof KubeError && error.status === 409)) throw error;
     ctx.requeueCsr(csr.metadata.name, 500);

@@ -24,6 +24,7 @@ import { ListWatch, type RestartReason, withoutManagedFields } from '../kube/lis
 import { type TrimmedNode, trimNode } from '../kube/node-writes.ts';
 import { KubeReviews } from '../kube/reviews.ts';
 import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
+import { kubeControllerApi } from './api.ts';
 import { checkAutoApproval } from './auto-approval.ts';
 import { FlavorClassStatusReconciler } from './class-status.ts';
 import type { Caches, ControllerContext } from './context.ts';
@@ -217,6 +218,7 @@ export function startController(options: {
     };
     return {
       kubeConfig: termKubeConfig,
+      api: kubeControllerApi(termKubeConfig),
       config,
       caches,
       indexes,

@@ -34,7 +34,7 @@ import {
 } from '../flavor/verdict.ts';
 import { signedRecordAnnotation } from '../flavor/verification-record.ts';
 import { KubeError } from '../kube/kube-error.ts';
-import { type TrimmedNode, writeNodeState } from '../kube/node-writes.ts';
+import type { TrimmedNode } from '../kube/node-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
 import { boundTokensFor, nodeFacts } from './state.ts';
@@ -58,7 +58,7 @@ async function write(ctx: ControllerContext, node: TrimmedNode, desired: Desired
   try {
     // Until the watch brings this version, the cache serves it (a reconcile in between starts
     // from what we wrote, not from the version we wrote over).
-    ctx.caches.nodes.assume(await writeNodeState(ctx.kubeConfig, node, desired));
+    ctx.caches.nodes.assume(await ctx.api.writeNode(node, desired));
     return true;
   } catch (error) {
     if (error instanceof KubeError && error.status === 409) {

@@ -4,9 +4,8 @@
 // A status equal to the stored one (up to key order) is not written at all.
 import { sameJson } from '../flavor/json-equal.ts';
 import type { Condition, FlavoredTokenStatus } from '../flavor/resources.ts';
-import { kubeJson } from '../kube/fetch.ts';
 import { KubeError } from '../kube/kube-error.ts';
-import { type StoredToken, tokenPath, writeTokenStatus } from '../kube/token-writes.ts';
+import type { StoredToken } from '../kube/token-writes.ts';
 import type { ControllerContext } from './context.ts';
 
 const MAX_ATTEMPTS = 5;
@@ -65,20 +64,14 @@ export async function updateTokenStatus(
     const status = await mutate(token);
     if (!status || sameJson(status, token.status ?? {})) return token;
     try {
-      const written = await writeTokenStatus(ctx.kubeConfig, token, status);
+      const written = await ctx.api.writeTokenStatus(token, status);
       ctx.caches.tokens.assume(written);
       return written;
     } catch (error) {
       if (!(error instanceof KubeError) || error.status !== 409 || attempt === MAX_ATTEMPTS) throw error;
-      try {
-        token = await kubeJson<StoredToken>(ctx.kubeConfig, 'GET', tokenPath(name), {
-          action: `read FlavoredToken ${name}`,
-        });
-        ctx.caches.tokens.assume(token);
-      } catch (readError) {
-        if (readError instanceof KubeError && readError.status === 404) return undefined;
-        throw readError;
-      }
+      token = await ctx.api.readToken(name);
+      if (!token) return undefined;
+      ctx.caches.tokens.assume(token);
     }
   }
   return token;

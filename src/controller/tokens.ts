@@ -19,16 +19,8 @@ import {
   recordVerifiesToken,
   type TokenFacts,
 } from '../flavor/verdict.ts';
-import { kubeJson } from '../kube/fetch.ts';
 import { KubeError } from '../kube/kube-error.ts';
-import {
-  type CsrObject,
-  deleteBootstrapSecret,
-  type StoredToken,
-  setFinalizer,
-  TOKEN_FINALIZER,
-  tokenPath,
-} from '../kube/token-writes.ts';
+import { type CsrObject, type StoredToken, TOKEN_FINALIZER } from '../kube/token-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
 import { type CsrDecision, nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
@@ -237,14 +229,7 @@ async function removeIfHalfMade(
   }
   try {
     // Only the record as judged: an idempotent retry may have completed it since (ADR 0005).
-    await kubeJson(ctx.kubeConfig, 'DELETE', tokenPath(token.metadata.name), {
-      action: `delete half-made FlavoredToken ${token.metadata.name}`,
-      body: {
-        apiVersion: 'v1',
-        kind: 'DeleteOptions',
-        preconditions: { uid: token.metadata.uid, resourceVersion: token.metadata.resourceVersion },
-      },
-    });
+    await ctx.api.deleteTokenVersion(token);
   } catch (error) {
     if (!(error instanceof KubeError && error.status === 409)) throw error;
     ctx.requeueToken(token.metadata.name, 1000); // changed since it was judged: judge it again
@@ -288,7 +273,7 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     // until every node that joined with the token has lost the flavor (the node reconciler
     // strips them while the token, marked deleting, is still here to say so).
     if (tokenId && !secretDeletedRecorded(cached.status)) {
-      await deleteBootstrapSecret(ctx.kubeConfig, tokenId);
+      await ctx.api.deleteBootstrapSecret(tokenId);
       // Recorded, so the passes that wait for StripNodes below do not delete it again.
       await updateTokenStatus(ctx, name, async (fresh) =>
         withSecretDeleted(fresh.status ?? {}, fresh.metadata.generation, ctx.now()),
@@ -303,7 +288,7 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
       ctx.requeueToken(name, 500);
       return;
     }
-    await setFinalizer(ctx.kubeConfig, cached, false);
+    await ctx.api.setFinalizer(cached, false);
     return;
   }
   if (!tokenId) {
@@ -313,7 +298,7 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
   if (!cached.metadata.finalizers?.includes(TOKEN_FINALIZER)) {
     // Records made before the issuer set the finalizer itself. The status write below starts
     // from the patched version, not the one the patch made stale (a 409 and a re-read).
-    const patched = await setFinalizer(ctx.kubeConfig, cached, true);
+    const patched = await ctx.api.setFinalizer(cached, true);
     if (patched) ctx.caches.tokens.assume(patched);
   }
 
@@ -328,7 +313,7 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     if (deleteAfter === 0 && !secretDeletedRecorded(outcome.status)) {
       // Deleted first, then recorded in this same status write (a crash in between deletes it
       // again next time: a 404 is fine). Once only, should a 409 make us judge again.
-      if (!secretDeleted) await deleteBootstrapSecret(ctx.kubeConfig, tokenId);
+      if (!secretDeleted) await ctx.api.deleteBootstrapSecret(tokenId);
       secretDeleted = true;
       outcome.status = withSecretDeleted(outcome.status, fresh.metadata.generation, now);
     }

@@ -10,7 +10,7 @@ import { kubeJson } from './fetch.ts';
 import { KubeError } from './kube-error.ts';
 import type { KubeConfig } from './kubeconfig.ts';
 
-interface InvolvedObject {
+export interface InvolvedObject {
   apiVersion: string;
   kind: string;
   name: string;
@@ -18,7 +18,7 @@ interface InvolvedObject {
   namespace?: string;
 }
 
-type EventType = 'Normal' | 'Warning';
+export type EventType = 'Normal' | 'Warning';
 
 const MAX_MESSAGE = 1024;
 const MAX_NAME = 253;

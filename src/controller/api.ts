@@ -1,0 +1,69 @@
+// Every write (and the one read) the reconcilers make, behind one interface: the process binds it
+// to the term's fenced KubeConfig (src/kube), and unit tests to a fake that records the calls, so
+// the reconcilers can be tested on event sequences without an API server.
+import type { DesiredNodeState } from '../flavor/converge.ts';
+import type { FlavoredTokenStatus } from '../flavor/resources.ts';
+import { kubeJson } from '../kube/fetch.ts';
+import { KubeError } from '../kube/kube-error.ts';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
+import { type TrimmedNode, writeNodeState } from '../kube/node-writes.ts';
+import {
+  type CsrObject,
+  decideCsr,
+  deleteBootstrapSecret,
+  flavoredTokenExists,
+  type StoredToken,
+  setFinalizer,
+  tokenPath,
+  writeTokenStatus,
+} from '../kube/token-writes.ts';
+
+export interface ControllerApi {
+  /** One JSON patch; a conflict (the Node changed since it was judged) is a KubeError 409. */
+  writeNode(node: TrimmedNode, desired: DesiredNodeState): Promise<TrimmedNode>;
+  /** PUT status at the token's resourceVersion (409 when stale). */
+  writeTokenStatus(token: StoredToken, status: FlavoredTokenStatus): Promise<StoredToken>;
+  /** The token as the API server has it now; undefined when gone. */
+  readToken(name: string): Promise<StoredToken | undefined>;
+  /** Deletes exactly this version of the token (409 when it changed). */
+  deleteTokenVersion(token: StoredToken): Promise<void>;
+  /** Adds or removes the revocation finalizer; undefined when nothing had to change. */
+  setFinalizer(token: StoredToken, present: boolean): Promise<StoredToken | undefined>;
+  /** Deletes the token's bootstrap Secret (already gone is fine); whether it existed. */
+  deleteBootstrapSecret(tokenId: string): Promise<boolean>;
+  /** Approves or denies the CSR at its resourceVersion (409 when stale); the CSR as written. */
+  decideCsr(csr: CsrObject, approve: boolean, reason: string, message: string): Promise<CsrObject>;
+  /** Whether FlavoredToken `name` exists, read from the API server (not a cache). */
+  flavoredTokenExists(name: string): Promise<boolean>;
+}
+
+export function kubeControllerApi(kubeConfig: KubeConfig): ControllerApi {
+  return {
+    writeNode: (node, desired) => writeNodeState(kubeConfig, node, desired),
+    writeTokenStatus: (token, status) => writeTokenStatus(kubeConfig, token, status),
+    readToken: async (name) => {
+      try {
+        return await kubeJson<StoredToken>(kubeConfig, 'GET', tokenPath(name), {
+          action: `read FlavoredToken ${name}`,
+        });
+      } catch (error) {
+        if (error instanceof KubeError && error.status === 404) return undefined;
+        throw error;
+      }
+    },
+    deleteTokenVersion: async (token) => {
+      await kubeJson(kubeConfig, 'DELETE', tokenPath(token.metadata.name), {
+        action: `delete half-made FlavoredToken ${token.metadata.name}`,
+        body: {
+          apiVersion: 'v1',
+          kind: 'DeleteOptions',
+          preconditions: { uid: token.metadata.uid, resourceVersion: token.metadata.resourceVersion },
+        },
+      });
+    },
+    setFinalizer: (token, present) => setFinalizer(kubeConfig, token, present),
+    deleteBootstrapSecret: (tokenId) => deleteBootstrapSecret(kubeConfig, tokenId),
+    decideCsr: (csr, approve, reason, message) => decideCsr(kubeConfig, csr, approve, reason, message),
+    flavoredTokenExists: (name) => flavoredTokenExists(kubeConfig, name),
+  };
+}

@@ -1,0 +1,506 @@
+// The token, node and CSR reconcilers on event sequences, without an API server: a fake API
+// (the objects, JSON patch preconditions and resourceVersion checks the real one applies), caches
+// that lag it until the test says the watch delivered, and a fake clock. Each scenario runs to
+// quiescence and then asserts what was written, how often, and that a further pass writes nothing.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import pino from 'pino';
+import { Registry } from 'prom-client';
+import { parseConfig } from '../../src/config.ts';
+import type { ControllerApi } from '../../src/controller/api.ts';
+import type { Cache, ControllerContext } from '../../src/controller/context.ts';
+import { reconcileCsr } from '../../src/controller/csrs.ts';
+import { controllerMetrics } from '../../src/controller/metrics.ts';
+import { reconcileNode } from '../../src/controller/nodes.ts';
+import { csrTokenId, Indexes, type StoredFlavorClass } from '../../src/controller/state.ts';
+import { reconcileToken } from '../../src/controller/tokens.ts';
+import type { DesiredNodeState } from '../../src/flavor/converge.ts';
+import { deriveFlavorToken } from '../../src/flavor/flavor-token.ts';
+import { newKeyRing } from '../../src/flavor/keyring.ts';
+import { type FlavoredTokenStatus, ISSUED_ANNOTATION, TOKEN_ID_LABEL } from '../../src/flavor/resources.ts';
+import { KubeError } from '../../src/kube/kube-error.ts';
+import { nodeStatePatch, type TrimmedNode } from '../../src/kube/node-writes.ts';
+import { type CsrObject, type StoredToken, TOKEN_FINALIZER } from '../../src/kube/token-writes.ts';
+import { createCertificateRequest } from '../../src/pki/certs.ts';
+
+const FLAVOR = 'sweet';
+const GROUP = 'system:bootstrappers:nodeflavor';
+const QUARANTINE = { key: 'nodeflavor.io/unverified', effect: 'NoSchedule' };
+const T0 = Date.parse('2026-12-01T00:00:00Z');
+
+type Named = { metadata: { name: string; resourceVersion?: string } };
+const clone = <T>(o: T): T => structuredClone(o);
+
+/** A cache that shows the API's objects only as of the last `deliver()` (or our own `assume`). */
+class LaggingCache<T extends Named> implements Cache<T> {
+  readonly objects = new Map<string, T>();
+  readonly hasSynced = true;
+  get(key: string) {
+    return this.objects.get(key);
+  }
+  list() {
+    return [...this.objects.values()];
+  }
+  keys() {
+    return [...this.objects.keys()];
+  }
+  assume(raw: unknown) {
+    const object = clone(raw as T);
+    this.objects.set(object.metadata.name, object);
+  }
+}
+
+/** The API server's side: objects, resourceVersions, and every write in order. */
+class FakeApi implements ControllerApi {
+  rv = 100;
+  readonly tokens = new Map<string, StoredToken>();
+  readonly nodes = new Map<string, TrimmedNode>();
+  readonly csrs = new Map<string, CsrObject>();
+  readonly secrets = new Set<string>();
+  readonly writes: string[] = [];
+  nextRv() {
+    return String(++this.rv);
+  }
+  async writeNode(node: TrimmedNode, desired: DesiredNodeState) {
+    const stored = this.nodes.get(node.metadata.name);
+    const doc = clone(stored) as unknown as Record<string, unknown>;
+    if (!stored || !applyJsonPatch(doc, nodeStatePatch(node, desired)))
+      throw new KubeError(409, 'Conflict', 'node changed since it was judged');
+    const written = doc as unknown as TrimmedNode;
+    written.metadata.resourceVersion = this.nextRv();
+    this.nodes.set(node.metadata.name, written);
+    this.writes.push(`node ${node.metadata.name}`);
+    return clone(written);
+  }
+  async writeTokenStatus(token: StoredToken, status: FlavoredTokenStatus) {
+    const stored = this.tokens.get(token.metadata.name);
+    if (!stored || stored.metadata.resourceVersion !== token.metadata.resourceVersion)
+      throw new KubeError(409, 'Conflict', 'token changed');
+    const written = { ...clone(stored), status: clone(status) };
+    written.metadata.resourceVersion = this.nextRv();
+    this.tokens.set(token.metadata.name, written);
+    this.writes.push(`status ${token.metadata.name}`);
+    return clone(written);
+  }
+  async readToken(name: string) {
+    return clone(this.tokens.get(name));
+  }
+  async deleteTokenVersion(token: StoredToken) {
+    this.tokens.delete(token.metadata.name);
+    this.writes.push(`delete ${token.metadata.name}`);
+  }
+  async setFinalizer(token: StoredToken, present: boolean) {
+    const stored = this.tokens.get(token.metadata.name) as StoredToken;
+    const has = stored.metadata.finalizers?.includes(TOKEN_FINALIZER) ?? false;
+    if (has === present) return undefined;
+    stored.metadata.finalizers = present ? [TOKEN_FINALIZER] : [];
+    stored.metadata.resourceVersion = this.nextRv();
+    this.writes.push(`finalizer ${token.metadata.name}`);
+    return clone(stored);
+  }
+  async deleteBootstrapSecret(tokenId: string) {
+    this.writes.push(`delete-secret ${tokenId}`);
+    return this.secrets.delete(tokenId);
+  }
+  async decideCsr(csr: CsrObject, approve: boolean, reason: string) {
+    const stored = this.csrs.get(csr.metadata.name) as CsrObject;
+    if (stored.metadata.resourceVersion !== csr.metadata.resourceVersion)
+      throw new KubeError(409, 'Conflict', 'csr changed');
+    stored.status = { conditions: [{ type: approve ? 'Approved' : 'Denied', status: 'True', reason }] };
+    stored.metadata.resourceVersion = this.nextRv();
+    this.writes.push(`${approve ? 'approve' : 'deny'} ${csr.metadata.name} ${reason}`);
+    return clone(stored);
+  }
+  async flavoredTokenExists(name: string) {
+    return this.tokens.has(name);
+  }
+}
+
+/** RFC 6902 for the operations nodeStatePatch makes; false when a `test` fails. */
+function applyJsonPatch(doc: Record<string, unknown>, ops: object[]): boolean {
+  const walk = (path: string) => {
+    const parts = path
+      .split('/')
+      .slice(1)
+      .map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'));
+    const last = parts.pop() as string;
+    let parent: Record<string, unknown> | unknown[] = doc;
+    for (const part of parts) parent = (parent as Record<string, unknown>)[part] as Record<string, unknown>;
+    return { parent: parent as Record<string, unknown> & unknown[], last };
+  };
+  for (const op of ops as { op: string; path: string; value?: unknown }[]) {
+    const { parent, last } = walk(op.path);
+    if (op.op === 'test') {
+      const actual = parent?.[last as never];
+      if (JSON.stringify(actual ?? null) !== JSON.stringify(op.value ?? null)) return false;
+    } else if (op.op === 'remove') {
+      if (Array.isArray(parent)) parent.splice(Number(last), 1);
+      else delete parent[last];
+    } else if (op.op === 'add' && Array.isArray(parent) && last === '-') parent.push(op.value);
+    else (parent as Record<string, unknown>)[last] = clone(op.value);
+  }
+  return true;
+}
+
+/** One controller (its in-memory state included) over the fake API: a restart is a new Harness. */
+class Harness {
+  now = T0;
+  readonly caches = {
+    nodes: new LaggingCache<TrimmedNode>(),
+    csrs: new LaggingCache<CsrObject>(),
+    tokens: new LaggingCache<StoredToken>(),
+    classes: new LaggingCache<StoredFlavorClass>(),
+  };
+  readonly indexes = new Indexes();
+  readonly events: string[] = [];
+  private readonly queues = { tokens: new Set<string>(), nodes: new Set<string>(), csrs: new Set<string>() };
+  private readonly timers: { due: number; queue: 'tokens' | 'nodes' | 'csrs'; key: string }[] = [];
+  readonly ctx: ControllerContext;
+
+  readonly api: FakeApi;
+  readonly keyRing = RING;
+  /** Watches that lag: they deliver nothing until released. */
+  readonly held = new Set<'tokens' | 'nodes' | 'csrs'>();
+  private readonly delivered = new Map<string, string>();
+  private readonly lastDeliveredToken = new Map<string, StoredToken>();
+  private readonly lastDeliveredNodes = new Set<string>();
+
+  constructor(api: FakeApi) {
+    this.api = api;
+    this.caches.classes.assume({
+      metadata: { name: FLAVOR, resourceVersion: '1', generation: 1 },
+      spec: { labels: { 'nodeflavor.io/flavor': FLAVOR } },
+    });
+    const later = (queue: 'tokens' | 'nodes' | 'csrs') => (key: string, afterMs: number) =>
+      this.timers.push({ due: this.now + afterMs, queue, key });
+    this.ctx = {
+      kubeConfig: undefined as never,
+      config: parseConfig({ namespace: 'nodeflavor', bindingGrace: '3s', orphanGrace: '2s' }),
+      caches: this.caches,
+      indexes: this.indexes,
+      metrics: controllerMetrics(new Registry()),
+      events: { emit: (o, type, reason) => this.events.push(`${type} ${reason} ${o.kind}/${o.name}`) },
+      api,
+      log: pino({ level: 'silent' }),
+      keyRing: async () => this.keyRing,
+      freshKeyRing: async () => this.keyRing,
+      now: () => new Date(this.now),
+      enqueueNode: (name) => this.queues.nodes.add(name),
+      requeueNode: later('nodes'),
+      enqueueToken: (name) => this.queues.tokens.add(name),
+      requeueToken: later('tokens'),
+      enqueueCsr: (name) => this.queues.csrs.add(name),
+      requeueCsr: later('csrs'),
+    };
+  }
+
+  /**
+   * The watches deliver what changed in the API since they last did, and the manager's handlers
+   * run: indexes follow, and the keys it maps each event to are queued. Returns how many events.
+   */
+  deliver(): number {
+    let events = 0;
+    const held = this.held;
+    // What the watch delivered last, per object: our own writes' answers sit in the caches
+    // already (assume), and their watch events still come, as on a real API server.
+    const changed = <T extends Named>(cache: LaggingCache<T>, object: T) => {
+      const key = `${Object.keys(this.caches).find((k) => this.caches[k as keyof Harness['caches']] === (cache as unknown))}/${object.metadata.name}`;
+      if (this.delivered.get(key) === object.metadata.resourceVersion) return false;
+      this.delivered.set(key, object.metadata.resourceVersion ?? '');
+      return true;
+    };
+    for (const [name, token] of held.has('tokens') ? [] : this.api.tokens) {
+      if (!changed(this.caches.tokens, token)) continue;
+      events += 1;
+      const previous = this.lastDeliveredToken.get(name);
+      this.lastDeliveredToken.set(name, clone(token));
+      this.indexes.onToken(clone(token), previous);
+      this.caches.tokens.objects.set(name, clone(token));
+      this.queues.tokens.add(name);
+      for (const b of [...(previous?.status?.bindings ?? []), ...(token.status?.bindings ?? [])])
+        this.queues.nodes.add(b.nodeName);
+    }
+    for (const [name, node] of held.has('nodes') ? [] : this.api.nodes) {
+      if (!changed(this.caches.nodes, node)) continue;
+      events += 1;
+      const added = !this.lastDeliveredNodes.has(name);
+      this.lastDeliveredNodes.add(name);
+      this.caches.nodes.objects.set(name, clone(node));
+      this.queues.nodes.add(name);
+      if (added)
+        for (const tokenName of this.indexes.tokensByNodeName.get(name)) this.queues.tokens.add(tokenName);
+    }
+    for (const [name, csr] of held.has('csrs') ? [] : this.api.csrs) {
+      if (!changed(this.caches.csrs, csr)) continue;
+      events += 1;
+      this.caches.csrs.objects.set(name, clone(csr));
+      this.indexes.onCsr(csr, false);
+      const tokenName = this.indexes.tokenNameById.get(csrTokenId(csr) ?? '');
+      if (tokenName) this.queues.tokens.add(tokenName);
+      else this.queues.csrs.add(name);
+    }
+    return events;
+  }
+
+  /** Runs what is queued, lets the watches deliver, and again, until nothing is left to do. */
+  async settle(): Promise<void> {
+    for (let round = 0; ; round++) {
+      assert.ok(round < 50, 'the reconcilers keep waking each other: no quiescence');
+      const batch = [
+        ...[...this.queues.tokens].map((k) => () => reconcileToken(this.ctx, k)),
+        ...[...this.queues.csrs].map((k) => () => reconcileCsr(this.ctx, k)),
+        ...[...this.queues.nodes].map((k) => () => reconcileNode(this.ctx, k)),
+      ];
+      for (const queue of Object.values(this.queues)) queue.clear();
+      for (const run of batch) await run();
+      const delivered = this.deliver();
+      if (batch.length === 0 && delivered === 0) return;
+    }
+  }
+
+  /** A resync: every key once more (what the manager does every --resync). */
+  resync(): void {
+    for (const name of this.caches.tokens.keys()) this.queues.tokens.add(name);
+    for (const name of this.caches.nodes.keys()) this.queues.nodes.add(name);
+  }
+
+  /** The clock moves on; keys whose time came are queued. */
+  advance(ms: number): void {
+    this.now += ms;
+    for (const timer of this.timers.splice(0)) {
+      if (timer.due <= this.now) this.queues[timer.queue].add(timer.key);
+      else this.timers.push(timer);
+    }
+  }
+}
+
+const RING = newKeyRing();
+
+let serial = 0;
+/** A token as the issuer leaves it: record, finalizer, issued mark, and its bootstrap Secret. */
+function issueToken(api: FakeApi, at = T0) {
+  serial += 1;
+  const tokenId = `tok${String(serial).padStart(3, '0')}`;
+  const name = `ft-${tokenId}`;
+  api.tokens.set(name, {
+    apiVersion: 'nodeflavor.io/v1alpha1',
+    kind: 'FlavoredToken',
+    metadata: {
+      name,
+      uid: `uid-${name}`,
+      resourceVersion: api.nextRv(),
+      creationTimestamp: new Date(at).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      generation: 1,
+      labels: { [TOKEN_ID_LABEL]: tokenId },
+      annotations: { [ISSUED_ANNOTATION]: 'true' },
+      finalizers: [TOKEN_FINALIZER],
+    },
+    spec: { flavorClassName: FLAVOR, maxUses: 1, ttl: '1h' },
+  } as unknown as StoredToken);
+  api.secrets.add(tokenId);
+  return { name, tokenId, flavorToken: deriveFlavorToken(RING.active, tokenId, FLAVOR).reveal() };
+}
+
+async function kubeletCsr(api: FakeApi, tokenId: string, nodeName: string, at: number): Promise<string> {
+  const { csrPem } = await createCertificateRequest(`system:node:${nodeName}`, ['system:nodes']);
+  const name = `csr-${nodeName}`;
+  api.csrs.set(name, {
+    metadata: {
+      name,
+      uid: `uid-${name}`,
+      resourceVersion: api.nextRv(),
+      creationTimestamp: new Date(at).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+    },
+    spec: {
+      username: `system:bootstrap:${tokenId}`,
+      signerName: 'kubernetes.io/kube-apiserver-client-kubelet',
+      request: Buffer.from(csrPem).toString('base64'),
+      groups: [GROUP, 'system:authenticated'],
+      usages: ['digital signature', 'client auth'],
+    },
+    status: {},
+  } as CsrObject);
+  return name;
+}
+
+function registerNode(api: FakeApi, nodeName: string, flavorToken: string, at: number): void {
+  api.nodes.set(nodeName, {
+    metadata: {
+      name: nodeName,
+      uid: `uid-${nodeName}`,
+      resourceVersion: api.nextRv(),
+      creationTimestamp: new Date(at).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      labels: { 'kubernetes.io/hostname': nodeName, 'nodeflavor.io/token': flavorToken },
+      annotations: { 'volumes.kubernetes.io/controller-managed-attach-detach': 'true' },
+    },
+    spec: { taints: [QUARANTINE] },
+  });
+}
+
+function assertFlavored(api: FakeApi, nodeName: string, tokenName: string): void {
+  const node = api.nodes.get(nodeName) as TrimmedNode;
+  assert.equal(node.metadata.labels?.['nodeflavor.io/flavor'], FLAVOR, 'flavored');
+  assert.equal(node.metadata.labels?.['nodeflavor.io/token'], undefined, 'token label removed');
+  assert.deepEqual(node.spec.taints, [], 'quarantine lifted');
+  const status = (api.tokens.get(tokenName) as StoredToken).status;
+  assert.equal(status?.uses, 1);
+  assert.equal(status?.bindings?.[0]?.nodeUID, node.metadata.uid);
+  assert.ok(status?.bindings?.[0]?.verifiedAt, 'the verification is on the token');
+  assert.ok(status?.conditions?.some((c) => c.type === 'SecretDeleted' && c.status === 'True'));
+}
+
+/** A kubelet's CSR made and bound: the node may register now (it has its certificate). */
+async function approved(h: Harness, tokenId: string, nodeName: string): Promise<void> {
+  const csr = await kubeletCsr(h.api, tokenId, nodeName, h.now + 1000);
+  h.now += 1000;
+  await h.settle();
+  assert.equal(h.api.writes.at(-1), `approve ${csr} NodeflavorBound`);
+}
+
+/** Another pass over everything writes nothing: the state is a fixed point. */
+async function assertQuiescent(h: Harness): Promise<void> {
+  const before = h.api.writes.length;
+  h.deliver();
+  h.resync();
+  await h.settle();
+  assert.deepEqual(h.api.writes.slice(before), [], 'a settled state writes nothing more');
+}
+
+describe('reconcilers on event sequences (fake API, lagging caches, fake clock)', () => {
+  it('CSR, then Node: bind, approve, one Node write, then the token records it with the Secret gone', async () => {
+    const api = new FakeApi();
+    const h = new Harness(api);
+    const t = issueToken(api);
+    const csr = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
+    h.deliver();
+    await h.settle();
+    assert.deepEqual(api.writes, [`status ${t.name}`, `approve ${csr} NodeflavorBound`]);
+    registerNode(api, 'n1', t.flavorToken, T0 + 2000);
+    h.deliver();
+    await h.settle();
+    assert.deepEqual(api.writes.slice(2), ['node n1', `delete-secret ${t.tokenId}`, `status ${t.name}`]);
+    assertFlavored(api, 'n1', t.name);
+    assert.ok(!api.secrets.has(t.tokenId));
+    assert.ok(h.events.includes('Normal Verified Node/n1'));
+    await assertQuiescent(h);
+  });
+
+  it('a new leader sees the Node before its token and CSR: it waits (grace) instead of judging, then verifies', async () => {
+    const api = new FakeApi();
+    const t = issueToken(api);
+    const old = new Harness(api);
+    old.deliver();
+    await approved(old, t.tokenId, 'n2');
+    registerNode(api, 'n2', t.flavorToken, old.now + 1000);
+    // The old leader is gone; the new one's Node watch delivers first, its token and CSR watches lag.
+    const h = new Harness(api);
+    h.now = old.now + 1500;
+    h.held.add('tokens').add('csrs');
+    const before = api.writes.length;
+    h.deliver();
+    await h.settle();
+    assert.deepEqual(api.writes.slice(before), [], 'nothing judged while its binding may still come');
+    h.held.clear();
+    h.deliver();
+    h.advance(5000);
+    await h.settle();
+    assertFlavored(api, 'n2', t.name);
+    assert.equal(api.writes.filter((w: string) => w.startsWith('node ')).length, 1, 'one Node write');
+    await assertQuiescent(h);
+  });
+
+  it('a crash after the Node write, before the token recorded it: the next process completes it and rewrites nothing', async () => {
+    const api = new FakeApi();
+    const t = issueToken(api);
+    await kubeletCsr(api, t.tokenId, 'n3', T0 + 1000);
+    const first = new Harness(api);
+    first.deliver();
+    await first.settle();
+    registerNode(api, 'n3', t.flavorToken, T0 + 2000);
+    first.deliver();
+    // Only the node reconciler runs before the crash.
+    const { reconcileNode: judge } = await import('../../src/controller/nodes.ts');
+    await judge(first.ctx, 'n3');
+    assert.equal(api.writes.at(-1), 'node n3');
+    assert.equal((api.tokens.get(t.name) as StoredToken).status?.bindings?.[0]?.verifiedAt, undefined);
+    const restarted = new Harness(api); // no memory of the first
+    const before = api.writes.length;
+    restarted.deliver();
+    await restarted.settle();
+    assert.deepEqual(api.writes.slice(before), [`delete-secret ${t.tokenId}`, `status ${t.name}`]);
+    assertFlavored(api, 'n3', t.name);
+    await assertQuiescent(restarted);
+  });
+
+  it('a conflicting writer: another controller adds a taint meanwhile; the write keeps it and does not conflict', async () => {
+    const api = new FakeApi();
+    const h = new Harness(api);
+    const t = issueToken(api);
+    h.deliver();
+    await approved(h, t.tokenId, 'n4');
+    registerNode(api, 'n4', t.flavorToken, h.now + 1000);
+    h.deliver();
+    // kube-controller-manager adds not-ready after our cache saw the Node.
+    const notReady = { key: 'node.kubernetes.io/not-ready', effect: 'NoSchedule' };
+    const theirs = api.nodes.get('n4') as TrimmedNode;
+    theirs.spec.taints?.push(notReady);
+    theirs.metadata.resourceVersion = api.nextRv();
+    h.held.add('nodes'); // our cache has not seen it when we write
+    await h.settle();
+    const node = api.nodes.get('n4') as TrimmedNode;
+    assert.deepEqual(node.spec.taints, [notReady], 'ours lifted, theirs kept');
+    assert.equal(api.writes.filter((w: string) => w === 'node n4').length, 1, 'no conflict, no second write');
+    assert.equal(node.metadata.labels?.['nodeflavor.io/flavor'], FLAVOR);
+  });
+
+  it('a conflicting writer on a judged fact (the token label changed meanwhile): no write over it, judged again', async () => {
+    const api = new FakeApi();
+    const h = new Harness(api);
+    const t = issueToken(api);
+    h.deliver();
+    await approved(h, t.tokenId, 'n5');
+    registerNode(api, 'n5', t.flavorToken, h.now + 1000);
+    h.deliver();
+    const changed = api.nodes.get('n5') as TrimmedNode;
+    changed.metadata.labels = { 'nodeflavor.io/token': 'x'.repeat(52) };
+    changed.metadata.resourceVersion = api.nextRv();
+    h.held.add('nodes'); // our cache still shows the label as it was
+    await h.settle();
+    assert.equal(
+      api.writes.filter((w: string) => w === 'node n5').length,
+      0,
+      'the write that rested on the old label did not land',
+    );
+    h.held.clear();
+    h.deliver();
+    h.advance(1500);
+    await h.settle();
+    const node = api.nodes.get('n5') as TrimmedNode;
+    assert.equal(node.metadata.labels?.['nodeflavor.io/flavor'], undefined, 'not flavored on a wrong token');
+    assert.ok(h.events.includes('Warning InvalidToken Node/n5'));
+    const binding = (api.tokens.get(t.name) as StoredToken).status?.bindings?.[0];
+    assert.equal(binding?.failure?.reason, 'InvalidToken', 'the token says why');
+    await assertQuiescent(h);
+  });
+
+  it('a revoked token (StripNodes) strips its node once and both reconcilers then rest', async () => {
+    const api = new FakeApi();
+    const h = new Harness(api);
+    const t = issueToken(api);
+    h.deliver();
+    await approved(h, t.tokenId, 'n6');
+    registerNode(api, 'n6', t.flavorToken, h.now + 1000);
+    h.deliver();
+    await h.settle();
+    assertFlavored(api, 'n6', t.name);
+    const token = api.tokens.get(t.name) as StoredToken;
+    Object.assign(token.spec, { revoked: true, revocationPolicy: 'StripNodes' });
+    token.metadata.resourceVersion = api.nextRv();
+    h.deliver();
+    await h.settle();
+    const node = api.nodes.get('n6') as TrimmedNode;
+    assert.equal(node.metadata.labels?.['nodeflavor.io/flavor'], undefined, 'stripped');
+    assert.deepEqual(node.spec.taints, [QUARANTINE], 'quarantined again');
+    await assertQuiescent(h);
+  });
+});
