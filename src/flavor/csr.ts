@@ -6,7 +6,7 @@
 // that sees no join holds none of its ~5 MiB (bench/RESULTS.md, P4).
 import { webcrypto } from 'node:crypto';
 import type * as X509 from '@peculiar/x509';
-import { isDnsSubdomain, NODE_USER_PREFIX, NODES_GROUP } from './resources.ts';
+import { isDnsSubdomain, NODE_USER_PREFIX } from './resources.ts';
 
 let library: Promise<typeof X509> | undefined;
 

@@ -87,9 +87,6 @@ const TOKENS = `/apis/${GROUP}/${VERSION}/${FLAVORED_TOKEN_PLURAL}`;
 const SECRETS = `/api/v1/namespaces/${BOOTSTRAP_TOKEN_NAMESPACE}/secrets`;
 const name$ = encodeURIComponent;
 
-const FLAVORED_TOKENS_PATH = `/apis/${GROUP}/${VERSION}/${FLAVORED_TOKEN_PLURAL}`;
-const BOOTSTRAP_SECRETS_PATH = `/api/v1/namespaces/${BOOTSTRAP_TOKEN_NAMESPACE}/secrets`;
-
 export class KubeTokenStore implements TokenKube {
   readonly #kubeConfig: KubeConfig;
   readonly #classes: FlavorClassWatch | undefined;
