@@ -357,6 +357,18 @@ async function approved(h: Harness, tokenId: string, nodeName: string): Promise<
   assert.equal(h.api.writes.at(-1), `approve ${csr} NodeflavorBound`);
 }
 
+/** A fresh controller whose node `nodeName` registered (bound, approved) and was delivered. */
+async function registered(nodeName: string) {
+  const api = new FakeApi();
+  const h = new Harness(api);
+  const t = issueToken(api);
+  h.deliver();
+  await approved(h, t.tokenId, nodeName);
+  registerNode(api, nodeName, t.flavorToken, h.now + 1000);
+  h.deliver();
+  return { api, h, t };
+}
+
 /** Another pass over everything writes nothing: the state is a fixed point. */
 async function assertQuiescent(h: Harness): Promise<void> {
   const before = h.api.writes.length;
@@ -433,13 +445,7 @@ describe('reconcilers on event sequences (fake API, lagging caches, fake clock)'
   });
 
   it('a conflicting writer: another controller adds a taint meanwhile; the write keeps it and does not conflict', async () => {
-    const api = new FakeApi();
-    const h = new Harness(api);
-    const t = issueToken(api);
-    h.deliver();
-    await approved(h, t.tokenId, 'n4');
-    registerNode(api, 'n4', t.flavorToken, h.now + 1000);
-    h.deliver();
+    const { api, h, t } = await registered('n4');
     // kube-controller-manager adds not-ready after our cache saw the Node.
     const notReady = { key: 'node.kubernetes.io/not-ready', effect: 'NoSchedule' };
     const theirs = api.nodes.get('n4') as TrimmedNode;
@@ -454,13 +460,7 @@ describe('reconcilers on event sequences (fake API, lagging caches, fake clock)'
   });
 
   it('a conflicting writer on a judged fact (the token label changed meanwhile): no write over it, judged again', async () => {
-    const api = new FakeApi();
-    const h = new Harness(api);
-    const t = issueToken(api);
-    h.deliver();
-    await approved(h, t.tokenId, 'n5');
-    registerNode(api, 'n5', t.flavorToken, h.now + 1000);
-    h.deliver();
+    const { api, h, t } = await registered('n5');
     const changed = api.nodes.get('n5') as TrimmedNode;
     changed.metadata.labels = { 'nodeflavor.io/token': 'x'.repeat(52) };
     changed.metadata.resourceVersion = api.nextRv();
@@ -484,13 +484,7 @@ describe('reconcilers on event sequences (fake API, lagging caches, fake clock)'
   });
 
   it('a revoked token (StripNodes) strips its node once and both reconcilers then rest', async () => {
-    const api = new FakeApi();
-    const h = new Harness(api);
-    const t = issueToken(api);
-    h.deliver();
-    await approved(h, t.tokenId, 'n6');
-    registerNode(api, 'n6', t.flavorToken, h.now + 1000);
-    h.deliver();
+    const { api, h, t } = await registered('n6');
     await h.settle();
     assertFlavored(api, 'n6', t.name);
     const token = api.tokens.get(t.name) as StoredToken;
