@@ -12,7 +12,7 @@ import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
 import type { ManagedProcess } from './cluster/process.ts';
 import type { E2EEnvironment } from './support/environment.ts';
 import { customObjects, issue, joinWith, OPERATOR_NAMESPACE } from './support/nodeflavor.ts';
-import { FLAVOR_LABEL, labelOnly, operatorFixture } from './support/operator-fixture.ts';
+import { labelOnly, operatorFixture, waitAllFlavored } from './support/operator-fixture.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const NODES = 80;
@@ -22,8 +22,6 @@ const PACE_MS = 400;
 /** The Lease lasts 10 s; a standby renews every 2 s: 15 s leaves room for a loaded machine. */
 const TAKEOVER_LIMIT_MS = 15_000;
 const LEASE = 'nodeflavor-controller';
-const TOKEN_LABEL = 'nodeflavor.io/token';
-const QUARANTINE = 'nodeflavor.io/unverified';
 
 describe('fault tolerance: leader failover under a continuous load of joins', () => {
   const flavor = uniqueName('failover');
@@ -134,21 +132,7 @@ describe('fault tolerance: leader failover under a continuous load of joins', ()
       assert.ok(ms <= TAKEOVER_LIMIT_MS, `takeover ${i + 1} took ${ms} ms (limit ${TAKEOVER_LIMIT_MS} ms)`);
     }
 
-    await waitFor(
-      async () => {
-        const nodes = await env.core.listNode({ labelSelector: `${FLAVOR_LABEL}=${flavor}` });
-        const done = new Set(
-          nodes.items
-            .filter((n) => n.metadata?.labels?.[TOKEN_LABEL] === undefined)
-            .filter((n) => !n.spec?.taints?.some((taint) => taint.key === QUARANTINE))
-            .map((n) => n.metadata?.name),
-        );
-        const missing = names.filter((n) => !done.has(n));
-        if (missing.length === 0) return true;
-        throw new Error(`${missing.length} not flavored yet, e.g. ${missing.slice(0, 5).join(', ')}`);
-      },
-      { what: `all ${NODES} nodes to be flavored`, timeoutMs: 90_000, intervalMs: 500 },
-    );
+    await waitAllFlavored(env, flavor, names);
     const records = (await customObjects(env.kubeConfig).listClusterCustomObject({
       group: 'nodeflavor.io',
       version: 'v1alpha1',

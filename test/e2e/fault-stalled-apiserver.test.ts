@@ -38,6 +38,7 @@ import {
   opsGet,
   startOperator,
 } from './support/nodeflavor.ts';
+import { waitAllFlavored } from './support/operator-fixture.ts';
 import { tempDirForThisProcess } from './support/temp-dir.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
@@ -53,8 +54,6 @@ const RETRY_PERIOD_MS = 2_000;
 const SLACK_MS = 1_000;
 const STALLED_ADDRESS = '127.0.0.2';
 const FLAVOR_LABEL = 'nodeflavor.io/flavor';
-const TOKEN_LABEL = 'nodeflavor.io/token';
-const QUARANTINE = 'nodeflavor.io/unverified';
 
 const paths = binaryPaths();
 const local = [paths.etcd, paths.kubeApiserver, paths.kubeControllerManager].every((p) => existsSync(p));
@@ -225,21 +224,7 @@ describe('fault tolerance: the leader’s API server stalls (accepts, never answ
     // Joins go on: A's webhook answers while A's API server hangs, B verifies.
     await load;
     const reviewsDuringStall = (await reviewsAnswered(metricsA)) - reviewsBefore;
-    await waitFor(
-      async () => {
-        const nodes = await env.core.listNode({ labelSelector: `${FLAVOR_LABEL}=${flavor}` });
-        const done = new Set(
-          nodes.items
-            .filter((n) => n.metadata?.labels?.[TOKEN_LABEL] === undefined)
-            .filter((n) => !n.spec?.taints?.some((taint) => taint.key === QUARANTINE))
-            .map((n) => n.metadata?.name),
-        );
-        const missing = names.filter((n) => !done.has(n));
-        if (missing.length === 0) return true;
-        throw new Error(`${missing.length} not flavored yet, e.g. ${missing.slice(0, 5).join(', ')}`);
-      },
-      { what: `all ${NODES} nodes to be flavored`, timeoutMs: 90_000, intervalMs: 500 },
-    );
+    await waitAllFlavored(env, flavor, names);
     const allFlavoredMs = Date.now() - stalledAt;
 
     // A's API server answers again: whatever A held back would land now. Wait until A has been

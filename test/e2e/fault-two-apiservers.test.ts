@@ -17,13 +17,11 @@ import type { ControlPlane } from './cluster/controlplane.ts';
 import { binaryPaths } from './cluster/versions.ts';
 import type { E2EEnvironment } from './support/environment.ts';
 import { customObjects, issue, joinWith } from './support/nodeflavor.ts';
-import { FLAVOR_LABEL, labelOnly, operatorFixture } from './support/operator-fixture.ts';
+import { labelOnly, operatorFixture, waitAllFlavored } from './support/operator-fixture.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const NODES = 30;
 const CONCURRENCY = 5;
-const TOKEN_LABEL = 'nodeflavor.io/token';
-const QUARANTINE = 'nodeflavor.io/unverified';
 
 const paths = binaryPaths();
 const local = [paths.etcd, paths.kubeApiserver, paths.kubeControllerManager].every((p) => existsSync(p));
@@ -96,21 +94,7 @@ describe('two kube-apiservers behind a load balancer: joins never lose their boo
       `both API servers served the joins (connections: ${spread.join(', ')})`,
     );
 
-    await waitFor(
-      async () => {
-        const nodes = await env.core.listNode({ labelSelector: `${FLAVOR_LABEL}=${flavor}` });
-        const done = new Set(
-          nodes.items
-            .filter((n) => n.metadata?.labels?.[TOKEN_LABEL] === undefined)
-            .filter((n) => !n.spec?.taints?.some((taint) => taint.key === QUARANTINE))
-            .map((n) => n.metadata?.name),
-        );
-        const missing = names.filter((n) => !done.has(n));
-        if (missing.length === 0) return true;
-        throw new Error(`${missing.length} not flavored yet, e.g. ${missing.slice(0, 5).join(', ')}`);
-      },
-      { what: `all ${NODES} nodes to be flavored`, timeoutMs: 90_000, intervalMs: 500 },
-    );
+    await waitAllFlavored(env, flavor, names);
 
     // Consumed, and each node registered with its own certificate: every Secret goes (well
     // before the 2-minute grace for a node that never registers).

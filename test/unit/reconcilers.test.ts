@@ -445,7 +445,7 @@ describe('reconcilers on event sequences (fake API, lagging caches, fake clock)'
   });
 
   it('a conflicting writer: another controller adds a taint meanwhile; the write keeps it and does not conflict', async () => {
-    const { api, h, t } = await registered('n4');
+    const { api, h } = await registered('n4');
     // kube-controller-manager adds not-ready after our cache saw the Node.
     const notReady = { key: 'node.kubernetes.io/not-ready', effect: 'NoSchedule' };
     const theirs = api.nodes.get('n4') as TrimmedNode;

@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
+import { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from '../../../src/flavor/resources.ts';
 import { ControlPlane, type ControlPlaneOptions } from '../cluster/controlplane.ts';
 import type { ManagedProcess } from '../cluster/process.ts';
 import type { SimulatedKubelet } from '../kubelet-sim/kubelet.ts';
@@ -21,8 +22,36 @@ import {
   startOperator,
 } from './nodeflavor.ts';
 import { tempDirForThisProcess } from './temp-dir.ts';
+import { waitFor } from './wait.ts';
 
 export const FLAVOR_LABEL = 'nodeflavor.io/flavor';
+
+/**
+ * Waits until every named Node is flavored as verified: the flavor label, no token label left and
+ * no quarantine taint. Its error names the nodes still missing.
+ */
+export async function waitAllFlavored(
+  env: E2EEnvironment,
+  flavor: string,
+  names: string[],
+  timeoutMs = 90_000,
+): Promise<void> {
+  await waitFor(
+    async () => {
+      const nodes = await env.core.listNode({ labelSelector: `${FLAVOR_LABEL}=${flavor}` });
+      const done = new Set(
+        nodes.items
+          .filter((n) => n.metadata?.labels?.[TOKEN_LABEL_KEY] === undefined)
+          .filter((n) => !n.spec?.taints?.some((taint) => taint.key === QUARANTINE_TAINT_KEY))
+          .map((n) => n.metadata?.name),
+      );
+      const missing = names.filter((n) => !done.has(n));
+      if (missing.length === 0) return true;
+      throw new Error(`${missing.length} not flavored yet, e.g. ${missing.slice(0, 5).join(', ')}`);
+    },
+    { what: `all ${names.length} nodes to be flavored`, timeoutMs, intervalMs: 500 },
+  );
+}
 
 export interface OperatorFixture {
   /** Set in before(). */
