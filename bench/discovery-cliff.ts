@@ -47,6 +47,11 @@ import { joinConfiguration } from '../test/e2e/support/bootstrap.ts';
 import { prepareOperatorIdentity } from '../test/e2e/support/chart.ts';
 import { type E2EEnvironment, loadEnvironment } from '../test/e2e/support/environment.ts';
 import {
+  clusterRoleBindingObject,
+  serviceAccountObject,
+  useFlavorClassesRole,
+} from '../test/e2e/support/issuer.ts';
+import {
   applyFlavorClass,
   nodeFiles,
   OPERATOR_NAMESPACE,
@@ -789,27 +794,9 @@ function describeJoin(j: JoinResult): string {
 function portalObjects() {
   return [
     { apiVersion: 'v1', kind: 'Namespace', metadata: { name: PORTAL_NAMESPACE } },
-    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'portal', namespace: PORTAL_NAMESPACE } },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRole',
-      metadata: { name: 'cliff-bench-use' },
-      rules: [
-        {
-          apiGroups: ['nodeflavor.io'],
-          resources: ['flavorclasses'],
-          verbs: ['use'],
-          resourceNames: [FLAVOR],
-        },
-      ],
-    },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name: 'cliff-bench-use' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cliff-bench-use' },
-      subjects: [{ kind: 'ServiceAccount', name: 'portal', namespace: PORTAL_NAMESPACE }],
-    },
+    serviceAccountObject('portal', PORTAL_NAMESPACE),
+    useFlavorClassesRole('cliff-bench-use', [FLAVOR]),
+    clusterRoleBindingObject('cliff-bench-use', 'cliff-bench-use', 'portal', PORTAL_NAMESPACE),
   ];
 }
 

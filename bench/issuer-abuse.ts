@@ -32,6 +32,11 @@ import {
 import { deleteObjects } from '../test/e2e/support/admission.ts';
 import { prepareOperatorIdentity } from '../test/e2e/support/chart.ts';
 import { e2eEnvironment } from '../test/e2e/support/environment.ts';
+import {
+  clusterRoleBindingObject,
+  serviceAccountObject,
+  useFlavorClassesRole,
+} from '../test/e2e/support/issuer.ts';
 import { applyFlavorClass, OPERATOR_NAMESPACE } from '../test/e2e/support/nodeflavor.ts';
 import {
   benchDir,
@@ -92,27 +97,9 @@ export async function runIssuerAbuse(scale: Scale): Promise<Figure[]> {
   await applyFlavorClass(env, FLAVOR, { description: 'abuse benchmark' });
   const portalObjects = [
     { apiVersion: 'v1', kind: 'Namespace', metadata: { name: PORTAL_NAMESPACE } },
-    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: PORTAL, namespace: PORTAL_NAMESPACE } },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRole',
-      metadata: { name: 'abuse-bench-use' },
-      rules: [
-        {
-          apiGroups: ['nodeflavor.io'],
-          resources: ['flavorclasses'],
-          verbs: ['use'],
-          resourceNames: [FLAVOR],
-        },
-      ],
-    },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name: 'abuse-bench-use' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'abuse-bench-use' },
-      subjects: [{ kind: 'ServiceAccount', name: PORTAL, namespace: PORTAL_NAMESPACE }],
-    },
+    serviceAccountObject(PORTAL, PORTAL_NAMESPACE),
+    useFlavorClassesRole('abuse-bench-use', [FLAVOR]),
+    clusterRoleBindingObject('abuse-bench-use', 'abuse-bench-use', PORTAL, PORTAL_NAMESPACE),
   ];
   await applyObjects(env.kubeconfigPath, portalObjects, 'nodeflavor-bench');
   const portalToken =
