@@ -40,7 +40,6 @@ import {
 import type { IssueResponse } from '../src/tokenissuer/response.ts';
 import { applyObjects } from '../test/e2e/cluster/apply.ts';
 import { ControlPlane } from '../test/e2e/cluster/controlplane.ts';
-import { ManagedProcess } from '../test/e2e/cluster/process.ts';
 import { parseJoinConfiguration } from '../test/e2e/kubelet-sim/join-config.ts';
 import { SimulatedKubelet } from '../test/e2e/kubelet-sim/kubelet.ts';
 import { joinConfiguration } from '../test/e2e/support/bootstrap.ts';
@@ -51,12 +50,7 @@ import {
   serviceAccountObject,
   useFlavorClassesRole,
 } from '../test/e2e/support/issuer.ts';
-import {
-  applyFlavorClass,
-  nodeFiles,
-  OPERATOR_NAMESPACE,
-  startOperator,
-} from '../test/e2e/support/nodeflavor.ts';
+import { applyFlavorClass, nodeFiles, startOperator } from '../test/e2e/support/nodeflavor.ts';
 import {
   benchDir,
   buildOperator,
@@ -69,6 +63,7 @@ import {
   printTable,
   type Scale,
   scaleFromArgs,
+  startBenchIssuer,
   summary,
   waitReady,
 } from './lib.ts';
@@ -329,24 +324,13 @@ async function openPlane(mode: Mode, settings: Settings, logs: string, tag: stri
             body: { spec: { expirationSeconds: 3600 * 6, audiences: [DEFAULT_ISSUER_AUDIENCE] } },
           })
         ).status?.token ?? '';
-      const readyFile = join(logs, `issuer-${tag}.ready.json`);
-      const issuerProcess = new ManagedProcess(
-        `issuer-${tag}`,
-        process.execPath,
-        [
-          '--import',
-          'tsx',
-          join(import.meta.dirname, 'p3-issuer-server.ts'),
-          '--kubeconfig',
-          install.kubeconfigPath,
-          '--api-server-endpoint',
-          env.apiServerEndpoint,
-          '--namespace',
-          OPERATOR_NAMESPACE,
-          '--ready-file',
-          readyFile,
-          '--log-file',
-          join(logs, `issuer-${tag}.log`),
+      const { process: issuerProcess, readyFile } = startBenchIssuer({
+        name: `issuer-${tag}`,
+        logs,
+        tag: `issuer-${tag}`,
+        kubeconfigPath: install.kubeconfigPath,
+        apiServerEndpoint: env.apiServerEndpoint,
+        args: [
           '--settings',
           JSON.stringify({
             issuance: {
@@ -357,8 +341,7 @@ async function openPlane(mode: Mode, settings: Settings, logs: string, tag: stri
             },
           }),
         ],
-        join(logs, `issuer-${tag}.out`),
-      );
+      });
       stops.push(() => issuerProcess.stop());
       await waitForFile(readyFile, issuerProcess);
       const ready = JSON.parse(readFileSync(readyFile, 'utf8')) as {

@@ -16,10 +16,8 @@
 //   node --import tsx bench/issuer-abuse.ts [--scale quick]
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
-import { join } from 'node:path';
 import { DEFAULT_ISSUER_AUDIENCE, parseIssuerConfig } from '../src/tokenissuer/config.ts';
 import { applyObjects } from '../test/e2e/cluster/apply.ts';
-import { ManagedProcess } from '../test/e2e/cluster/process.ts';
 import {
   type Answer,
   badBearer,
@@ -37,7 +35,7 @@ import {
   serviceAccountObject,
   useFlavorClassesRole,
 } from '../test/e2e/support/issuer.ts';
-import { applyFlavorClass, OPERATOR_NAMESPACE } from '../test/e2e/support/nodeflavor.ts';
+import { applyFlavorClass } from '../test/e2e/support/nodeflavor.ts';
 import {
   benchDir,
   chartNodeOptions,
@@ -46,6 +44,7 @@ import {
   log,
   runStandalone,
   type Scale,
+  startBenchIssuer,
   summary,
 } from './lib.ts';
 import { waitForFile } from './p3-issuance.ts';
@@ -111,30 +110,15 @@ export async function runIssuerAbuse(scale: Scale): Promise<Figure[]> {
       })
     ).status?.token ?? '';
 
-  const readyFile = join(logs, 'issuer.ready.json');
-  const issuerProcess = new ManagedProcess(
-    'abuse-issuer',
-    process.execPath,
-    [
-      ...chartNodeOptions(),
-      '--import',
-      'tsx',
-      join(import.meta.dirname, 'p3-issuer-server.ts'),
-      '--kubeconfig',
-      install.kubeconfigPath,
-      '--api-server-endpoint',
-      env.apiServerEndpoint,
-      '--namespace',
-      OPERATOR_NAMESPACE,
-      '--ready-file',
-      readyFile,
-      '--log-file',
-      join(logs, 'issuer.log'),
-      '--settings',
-      JSON.stringify({ trustedProxies: [PROXY] }),
-    ],
-    join(logs, 'issuer.out'),
-  );
+  const { process: issuerProcess, readyFile } = startBenchIssuer({
+    name: 'abuse-issuer',
+    logs,
+    tag: 'issuer',
+    kubeconfigPath: install.kubeconfigPath,
+    apiServerEndpoint: env.apiServerEndpoint,
+    nodeArgs: chartNodeOptions(),
+    args: ['--settings', JSON.stringify({ trustedProxies: [PROXY] })],
+  });
   try {
     await waitForFile(readyFile, issuerProcess);
     const ready = JSON.parse(readFileSync(readyFile, 'utf8')) as {

@@ -5,7 +5,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { ControlPlane } from '../test/e2e/cluster/controlplane.ts';
+import { ManagedProcess } from '../test/e2e/cluster/process.ts';
 import { versions } from '../test/e2e/cluster/versions.ts';
+import { OPERATOR_NAMESPACE } from '../test/e2e/support/nodeflavor.ts';
 import { newestProfile, profileLines, summariseProfile } from './profiling.ts';
 
 export { freePort } from '../test/e2e/cluster/ports.ts';
@@ -235,4 +237,46 @@ export async function runStandalone(run: (scale: Scale) => Promise<Figure[]>): P
   } finally {
     await plane.stop();
   }
+}
+
+/**
+ * The token issuer of bench/p3-issuer-server.ts in a process of its own, as the chart's
+ * ServiceAccount (`kubeconfigPath`), logging into `logs` as `<tag>.log`/`.out`. It writes its
+ * URL, CA and pid to `readyFile` once it serves (wait with waitForFile).
+ */
+export function startBenchIssuer(options: {
+  name: string;
+  logs: string;
+  tag: string;
+  kubeconfigPath: string;
+  apiServerEndpoint: string;
+  /** Node.js flags before the script (the chart's heap settings, say). */
+  nodeArgs?: string[];
+  /** The server's own flags after the common ones (--settings, --profile-dir, …). */
+  args?: string[];
+}): { process: ManagedProcess; readyFile: string } {
+  const readyFile = join(options.logs, `${options.tag}.ready.json`);
+  const issuer = new ManagedProcess(
+    options.name,
+    process.execPath,
+    [
+      ...(options.nodeArgs ?? []),
+      '--import',
+      'tsx',
+      join(import.meta.dirname, 'p3-issuer-server.ts'),
+      '--kubeconfig',
+      options.kubeconfigPath,
+      '--api-server-endpoint',
+      options.apiServerEndpoint,
+      '--namespace',
+      OPERATOR_NAMESPACE,
+      '--ready-file',
+      readyFile,
+      '--log-file',
+      join(options.logs, `${options.tag}.log`),
+      ...(options.args ?? []),
+    ],
+    join(options.logs, `${options.tag}.out`),
+  );
+  return { process: issuer, readyFile };
 }

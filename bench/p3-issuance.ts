@@ -24,11 +24,11 @@ import {
   DEFAULT_SECRET_DESCRIPTION,
 } from '../src/tokenissuer/config.ts';
 import { applyObjects } from '../test/e2e/cluster/apply.ts';
-import { ManagedProcess } from '../test/e2e/cluster/process.ts';
+import type { ManagedProcess } from '../test/e2e/cluster/process.ts';
 import { deleteObjects } from '../test/e2e/support/admission.ts';
 import { prepareOperatorIdentity } from '../test/e2e/support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from '../test/e2e/support/environment.ts';
-import { applyFlavorClass, OPERATOR_NAMESPACE } from '../test/e2e/support/nodeflavor.ts';
+import { applyFlavorClass } from '../test/e2e/support/nodeflavor.ts';
 import { waitFor } from '../test/e2e/support/wait.ts';
 import {
   benchDir,
@@ -39,6 +39,7 @@ import {
   mapLimit,
   runStandalone,
   type Scale,
+  startBenchIssuer,
   summary,
 } from './lib.ts';
 import { P3_RATE_LIMIT } from './p3-issuer-server.ts';
@@ -281,31 +282,19 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
       })
     ).status?.token ?? '';
 
-  const readyFile = join(logs, 'issuer.ready.json');
   const profDir = join(logs, 'issuer-prof');
   mkdirSync(profDir, { recursive: true });
-  const issuerProcess = new ManagedProcess(
-    'p3-issuer',
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      join(import.meta.dirname, 'p3-issuer-server.ts'),
-      '--kubeconfig',
-      install.kubeconfigPath,
-      '--api-server-endpoint',
-      env.apiServerEndpoint,
-      '--namespace',
-      OPERATOR_NAMESPACE,
-      '--ready-file',
-      readyFile,
-      '--log-file',
-      join(logs, 'issuer.log'),
+  const { process: issuerProcess, readyFile } = startBenchIssuer({
+    name: 'p3-issuer',
+    logs,
+    tag: 'issuer',
+    kubeconfigPath: install.kubeconfigPath,
+    apiServerEndpoint: env.apiServerEndpoint,
+    args: [
       ...(cpuProfile() ? ['--profile-dir', profDir] : []),
       ...(reuseConnections() ? ['--reuse-connections'] : []),
     ],
-    join(logs, 'issuer.out'),
-  );
+  });
   let stopped = false;
   const stopIssuer = async () => {
     if (stopped) return;
