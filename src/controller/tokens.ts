@@ -96,6 +96,9 @@ function nodeOutcome(
   const node = ctx.caches.nodes.get(binding.nodeName);
   if (!node) return undefined;
   const uid = node.metadata.uid;
+  // Recorded already: whatever the Node says, the binding stays as it is (bindingWithNodeOutcome),
+  // so a resync over thousands of settled tokens checks no record's MAC.
+  if (binding.verifiedAt !== undefined && binding.nodeUID === uid && !binding.failure) return undefined;
   const record = keyRing ? recordVerifiesToken(nodeFacts(node), token, keyRing) : undefined;
   if (record) return { uid, verifiedAt: record.verifiedAt };
   const failure = ctx.indexes.nodeFailure(binding.nodeName, uid);
