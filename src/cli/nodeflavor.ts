@@ -11,6 +11,7 @@ import { startController } from '../controller/manager.ts';
 import { loadKubeConfig } from '../kube/config.ts';
 import { EventRecorder } from '../kube/events.ts';
 import { observeKubeRequests } from '../kube/fetch.ts';
+import { flavorClassCache } from '../kube/flavor-classes.ts';
 import { KeyRingWatch } from '../kube/keyring-watch.ts';
 import { electorFor, soleLeadership } from '../kube/leader.ts';
 import { kubeRequestCounter } from '../ops/kube-request-metrics.ts';
@@ -99,6 +100,13 @@ async function run(args: string[]): Promise<number> {
     keyRing = ring;
   }
 
+  // One FlavorClass cache per process: the controller, the guard and the issuer each add a handler.
+  const classes = flavorClassCache(kubeConfig, (reason, error) => {
+    if (reason === 'error' || reason === 'stalled')
+      log.warn({ resource: 'flavorclasses', reason, err: error?.message }, 'watch restarted');
+  });
+  void classes.start();
+
   // One Lease per process: its holder runs the controller's queues and writes the admission
   // registration, the objects every replica shares.
   const identity = `${hostname()}-${randomBytes(4).toString('hex')}`;
@@ -117,6 +125,7 @@ async function run(args: string[]): Promise<number> {
       log: log.child({ part: 'controller' }),
       identity,
       leadership,
+      classes,
       ...(keyRing ? { keyRing } : {}),
     });
     controllerSynced = controller.synced;
@@ -136,6 +145,7 @@ async function run(args: string[]): Promise<number> {
       registry,
       log,
       leadership,
+      classes,
       ...(keyRing ? { keyRing } : {}),
     })) {
       checks.push(part.check);
@@ -152,7 +162,9 @@ async function run(args: string[]): Promise<number> {
     campaigning = false;
     await elector?.stop(); // after the parts: releasing the Lease hands over at once
   });
-  if (keyRing) stops.push(async () => keyRing.stop()); // last: the parts above use it until they stop
+  // Last: the parts above use them until they stop.
+  stops.push(async () => classes.stop());
+  if (keyRing) stops.push(async () => keyRing.stop());
 
   log.info(
     {

@@ -6,10 +6,11 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import type { Config } from '../config.ts';
 import { CaConfigMapStore } from '../kube/ca-configmap.ts';
+import type { FlavorClassCache } from '../kube/flavor-classes.ts';
 import type { KeyRingWatch } from '../kube/keyring-watch.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { Leadership } from '../kube/leader.ts';
-import { watchProtectedKeys } from '../kube/protected-keys-source.ts';
+import { protectedKeysFrom } from '../kube/protected-keys-source.ts';
 import { WebhookTlsStore } from '../kube/webhook-tls-store.ts';
 import type { ReadinessCheck } from '../ops/server.ts';
 import { publishServingCa } from '../tokenissuer/ca-publisher.ts';
@@ -35,6 +36,8 @@ interface PartOptions {
   keyRing?: KeyRingWatch;
   /** The process's leadership: only the leader writes shared objects (the admission registration). */
   leadership?: Leadership;
+  /** The process's one FlavorClass cache (the controller reads it too). */
+  classes: FlavorClassCache;
 }
 
 export function startOptionalParts(options: PartOptions): RunningPart[] {
@@ -44,9 +47,15 @@ export function startOptionalParts(options: PartOptions): RunningPart[] {
   return parts;
 }
 
-function startAdmissionPart({ kubeConfig, config, registry, log, leadership }: PartOptions): RunningPart {
-  // Its own small FlavorClass watch (key names only), so the guard runs with or without the controller.
-  const keys = watchProtectedKeys(kubeConfig);
+function startAdmissionPart({
+  kubeConfig,
+  config,
+  registry,
+  log,
+  leadership,
+  classes,
+}: PartOptions): RunningPart {
+  const keys = protectedKeysFrom(classes);
   const admission = startAdmission({
     kubeConfig,
     config,
@@ -118,7 +127,14 @@ function startIssuerPart(options: PartOptions): RunningPart {
   };
 }
 
-async function runIssuer({ kubeConfig, config, registry, log, keyRing }: PartOptions): Promise<RunningPart> {
+async function runIssuer({
+  kubeConfig,
+  config,
+  registry,
+  log,
+  keyRing,
+  classes,
+}: PartOptions): Promise<RunningPart> {
   const certificates = issuerCertificates(kubeConfig, config, log.child({ component: 'issuer-tls' }));
   const first = await certificates.start();
   const { host, port } = listenAddress(config.issuerAddress);
@@ -166,6 +182,7 @@ async function runIssuer({ kubeConfig, config, registry, log, keyRing }: PartOpt
   const issuer = await startTokenIssuer(issuerConfig, kubeConfig, {
     logger: log,
     registry,
+    classes,
     ...(keyRing ? { keyRing } : {}),
   });
   // Renewed certificates are served without a restart.

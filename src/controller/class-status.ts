@@ -9,12 +9,12 @@ import type { Logger } from 'pino';
 import { carriedFlavor, classStatusChanged, desiredClassStatus } from '../flavor/class-status.ts';
 import type { FlavorClassStatus } from '../flavor/resources.ts';
 import { writeFlavorClassStatus } from '../kube/flavor-class-writes.ts';
+import type { FlavorClassCache, StoredFlavorClass } from '../kube/flavor-classes.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
-import type { ListWatch, WatchEventType } from '../kube/listwatch.ts';
+import type { WatchEventType } from '../kube/listwatch.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import type { ControllerMetrics } from './metrics.ts';
 import { WorkQueue } from './queue.ts';
-import type { StoredFlavorClass } from './state.ts';
 
 const QUEUE = 'flavorclasses';
 const COALESCE_MS = 1_000;
@@ -22,7 +22,7 @@ const COALESCE_MS = 1_000;
 type ClassWithStatus = StoredFlavorClass & { status?: FlavorClassStatus };
 
 interface ClassStatusOptions {
-  classes: ListWatch<StoredFlavorClass>;
+  classes: FlavorClassCache;
   metrics: ControllerMetrics;
   log: Logger;
   workers: number;

@@ -4,12 +4,13 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import type { EventType, InvolvedObject } from '../kube/events.ts';
+import type { StoredFlavorClass } from '../kube/flavor-classes.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
 import type { ControllerApi } from './api.ts';
 import type { ControllerMetrics } from './metrics.ts';
-import type { Indexes, StoredFlavorClass } from './state.ts';
+import type { Indexes } from './state.ts';
 
 /** What reconcilers read of a list/watch cache (src/kube/listwatch.ts; a Map in unit tests). */
 export interface Cache<T> {

@@ -11,11 +11,12 @@ import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { type Config, controllerUsername } from '../config.ts';
-import { FLAVOR_CLASS_PLURAL, FLAVORED_TOKEN_PLURAL, GROUP, VERSION } from '../flavor/resources.ts';
+import { FLAVORED_TOKEN_PLURAL, GROUP, VERSION } from '../flavor/resources.ts';
 import { KUBELET_CLIENT_SIGNER, readVerificationRecord } from '../flavor/verdict.ts';
 import { prepareKubeConfig } from '../kube/config.ts';
 import { fencedKubeConfig } from '../kube/deadlines.ts';
 import { EventRecorder } from '../kube/events.ts';
+import { type FlavorClassCache, flavorClassCache } from '../kube/flavor-classes.ts';
 import { internStrings } from '../kube/intern.ts';
 import { KeyRingWatch } from '../kube/keyring-watch.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
@@ -32,7 +33,7 @@ import { reconcileCsr } from './csrs.ts';
 import { controllerMetrics } from './metrics.ts';
 import { reconcileNode } from './nodes.ts';
 import { WorkQueue } from './queue.ts';
-import { csrTokenId, Indexes, nodeFacts, type StoredFlavorClass, trimCsr } from './state.ts';
+import { csrTokenId, Indexes, nodeFacts, trimCsr } from './state.ts';
 import { reconcileToken } from './tokens.ts';
 
 export interface ControllerHandle {
@@ -55,6 +56,8 @@ export function startController(options: {
   identity?: string;
   /** The process's key ring (shared with the issuer); the controller watches its own when absent. */
   keyRing?: KeyRingWatch;
+  /** The process's FlavorClass cache, started by its owner; the controller watches its own when absent. */
+  classes?: FlavorClassCache;
   /**
    * The process's leadership (shared with the admission registration); when absent the controller
    * elects its own (config.leaderElect) once its caches are synced.
@@ -177,26 +180,23 @@ export function startController(options: {
     },
     onRestart: restart('flavoredtokens'),
   });
-  const classes = new ListWatch<StoredFlavorClass>({
-    kubeConfig,
-    path: `/apis/${GROUP}/${VERSION}/${FLAVOR_CLASS_PLURAL}`,
-    transform: withoutManagedFields<StoredFlavorClass>,
-    onEvent: (type, flavorClass, previous) => {
-      classStatus.onClass(type, flavorClass);
-      // A status write (ours) leaves the generation as it was: no node's verdict can change.
-      if (type === 'MODIFIED' && flavorClass.metadata.generation === previous?.metadata.generation) return;
-      // A class edit (or a new class naming new protected keys) can change any node's verdict.
-      for (const token of tokens.list()) {
-        if (token.spec.flavorClassName !== flavorClass.metadata.name) continue;
-        for (const binding of token.status?.bindings ?? []) nodeQueue.add(binding.nodeName);
-      }
-      // Nodes whose token is gone (deleted with Keep) carry the class in their record.
-      for (const node of nodes.list()) {
-        if (readVerificationRecord(nodeFacts(node))?.flavorClass === flavorClass.metadata.name)
-          nodeQueue.add(node.metadata.name);
-      }
-    },
-    onRestart: restart('flavorclasses'),
+  // The process's FlavorClass cache when it shares one (the issuer and the guard read it too).
+  const ownClasses = options.classes === undefined;
+  const classes = options.classes ?? flavorClassCache(kubeConfig, restart('flavorclasses'));
+  const removeClassHandler = classes.addEventHandler((type, flavorClass, previous) => {
+    classStatus.onClass(type, flavorClass);
+    // A status write (ours) leaves the generation as it was: no node's verdict can change.
+    if (type === 'MODIFIED' && flavorClass.metadata.generation === previous?.metadata.generation) return;
+    // A class edit (or a new class naming new protected keys) can change any node's verdict.
+    for (const token of tokens.list()) {
+      if (token.spec.flavorClassName !== flavorClass.metadata.name) continue;
+      for (const binding of token.status?.bindings ?? []) nodeQueue.add(binding.nodeName);
+    }
+    // Nodes whose token is gone (deleted with Keep) carry the class in their record.
+    for (const node of nodes.list()) {
+      if (readVerificationRecord(nodeFacts(node))?.flavorClass === flavorClass.metadata.name)
+        nodeQueue.add(node.metadata.name);
+    }
   });
   const caches: Caches = { nodes, csrs, tokens, classes };
   // The one writer of FlavorClass status (its own queue; fed by the Node and FlavorClass caches).
@@ -283,7 +283,12 @@ export function startController(options: {
   };
 
   if (ownKeyRing) void keyRing.start();
-  const synced = Promise.all([classes.start(), tokens.start(), csrs.start(), nodes.start()]).then(() => {
+  const synced = Promise.all([
+    ownClasses ? classes.start() : classes.waitForSync(),
+    tokens.start(),
+    csrs.start(),
+    nodes.start(),
+  ]).then(() => {
     log.info(
       { nodes: nodes.size, tokens: tokens.size, csrs: csrs.size, classes: classes.size },
       'caches synced',
@@ -332,7 +337,9 @@ export function startController(options: {
       unsubscribe?.();
       stopWorking();
       await ownElector?.stop();
-      for (const cache of [nodes, csrs, tokens, classes]) cache.stop();
+      for (const cache of [nodes, csrs, tokens]) cache.stop();
+      removeClassHandler();
+      if (ownClasses) classes.stop();
       if (ownKeyRing) keyRing.stop();
     },
   };

@@ -2,16 +2,11 @@
 // FlavorClasses, plus the indexes the reconcilers need to stay O(1) per key at thousands of
 // nodes (token ID → token, token ID → CSRs, node name → tokens that bound it).
 import { parseKubeletCsr } from '../flavor/csr.ts';
-import type { FlavorClassSpec, TokenBinding } from '../flavor/resources.ts';
+import type { TokenBinding } from '../flavor/resources.ts';
 import { TOKEN_ID_LABEL, tokenExpiry } from '../flavor/resources.ts';
 import type { BoundToken, CsrFacts, Failure, NodeFacts, TokenFacts } from '../flavor/verdict.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
-
-export interface StoredFlavorClass {
-  metadata: { name: string; resourceVersion?: string; generation?: number };
-  spec?: FlavorClassSpec;
-}
 
 /** A many-to-many index: key → set of member names. */
 class SetIndex {

@@ -12,6 +12,8 @@ interface ObjectWithMeta {
   metadata?: { name?: string; namespace?: string; resourceVersion?: string };
 }
 
+export type EventHandler<T> = (type: WatchEventType, object: T, previous: T | undefined) => void;
+
 export type RestartReason = 'relist' | 'watch-ended' | 'error' | 'stalled';
 
 export interface ListWatchOptions<T extends ObjectWithMeta> {
@@ -25,7 +27,8 @@ export interface ListWatchOptions<T extends ObjectWithMeta> {
   pageSize?: number;
   /** Restart the watch if nothing (not even a bookmark) arrived for this long. */
   inactivityMs?: number;
-  onEvent: (type: WatchEventType, object: T, previous: T | undefined) => void;
+  /** The owner's handler; others sharing the cache add theirs with addEventHandler. */
+  onEvent?: EventHandler<T>;
   onRestart?: (reason: RestartReason, error?: Error) => void;
 }
 
@@ -72,9 +75,23 @@ export class ListWatch<T extends ObjectWithMeta> {
   private synced = false;
   private readonly syncWaiters: (() => void)[] = [];
   private failures = 0;
+  private readonly handlers: EventHandler<T>[] = [];
 
   constructor(options: ListWatchOptions<T>) {
     this.options = options;
+    if (options.onEvent) this.handlers.push(options.onEvent);
+  }
+
+  /**
+   * Another reader of the same cache (one watch per resource per process, as client-go's shared
+   * informers): its handler hears every event from now on. Returns the way to stop hearing them.
+   */
+  addEventHandler(handler: EventHandler<T>): () => void {
+    this.handlers.push(handler);
+    return () => {
+      const index = this.handlers.indexOf(handler);
+      if (index >= 0) this.handlers.splice(index, 1);
+    };
   }
 
   /** Starts listing and watching; resolves once the first full list is in the cache. */
@@ -328,11 +345,13 @@ export class ListWatch<T extends ObjectWithMeta> {
   }
 
   private emit(type: WatchEventType, object: T, previous: T | undefined): void {
-    try {
-      this.options.onEvent(type, object, previous);
-    } catch (error) {
-      // Handlers only enqueue keys; a throwing one must not break the watch.
-      this.options.onRestart?.('error', error as Error);
+    for (const handler of this.handlers) {
+      try {
+        handler(type, object, previous);
+      } catch (error) {
+        // Handlers only enqueue keys; a throwing one must not break the watch (or the others).
+        this.options.onRestart?.('error', error as Error);
+      }
     }
   }
 }

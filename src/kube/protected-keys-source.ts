@@ -1,13 +1,13 @@
-// The protected key sets, kept current from a watch on FlavorClasses: for running the admission
-// guard without the controller (whose FlavorClass cache otherwise feeds it), and for tests.
+// The protected key sets, kept current from the FlavorClass cache.
 
 import {
   type FlavorClassKeys,
   type ProtectedKeys,
   protectedKeysFromFlavorClasses,
 } from '../flavor/admission.ts';
+import { type FlavorClassCache, flavorClassCache } from './flavor-classes.ts';
 import type { KubeConfig } from './kubeconfig.ts';
-import { ListWatch, type RestartReason } from './listwatch.ts';
+import type { RestartReason } from './listwatch.ts';
 
 /** Where the admission guard reads the keys it protects; `onChange` fires after they changed. */
 export interface ProtectedKeysSource {
@@ -18,40 +18,27 @@ export interface ProtectedKeysSource {
   ready?: Promise<void>;
 }
 
-interface FlavorClassObject {
-  metadata?: { name?: string; resourceVersion?: string };
-  spec?: FlavorClassKeys;
-}
-
-const FLAVOR_CLASSES_PATH = '/apis/nodeflavor.io/v1alpha1/flavorclasses';
-
-export function watchProtectedKeys(
-  kubeConfig: KubeConfig,
-  onRestart?: (reason: RestartReason, error?: Error) => void,
+/**
+ * The protected keys kept current from the process's FlavorClass cache (flavor-classes.ts); the
+ * cache's owner starts and stops it. `ready` resolves once the cache has its first list.
+ */
+export function protectedKeysFrom(
+  classes: FlavorClassCache,
 ): ProtectedKeysSource & { onChange(listener: () => void): () => void; stop(): void } {
   const listeners: (() => void)[] = [];
-  let keys = protectedKeysFromFlavorClasses([]);
+  // Only the key names matter here; values (possibly opaque aliases) are dropped at once.
+  const current = () => protectedKeysFromFlavorClasses(classes.list().map((c) => keysOnly(c.spec)));
+  let keys = current();
   let fingerprint = keysFingerprint(keys);
-  const cache: ListWatch<FlavorClassObject> = new ListWatch<FlavorClassObject>({
-    kubeConfig,
-    path: FLAVOR_CLASSES_PATH,
-    // Only the key names matter here; values (possibly opaque aliases) are dropped on receipt.
-    transform: (raw) => {
-      const object = raw as FlavorClassObject;
-      return { metadata: object.metadata ?? {}, spec: keysOnly(object.spec) };
-    },
-    onEvent: () => {
-      const next = protectedKeysFromFlavorClasses(cache.list().map((c) => c.spec ?? {}));
-      const nextFingerprint = keysFingerprint(next);
-      keys = next;
-      // A relabelled description or a status update changes no key: nobody needs to hear of it.
-      if (nextFingerprint === fingerprint) return;
-      fingerprint = nextFingerprint;
-      for (const listener of listeners) listener();
-    },
-    ...(onRestart === undefined ? {} : { onRestart }),
+  const removeHandler = classes.addEventHandler(() => {
+    const next = current();
+    const nextFingerprint = keysFingerprint(next);
+    keys = next;
+    // A relabelled description or a status update changes no key: nobody needs to hear of it.
+    if (nextFingerprint === fingerprint) return;
+    fingerprint = nextFingerprint;
+    for (const listener of listeners) listener();
   });
-  const ready = cache.start();
   return {
     protectedKeys: () => keys,
     onChange: (listener) => {
@@ -61,8 +48,25 @@ export function watchProtectedKeys(
         if (index >= 0) listeners.splice(index, 1);
       };
     },
-    ready,
-    stop: () => cache.stop(),
+    ready: classes.waitForSync(),
+    stop: removeHandler,
+  };
+}
+
+/** The protected keys from a FlavorClass watch of their own (tests and benches run the guard alone). */
+export function watchProtectedKeys(
+  kubeConfig: KubeConfig,
+  onRestart?: (reason: RestartReason, error?: Error) => void,
+): ProtectedKeysSource & { onChange(listener: () => void): () => void; stop(): void } {
+  const classes = flavorClassCache(kubeConfig, onRestart);
+  const source = protectedKeysFrom(classes);
+  void classes.start();
+  return {
+    ...source,
+    stop: () => {
+      source.stop();
+      classes.stop();
+    },
   };
 }
 

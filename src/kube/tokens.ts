@@ -21,7 +21,7 @@ import {
   VERSION,
 } from '../flavor/resources.ts';
 import { kubeCall } from './fetch.ts';
-import type { FlavorClassWatch } from './flavor-class-watch.ts';
+import { type FlavorClassCache, lookupFlavorClass } from './flavor-classes.ts';
 import { isNotFound, KubeError } from './kube-error.ts';
 import type { KubeConfig } from './kubeconfig.ts';
 
@@ -89,16 +89,20 @@ const name$ = encodeURIComponent;
 
 export class KubeTokenStore implements TokenKube {
   readonly #kubeConfig: KubeConfig;
-  readonly #classes: FlavorClassWatch | undefined;
+  readonly #classes: FlavorClassCache | undefined;
 
-  /** With `classes`, FlavorClass lookups are served from its watch once it has synced. */
-  constructor(kubeConfig: KubeConfig, classes?: FlavorClassWatch) {
+  /**
+   * With `classes`, FlavorClass lookups are served from that cache once it has synced (a lister,
+   * as client-go controllers read through informers: a GET per issuance was a fifth of the
+   * issuer's API requests at hundreds of issuances a second).
+   */
+  constructor(kubeConfig: KubeConfig, classes?: FlavorClassCache) {
     this.#kubeConfig = kubeConfig;
     this.#classes = classes;
   }
 
   async getFlavorClass(name: string): Promise<FlavorClass | undefined> {
-    const watched = this.#classes?.lookup(name);
+    const watched = this.#classes ? lookupFlavorClass(this.#classes, name) : undefined;
     if (watched !== undefined) return watched ?? undefined;
     const raw = await orUndefinedIfNotFound(
       kubeCall(this.#kubeConfig, 'GET', `${CLASSES}/${name$(name)}`, { action: `get FlavorClass '${name}'` }),

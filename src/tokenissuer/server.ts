@@ -18,7 +18,7 @@ import { Registry } from 'prom-client';
 import type { RandomBytes } from '../flavor/bootstrap-token.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import { prepareKubeConfig } from '../kube/config.ts';
-import { FlavorClassWatch } from '../kube/flavor-class-watch.ts';
+import { type FlavorClassCache, flavorClassCache } from '../kube/flavor-classes.ts';
 import { FlavoredTokenWatch } from '../kube/flavored-token-watch.ts';
 import { KeyRingWatch } from '../kube/keyring-watch.ts';
 import { KubeError } from '../kube/kube-error.ts';
@@ -224,6 +224,8 @@ export interface StartOptions {
   registry?: Registry;
   /** The process's shared key ring (`nodeflavor run`); without it the issuer watches its own. */
   keyRing?: KeyRingWatch;
+  /** The process's FlavorClass cache (`nodeflavor run`), started by its owner; else the issuer's own. */
+  classes?: FlavorClassCache;
 }
 
 /** The production wiring: Kubernetes clients from `kubeConfig`, the key ring Secret, TLS, listen. */
@@ -254,10 +256,14 @@ export async function startTokenIssuer(
     'certFile' in config.tls
       ? { cert: readFileSync(config.tls.certFile, 'utf8'), key: readFileSync(config.tls.keyFile, 'utf8') }
       : { cert: config.tls.certPem, key: config.tls.keyPem };
-  const classes = new FlavorClassWatch(kubeConfig, (reason, error) =>
-    logger.debug({ reason, message: error?.message }, 'FlavorClass watch restarted'),
-  );
-  classes.start();
+  const ownClasses = options.classes === undefined;
+  const classes =
+    options.classes ??
+    flavorClassCache(kubeConfig, (reason, error) =>
+      logger.debug({ reason, message: error?.message }, 'FlavorClass watch restarted'),
+    );
+  // Not awaited: until the cache has synced, lookups go to the API server.
+  if (ownClasses) void classes.start();
   const tokens = new FlavoredTokenWatch(kubeConfig, (reason, error) =>
     logger.debug({ reason, message: error?.message }, 'FlavoredToken watch restarted'),
   );
@@ -287,7 +293,7 @@ export async function startTokenIssuer(
       keyRing.unavailableReason ??
       (tokens.synced ? undefined : 'the FlavoredToken cache has not synced yet (lists and watches need it)'),
     close: async () => {
-      classes.stop();
+      if (ownClasses) classes.stop();
       tokens.stop();
       if (ownKeyRing) keyRing.stop();
       await built.app.close();

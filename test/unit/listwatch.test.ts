@@ -567,6 +567,37 @@ describe('ListWatch', () => {
     assert.equal(api.openWatches.length, 1);
   });
 
+  test('handlers added by other readers hear every event after the owner, on one watch, until removed', async () => {
+    api.put('a');
+    const lw = listWatch();
+    const heard: string[] = [];
+    const remove = lw.addEventHandler((type, object) => {
+      heard.push(`${type} ${object.metadata.name}`);
+      api.changed.poke();
+      if (object.metadata.name === 'bad') throw new Error('second handler broke');
+    });
+    const alsoHeard: string[] = [];
+    lw.addEventHandler((type, object) => alsoHeard.push(`${type} ${object.metadata.name}`));
+    await lw.start();
+    await api.send('ADDED', api.put('bad'));
+    await api.changed.until(() => heard.length >= 2, 'the added handler to hear the watch event');
+    remove();
+    await api.send('ADDED', api.put('c'));
+    await untilEvents(3);
+    assert.deepEqual(heard, ['ADDED a', 'ADDED bad'], 'nothing after it was removed');
+    assert.deepEqual(
+      alsoHeard,
+      ['ADDED a', 'ADDED bad', 'ADDED c'],
+      'a throwing handler does not starve the next',
+    );
+    assert.deepEqual(
+      events.map((e) => e.name),
+      ['a', 'bad', 'c'],
+    );
+    assert.equal(api.count('list'), 1, 'one list for every reader');
+    assert.equal(api.count('watch'), 1, 'one watch for every reader');
+  });
+
   test('a failing list is retried (error, with backoff) and start() resolves once it succeeds', async () => {
     api.put('a');
     api.onList = (_q, res, nth) => nth === 1 && status(res, 500, 'etcd is sad');
