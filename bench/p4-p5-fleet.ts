@@ -8,7 +8,7 @@
 // levels) and prints how memory and restart time grow.
 //   node --import tsx bench/p4-p5-fleet.ts [--scale quick] [--levels N,N,...] [--cpu-prof]
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { ManagedProcess } from '../test/e2e/cluster/process.ts';
 import { prepareOperatorIdentity } from '../test/e2e/support/chart.ts';
@@ -22,6 +22,7 @@ import {
   waitOperatorSettled,
 } from '../test/e2e/support/nodeflavor.ts';
 import { createFleet } from './fixture-nodes.ts';
+import { heapSummaryLines, summariseHeapSnapshot } from './profiling.ts';
 import {
   benchDir,
   chartNodeOptions,
@@ -41,6 +42,28 @@ function rssMiB(pid: number | undefined): number {
   if (!pid) throw new Error('process is gone');
   const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return Number(match?.[1] ?? 0) / 1024;
+}
+
+/** BENCH_HEAP_SNAPSHOT=1: a heap snapshot of the measured operator, summarised in the log. */
+const heapSnapshot = () => process.env.BENCH_HEAP_SNAPSHOT === '1';
+
+async function logHeapSnapshot(label: string, pid: number | undefined, dir: string): Promise<void> {
+  if (!pid) return;
+  mkdirSync(dir, { recursive: true });
+  process.kill(pid, 'SIGUSR2');
+  // The process writes the file in one go and renames nothing: wait until its size holds still.
+  let file: string | undefined;
+  let lastSize = -1;
+  const deadline = Date.now() + 120_000;
+  while (Date.now() < deadline) {
+    file = readdirSync(dir).find((name) => name.endsWith('.heapsnapshot'));
+    const size = file ? statSync(join(dir, file)).size : -1;
+    if (file && size > 0 && size === lastSize) break;
+    lastSize = size;
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  if (!file) return log(`${label}: no heap snapshot written`);
+  for (const line of heapSummaryLines(summariseHeapSnapshot(join(dir, file)))) log(`${label} ${line}`);
 }
 
 const settle = () => new Promise((resolve) => setTimeout(resolve, 3000));
@@ -159,7 +182,10 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
       ['--no-leader-elect', '--log-level', 'warn'],
       {
         metricsPort: port,
-        nodeArgs: nodeArgsFor(profiles),
+        nodeArgs: [
+          ...nodeArgsFor(profiles),
+          ...(heapSnapshot() ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${profiles}`] : []),
+        ],
         built: true,
       },
     );
@@ -178,6 +204,7 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
     log(
       `P4 memory: RSS ${rss.toFixed(0)} MiB, JS heap used ${heapUsed.toFixed(0)} MiB of ${heapTotal.toFixed(0)} MiB, external ${(await mib('nodejs_external_memory_bytes')).toFixed(0)} MiB`,
     );
+    if (heapSnapshot()) await logHeapSnapshot(`P4 heap (${level})`, operator.componentPid(), profiles);
     await operator.stop();
     logProfile(`P5 restart (${level})`, profiles);
 

@@ -348,3 +348,72 @@ if (import.meta.main) {
   if (!file) throw new Error('usage: node --import tsx bench/profiling.ts FILE.cpuprofile');
   for (const line of profileLines(summariseProfile(file, Number(process.argv[3] ?? 20)))) console.log(line);
 }
+
+// ---------------------------------------------------------------------------------------------
+// What a process's JS heap holds, from a V8 heap snapshot (node --heapsnapshot-signal): the
+// self size of every object, summed by kind (strings, arrays, Maps' tables...) and by
+// constructor name. Self sizes, not retained sizes: enough to see which structures the bytes
+// are in. Used by P4 (BENCH_HEAP_SNAPSHOT=1).
+
+interface HeapSnapshot {
+  snapshot: { meta: { node_fields: string[]; node_types: [string[], ...unknown[]] } };
+  nodes: number[];
+  strings: string[];
+}
+
+export interface HeapSummary {
+  file: string;
+  totalBytes: number;
+  byType: { type: string; bytes: number; count: number }[];
+  byName: { name: string; bytes: number; count: number }[];
+}
+
+export function summariseHeapSnapshot(file: string, top = 25): HeapSummary {
+  const snapshot = JSON.parse(readFileSync(file, 'utf8')) as HeapSnapshot;
+  const fields = snapshot.snapshot.meta.node_fields;
+  const types = snapshot.snapshot.meta.node_types[0];
+  const [typeAt, nameAt, sizeAt] = ['type', 'name', 'self_size'].map((f) => fields.indexOf(f)) as [
+    number,
+    number,
+    number,
+  ];
+  const byType = new Map<string, { bytes: number; count: number }>();
+  const byName = new Map<string, { bytes: number; count: number }>();
+  const add = (map: typeof byType, key: string, bytes: number) => {
+    const entry = map.get(key) ?? { bytes: 0, count: 0 };
+    entry.bytes += bytes;
+    entry.count += 1;
+    map.set(key, entry);
+  };
+  let totalBytes = 0;
+  for (let i = 0; i < snapshot.nodes.length; i += fields.length) {
+    const type = types[snapshot.nodes[i + typeAt] as number] ?? '?';
+    const bytes = snapshot.nodes[i + sizeAt] as number;
+    totalBytes += bytes;
+    add(byType, type, bytes);
+    // Strings are named by their content: one bucket for all of them.
+    const name = type === 'string' || type === 'concatenated string' || type === 'sliced string'
+      ? '(strings)'
+      : `${type}:${(snapshot.strings[snapshot.nodes[i + nameAt] as number] ?? '').slice(0, 60)}`;
+    add(byName, name, bytes);
+  }
+  const sorted = (map: typeof byType) =>
+    [...map].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, top);
+  return {
+    file,
+    totalBytes,
+    byType: sorted(byType).map(([type, e]) => ({ type, ...e })),
+    byName: sorted(byName).map(([name, e]) => ({ name, ...e })),
+  };
+}
+
+export function heapSummaryLines(summary: HeapSummary): string[] {
+  const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(2).padStart(7)} MiB`;
+  return [
+    `heap snapshot ${summary.file}: ${mib(summary.totalBytes)} in objects`,
+    'self size by kind:',
+    ...summary.byType.map((t) => `  ${mib(t.bytes)}  ${String(t.count).padStart(8)}  ${t.type}`),
+    'self size by constructor:',
+    ...summary.byName.map((n) => `  ${mib(n.bytes)}  ${String(n.count).padStart(8)}  ${n.name}`),
+  ];
+}

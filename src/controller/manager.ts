@@ -141,6 +141,7 @@ export function startController(options: {
     pageSize: 100,
     onEvent: (type, node) => {
       classStatus.onNode(type, node);
+      if (type === 'DELETED') indexes.onNodeDeleted(node);
       if (type !== 'DELETED') nodeQueue.add(node.metadata.name);
       // A Node gone (or re-created under its name) frees the bindings that name it.
       if (type !== 'MODIFIED')

@@ -217,6 +217,13 @@ export class Indexes {
     return false;
   }
 
+  /** A Node deleted: what was kept per node goes with it (node churn must not grow memory). */
+  onNodeDeleted(node: TrimmedNode): void {
+    this.lastReported.delete(node.metadata.uid);
+    if (this.nodeFailures.get(node.metadata.name)?.uid === node.metadata.uid)
+      this.nodeFailures.delete(node.metadata.name);
+  }
+
   rejectionsFor(nodeName: string): Failure[] {
     return [...(this.rejections.get(nodeName)?.values() ?? [])].reverse();
   }
