@@ -22,7 +22,6 @@ import {
   waitOperatorSettled,
 } from '../test/e2e/support/nodeflavor.ts';
 import { createFleet } from './fixture-nodes.ts';
-import { heapSummaryLines, summariseHeapSnapshot } from './profiling.ts';
 import {
   benchDir,
   chartNodeOptions,
@@ -37,6 +36,7 @@ import {
   type Scale,
   waitReady,
 } from './lib.ts';
+import { heapSummaryLines, summariseHeapSnapshot } from './profiling.ts';
 
 function rssMiB(pid: number | undefined): number {
   if (!pid) throw new Error('process is gone');

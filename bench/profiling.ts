@@ -392,13 +392,13 @@ export function summariseHeapSnapshot(file: string, top = 25): HeapSummary {
     totalBytes += bytes;
     add(byType, type, bytes);
     // Strings are named by their content: one bucket for all of them.
-    const name = type === 'string' || type === 'concatenated string' || type === 'sliced string'
-      ? '(strings)'
-      : `${type}:${(snapshot.strings[snapshot.nodes[i + nameAt] as number] ?? '').slice(0, 60)}`;
+    const name =
+      type === 'string' || type === 'concatenated string' || type === 'sliced string'
+        ? '(strings)'
+        : `${type}:${(snapshot.strings[snapshot.nodes[i + nameAt] as number] ?? '').slice(0, 60)}`;
     add(byName, name, bytes);
   }
-  const sorted = (map: typeof byType) =>
-    [...map].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, top);
+  const sorted = (map: typeof byType) => [...map].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, top);
   return {
     file,
     totalBytes,
