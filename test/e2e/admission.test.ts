@@ -35,11 +35,11 @@ import {
   serviceAccountIdentity,
 } from './support/admission.ts';
 import { createBootstrapToken, joinConfiguration, tokenKubeConfig } from './support/bootstrap.ts';
-import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
-import { applyFlavorClass, deleteFlavorClass, installCrds } from './support/nodeflavor.ts';
+import type { E2EEnvironment } from './support/environment.ts';
+import { deleteFlavorClass } from './support/nodeflavor.ts';
+import { FLAVOR_LABEL, operatorFixture } from './support/operator-fixture.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
-const FLAVOR_LABEL = 'nodeflavor.io/flavor';
 const TIER_LABEL = 'example.com/tier';
 const TRUST_ANNOTATION = 'example.com/trust-note';
 const DEDICATED_TAINT = 'example.com/dedicated';
@@ -61,21 +61,28 @@ const flavorClass = `sweet-${run}`;
 const created: object[] = [];
 const logLines: string[] = [];
 
+const fx = operatorFixture({
+  logPrefix: 'nodeflavor-admission-',
+  flavorClasses: {
+    [flavorClass]: {
+      labels: { [FLAVOR_LABEL]: 'sweet', [TIER_LABEL]: 'gold' },
+      annotations: { [TRUST_ANNOTATION]: 'vetted' },
+      taints: [{ key: DEDICATED_TAINT, value: 'sweet', effect: 'NoSchedule' }],
+    },
+  },
+  // The guard runs in this process, as the ServiceAccount below with exactly the chart's RBAC.
+  operatorIdentity: false,
+});
+const { kubelets } = fx;
 let env: E2EEnvironment;
 let operator: Identity;
 let admin: Identity;
 let user: Identity;
 let keys: ReturnType<typeof watchProtectedKeys>;
-const kubelets: SimulatedKubelet[] = [];
 
 before(async () => {
-  env = await e2eEnvironment();
-  await installCrds(env);
-  await applyFlavorClass(env, flavorClass, {
-    labels: { [FLAVOR_LABEL]: 'sweet', [TIER_LABEL]: 'gold' },
-    annotations: { [TRUST_ANNOTATION]: 'vetted' },
-    taints: [{ key: DEDICATED_TAINT, value: 'sweet', effect: 'NoSchedule' }],
-  });
+  await fx.ready(); // a top-level before() does not wait for the fixture's
+  env = fx.env;
   operator = await serviceAccountIdentity(
     env,
     {
@@ -101,12 +108,9 @@ before(async () => {
   await waitFor(() => keys.protectedKeys().labels.has(TIER_LABEL), { what: 'the FlavorClass keys' });
 });
 
+// After the fixture has stopped the kubelets and deleted their Nodes.
 after(async () => {
   keys?.stop();
-  for (const kubelet of kubelets) {
-    kubelet.stop();
-    await env.core.deleteNode({ name: kubelet.nodeName }).catch(() => undefined);
-  }
   await deleteFlavorClass(env, flavorClass);
   await deleteObjects(env, created);
   for (const identity of [operator, admin, user]) identity?.http.close();

@@ -11,35 +11,29 @@
 //     answering within its timeout, so every Node registers, and B verifies every node; nothing
 //     is lost (every node flavored, every token used once).
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
-import { AUDIT_LOG, ControlPlane } from './cluster/controlplane.ts';
+import { AUDIT_LOG, type ControlPlane } from './cluster/controlplane.ts';
 import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
 import { TcpProxy } from './cluster/tcp-proxy.ts';
 import { binaryPaths } from './cluster/versions.ts';
-import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
 import { describeEvent, isWrite, readAuditEvents } from './support/audit-log.ts';
-import { operatorKubeconfigVia, prepareOperatorIdentity } from './support/chart.ts';
-import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
+import { operatorKubeconfigVia } from './support/chart.ts';
+import type { E2EEnvironment } from './support/environment.ts';
 import {
-  applyFlavorClass,
   customObjects,
-  ensureNamespace,
-  installCrds,
   issue,
   joinWith,
   metricValue,
   OPERATOR_NAMESPACE,
   opsGet,
-  startOperator,
 } from './support/nodeflavor.ts';
-import { waitAllFlavored } from './support/operator-fixture.ts';
-import { tempDirForThisProcess } from './support/temp-dir.ts';
+import { labelOnly, operatorFixture, waitAllFlavored } from './support/operator-fixture.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const NODES = 40;
@@ -53,7 +47,6 @@ const RETRY_PERIOD_MS = 2_000;
 /** Polling and a loaded 2-core machine: what a measured bound may exceed the protocol's by. */
 const SLACK_MS = 1_000;
 const STALLED_ADDRESS = '127.0.0.2';
-const FLAVOR_LABEL = 'nodeflavor.io/flavor';
 
 const paths = binaryPaths();
 const local = [paths.etcd, paths.kubeApiserver, paths.kubeControllerManager].every((p) => existsSync(p));
@@ -61,44 +54,36 @@ const local = [paths.etcd, paths.kubeApiserver, paths.kubeControllerManager].eve
 describe('fault tolerance: the leader’s API server stalls (accepts, never answers)', {
   skip: !local && 'needs the locally built control-plane binaries',
 }, () => {
+  const flavor = uniqueName('stall');
+  let stall: TcpProxy | undefined;
+  const fx = operatorFixture({
+    logPrefix: 'nodeflavor-stall-',
+    flavorClasses: labelOnly(flavor),
+    controlPlane: { auditUserGroups: [`system:serviceaccounts:${OPERATOR_NAMESPACE}`] },
+    // A's proxy forwards again before the replicas are stopped (a failed test may leave it stalled).
+    beforeStop: () => stall?.setMode('forward'),
+  });
+  const { kubelets } = fx;
   let plane: ControlPlane | undefined;
   let env: E2EEnvironment;
-  let stall: TcpProxy | undefined;
-  const replicas: { op: ManagedProcess; log: string; metrics: number; webhook: number }[] = [];
-  const kubelets: SimulatedKubelet[] = [];
-  const flavor = uniqueName('stall');
-  const logs = tempDirForThisProcess('nodeflavor-stall-');
+  const replicas: { op: ManagedProcess; metrics: number; webhook: number }[] = [];
 
   before(async () => {
-    plane = await ControlPlane.start({
-      log: (line) => process.stderr.write(`[own control-plane] ${line}\n`),
-      auditUserGroups: [`system:serviceaccounts:${OPERATOR_NAMESPACE}`],
-    });
-    process.env.E2E_KUBECONFIG = plane.kubeconfigPath;
-    env = await e2eEnvironment();
-    await installCrds(env);
-    await ensureNamespace(env, OPERATOR_NAMESPACE);
-    await applyFlavorClass(env, flavor, { labels: { [FLAVOR_LABEL]: flavor } });
-    await prepareOperatorIdentity(env);
+    ({ plane, env } = fx);
     stall = await TcpProxy.start({
-      upstreams: [{ host: '127.0.0.1', port: Number(new URL(plane.server).port) }],
+      upstreams: [{ host: '127.0.0.1', port: Number(new URL(env.server).port) }],
       localAddress: STALLED_ADDRESS,
     });
   });
 
+  // After the fixture has stopped the kubelets, the replicas and the control plane.
   after(async () => {
-    stall?.setMode('forward');
-    for (const kubelet of kubelets) kubelet.stop();
-    await Promise.all(replicas.map((r) => r.op.stop()));
     await stall?.close();
-    await plane?.stop();
   });
 
   async function replica(server: string, webhookUrl: string, webhookPort: number): Promise<number> {
     const metrics = await freePort();
-    const log = join(logs, `replica-${replicas.length}.log`);
-    const op = startOperator(
-      log,
+    const op = fx.start(
       [
         '--leader-elect',
         '--webhook',
@@ -109,19 +94,17 @@ describe('fault tolerance: the leader’s API server stalls (accepts, never answ
       ],
       {
         metricsPort: metrics,
-        kubeconfigPath: operatorKubeconfigVia(server, logs, env.caPem),
+        kubeconfigPath: operatorKubeconfigVia(server, fx.logs, env.caPem),
         allowUnguarded: false,
       },
     );
-    replicas.push({ op, log, metrics, webhook: webhookPort });
+    replicas.push({ op, metrics, webhook: webhookPort });
     return replicas.length - 1;
   }
 
   function identityOf(index: number): string | undefined {
-    const text = existsSync(replicas[index]?.log ?? '')
-      ? readFileSync(replicas[index]?.log ?? '', 'utf8')
-      : '';
-    return /"identity":"([^"]+)"/.exec(text)?.[1];
+    const op = replicas[index]?.op;
+    return /"identity":"([^"]+)"/.exec(op ? fx.logText(op) : '')?.[1];
   }
 
   async function lease(): Promise<{ holder?: string; acquireTime?: Date; renewTime?: Date }> {

@@ -12,7 +12,6 @@
 //     Secret (the join would work); a key reused with another body is refused on either replica.
 import assert from 'node:assert/strict';
 import { request as httpsRequest } from 'node:https';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { bootstrapSecretName } from '../../src/flavor/bootstrap-token.ts';
@@ -21,24 +20,16 @@ import { applyObjects } from './cluster/apply.ts';
 import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
 import { TcpProxy } from './cluster/tcp-proxy.ts';
-import { operatorKubeconfigVia, prepareOperatorIdentity } from './support/chart.ts';
-import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
+import { operatorKubeconfigVia } from './support/chart.ts';
+import type { E2EEnvironment } from './support/environment.ts';
 import {
   clusterRoleBindingObject,
   serviceAccountObject,
   serviceAccountToken,
   useFlavorClassesRole,
 } from './support/issuer.ts';
-import {
-  applyFlavorClass,
-  ensureNamespace,
-  installCrds,
-  metricValue,
-  OPERATOR_NAMESPACE,
-  opsGet,
-  startOperator,
-} from './support/nodeflavor.ts';
-import { tempDirForThisProcess } from './support/temp-dir.ts';
+import { ensureNamespace, metricValue, OPERATOR_NAMESPACE, opsGet } from './support/nodeflavor.ts';
+import { labelOnly, operatorFixture } from './support/operator-fixture.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const PORTAL_NAMESPACE = 'nodeflavor-e2e-replicas';
@@ -57,15 +48,17 @@ describe('token issuer replicas: an Idempotency-Key holds across replicas', () =
   let issuerCa = '';
   const flavor = uniqueName('replicas');
   const run = uniqueName('idem');
+  const fx = operatorFixture({
+    logPrefix: 'nodeflavor-issuer-replicas-',
+    flavorClasses: labelOnly(flavor),
+    // A's proxy forwards again before the replicas are stopped (a failed test may leave it stalled).
+    beforeStop: () => proxy?.setMode('forward'),
+  });
   const replicas: { op: ManagedProcess; port: number; metrics: number }[] = [];
-  const logs = tempDirForThisProcess('nodeflavor-issuer-replicas-');
 
   before(async () => {
-    env = await e2eEnvironment();
-    await installCrds(env);
-    await ensureNamespace(env, OPERATOR_NAMESPACE);
+    env = fx.env;
     await ensureNamespace(env, PORTAL_NAMESPACE);
-    await applyFlavorClass(env, flavor, { labels: { 'nodeflavor.io/flavor': flavor } });
     await applyObjects(env.kubeconfigPath, [
       serviceAccountObject('portal', PORTAL_NAMESPACE),
       useFlavorClassesRole('nodeflavor-e2e-replicas-use'),
@@ -77,22 +70,19 @@ describe('token issuer replicas: an Idempotency-Key holds across replicas', () =
       ),
     ]);
     portalToken = await serviceAccountToken(env, PORTAL_NAMESPACE, 'portal');
-    await prepareOperatorIdentity(env);
     proxy = await TcpProxy.start({
       upstreams: [{ host: '127.0.0.1', port: Number(new URL(env.server).port) }],
     });
   });
 
+  // After the fixture has stopped the replicas.
   after(async () => {
-    proxy?.setMode('forward');
-    await Promise.all(replicas.map((r) => r.op.stop()));
     await proxy?.close();
   });
 
   async function replica(server: string): Promise<number> {
     const [port, metrics] = [await freePort(), await freePort()];
-    const op = startOperator(
-      join(logs, `replica-${replicas.length}.log`),
+    const op = fx.start(
       [
         '--no-controller',
         '--issuer',
@@ -103,7 +93,7 @@ describe('token issuer replicas: an Idempotency-Key holds across replicas', () =
         '--kube-request-timeout',
         `${REQUEST_TIMEOUT_MS}ms`,
       ],
-      { metricsPort: metrics, kubeconfigPath: operatorKubeconfigVia(server, logs, env.caPem) },
+      { metricsPort: metrics, kubeconfigPath: operatorKubeconfigVia(server, fx.logs, env.caPem) },
     );
     replicas.push({ op, port, metrics });
     await waitFor(async () => (await opsGet(metrics, '/readyz'))[0] === 200, {

@@ -12,13 +12,8 @@
 // This file owns the cluster while it runs (the suite runs files one at a time): the first-install
 // test deletes the FlavoredTokens earlier files left behind, and the Secret is restored at the end.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { promisify } from 'node:util';
 import type { V1Secret } from '@kubernetes/client-node';
 import { verifyFlavorToken } from '../../src/flavor/flavor-token.ts';
 import { addKey, keyRingFromSecretData, keyRingKeys } from '../../src/flavor/keyring.ts';
@@ -29,9 +24,7 @@ import type { IssueResponse } from '../../src/tokenissuer/response.ts';
 import { applyObjects } from './cluster/apply.ts';
 import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
-import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
-import { prepareOperatorIdentity } from './support/chart.ts';
-import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
+import type { E2EEnvironment } from './support/environment.ts';
 import {
   bootstrapSecretNames,
   clusterRoleBindingObject,
@@ -42,25 +35,19 @@ import {
 } from './support/issuer.ts';
 import { kubectlFlavor } from './support/kubectl-flavor-cli.ts';
 import {
-  applyFlavorClass,
   ensureNamespace,
-  installCrds,
   type JoinFiles,
   joinWith,
   metricValue,
   OPERATOR_NAMESPACE,
   opsGet,
-  startOperator,
 } from './support/nodeflavor.ts';
+import { FLAVOR_LABEL, labelOnly, operatorFixture } from './support/operator-fixture.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
-const _run = promisify(execFile);
-const _repoRoot = join(import.meta.dirname, '..', '..');
 const KEY_SECRET = 'nodeflavor-hmac-keys';
 const PORTAL_NAMESPACE = 'nodeflavor-e2e-keyring';
-const FLAVOR_LABEL = 'nodeflavor.io/flavor';
 const TOKEN_LABEL = 'nodeflavor.io/token';
-const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-keyring-'));
 
 interface Answer {
   status: number;
@@ -68,10 +55,10 @@ interface Answer {
 }
 
 describe('HMAC key ring: first install, loss, restore and rotation', () => {
-  let env: E2EEnvironment;
   const flavor = uniqueName('keyring');
-  const operators: ManagedProcess[] = [];
-  const kubelets: SimulatedKubelet[] = [];
+  const fx = operatorFixture({ logPrefix: 'nodeflavor-keyring-', flavorClasses: labelOnly(flavor) });
+  const { operators, kubelets } = fx;
+  let env: E2EEnvironment;
   let metricsPort = 0;
   let issuerPort = 0;
   let issuerCa = '';
@@ -101,8 +88,7 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
   }
 
   function operator(): ManagedProcess {
-    const op = startOperator(
-      join(logs, `operator-${operators.length}.log`),
+    return fx.start(
       [
         '--no-leader-elect',
         '--issuer',
@@ -113,8 +99,6 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
       ],
       { metricsPort },
     );
-    operators.push(op);
-    return op;
   }
 
   async function stopOperators(): Promise<void> {
@@ -196,11 +180,8 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
   }
 
   before(async () => {
-    env = await e2eEnvironment();
-    await installCrds(env);
-    await ensureNamespace(env, OPERATOR_NAMESPACE);
+    env = fx.env;
     await ensureNamespace(env, PORTAL_NAMESPACE);
-    await applyFlavorClass(env, flavor, { labels: { [FLAVOR_LABEL]: flavor } });
     await applyObjects(env.kubeconfigPath, [
       serviceAccountObject('portal', PORTAL_NAMESPACE),
       clusterRoleObject('nodeflavor-e2e-keyring-use', [
@@ -214,16 +195,13 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
       ),
     ]);
     portalToken = await serviceAccountToken(env, PORTAL_NAMESPACE, 'portal');
-    await prepareOperatorIdentity(env);
     [metricsPort, issuerPort] = [await freePort(), await freePort()];
     backup = await readSecret();
   });
 
+  // After the fixture has stopped the kubelets and operators.
   after(async () => {
-    for (const kubelet of kubelets) kubelet.stop();
-    await stopOperators();
     await restoreSecret();
-    rmSync(logs, { recursive: true, force: true });
   });
 
   it('first install (no FlavoredToken): the operator creates the ring and is ready', async () => {
@@ -308,7 +286,7 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
     );
     assert.equal(warnings[0]?.type, 'Warning');
     assert.match(warnings[0]?.message ?? '', /restore the Secret/);
-    const log = readFileSync(join(logs, `operator-${operators.length - 1}.log`), 'utf8');
+    const log = fx.logText(operators[operators.length - 1] as ManagedProcess);
     assert.match(
       log,
       /"level":50.*kubectl -n nodeflavor create -f <backup>\.json/,

@@ -10,9 +10,7 @@
 //    (before the fix nothing listened until the checks passed, and it exited after 60 s: the
 //    kubelet would restart it in a loop).
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { findRegistration, removeAdmissionRegistration } from '../../src/kube/admission-registration.ts';
@@ -21,40 +19,34 @@ import { applyObjects } from './cluster/apply.ts';
 import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
 import { TcpProxy } from './cluster/tcp-proxy.ts';
-import { operatorKubeconfigVia, prepareOperatorIdentity } from './support/chart.ts';
-import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
-import { installCrds, metricValue, OPERATOR_NAMESPACE, opsGet, startOperator } from './support/nodeflavor.ts';
+import { operatorKubeconfigVia } from './support/chart.ts';
+import type { E2EEnvironment } from './support/environment.ts';
+import { metricValue, OPERATOR_NAMESPACE, opsGet } from './support/nodeflavor.ts';
+import { operatorFixture } from './support/operator-fixture.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 /** The chart's default admission registration name, which the chart's RBAC lets the operator read. */
 const REGISTRATION = 'nodeflavor';
 
 describe('nodeflavor run: start-up checks', () => {
+  const fx = operatorFixture({ logPrefix: 'nodeflavor-startup-' });
   let env: E2EEnvironment;
-  let dir: string;
-  const running: ManagedProcess[] = [];
   const cleanups: (() => Promise<void>)[] = [];
 
-  before(async () => {
-    env = await e2eEnvironment();
-    await installCrds(env);
-    await prepareOperatorIdentity(env);
-    dir = mkdtempSync(join(tmpdir(), 'nodeflavor-startup-'));
+  before(() => {
+    env = fx.env;
   });
+  // After the fixture has stopped the operators.
   after(async () => {
-    for (const op of running) await op.stop();
     for (const cleanup of cleanups) await cleanup();
-    rmSync(dir, { recursive: true, force: true });
   });
 
   function operator(
     args: string[],
-    options: Parameters<typeof startOperator>[2] = {},
+    options: Parameters<typeof fx.start>[1] = {},
   ): { op: ManagedProcess; logPath: string } {
-    const logPath = join(dir, `${uniqueName('operator')}.log`);
-    const op = startOperator(logPath, args, options);
-    running.push(op);
-    return { op, logPath };
+    const op = fx.start(args, options);
+    return { op, logPath: fx.logPath(op) };
   }
 
   /** Waits for the process to exit; its exit code and the lines it wrote that are not JSON log lines. */
@@ -194,7 +186,7 @@ describe('nodeflavor run: start-up checks', () => {
     const { op } = operator(['--no-leader-elect'], {
       metricsPort: port,
       allowUnguarded: true,
-      kubeconfigPath: operatorKubeconfigVia(proxy.url, dir, env.caPem),
+      kubeconfigPath: operatorKubeconfigVia(proxy.url, fx.logs, env.caPem),
     });
     await waitFor(async () => (await opsGet(port, '/healthz'))[0] === 200, {
       what: 'the operator to answer /healthz while its API server is down',

@@ -3,7 +3,10 @@
 // started with their logs in a temp dir; and in after(), simulated kubelets and operators
 // stopped, the file's Nodes deleted (the shared control plane stays light) and, for a file that
 // brings its own control plane (faults that restart or stall it), that plane stopped.
-// Call it at the top of a describe(); its hooks run before the file's own.
+// Call it at the top of a describe(); its hooks run before the file's own (node:test runs a
+// suite's hooks in the order they were registered). Called at the top of a file, its before()
+// starts together with the file's own (top-level before() hooks run at once, not in turn): a
+// file's top-level before() awaits fx.ready() first.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before } from 'node:test';
@@ -56,6 +59,8 @@ export async function waitAllFlavored(
 export interface OperatorFixture {
   /** Set in before(). */
   env: E2EEnvironment;
+  /** The setup of before(): started by the first call (before() or the file's), once. */
+  ready: () => Promise<void>;
   /** This file's own control plane, when it asked for one. */
   plane?: ControlPlane;
   /** Operator logs (and anything else the file writes); removed when the process exits. */
@@ -79,11 +84,23 @@ export function labelOnly(name: string): Record<string, FlavorClassSpecInput> {
 export function operatorFixture(options: {
   /** The temp dir's prefix (nodeflavor-<what>-). */
   logPrefix: string;
-  flavorClasses: Record<string, FlavorClassSpecInput>;
+  /** The file's FlavorClasses (none when absent). */
+  flavorClasses?: Record<string, FlavorClassSpecInput>;
   /** A control plane of this file's own (the suite's shared one when absent). */
   controlPlane?: ControlPlaneOptions;
   /** Delete the Nodes of the file's kubelets after it (default true). */
   deleteNodes?: boolean;
+  /**
+   * Prepare the operator namespace and the chart's ServiceAccount identity that `start` runs as
+   * (default true). A file that runs the operator's parts in-process, with an identity of its
+   * own, needs neither.
+   */
+  operatorIdentity?: boolean;
+  /**
+   * Runs in after() before anything is stopped: e.g. a stalling proxy set to forward again before
+   * the operators behind it are stopped.
+   */
+  beforeStop?: () => void | Promise<void>;
 }): OperatorFixture {
   const logOf = new Map<ManagedProcess, string>();
   const fixture = {
@@ -92,7 +109,14 @@ export function operatorFixture(options: {
     kubelets: [],
   } as unknown as OperatorFixture;
 
-  before(async () => {
+  let setUp: Promise<void> | undefined;
+  fixture.ready = () => {
+    setUp ??= setUpFixture();
+    return setUp;
+  };
+  before(() => fixture.ready());
+
+  async function setUpFixture(): Promise<void> {
     if (options.controlPlane) {
       fixture.plane = await ControlPlane.start({
         log: (line) => process.stderr.write(`[own control-plane] ${line}\n`),
@@ -103,13 +127,14 @@ export function operatorFixture(options: {
     }
     fixture.env = await e2eEnvironment();
     await installCrds(fixture.env);
-    await ensureNamespace(fixture.env, OPERATOR_NAMESPACE);
-    for (const [name, spec] of Object.entries(options.flavorClasses))
+    if (options.operatorIdentity !== false) await ensureNamespace(fixture.env, OPERATOR_NAMESPACE);
+    for (const [name, spec] of Object.entries(options.flavorClasses ?? {}))
       await applyFlavorClass(fixture.env, name, spec);
-    await prepareOperatorIdentity(fixture.env);
-  });
+    if (options.operatorIdentity !== false) await prepareOperatorIdentity(fixture.env);
+  }
 
   after(async () => {
+    await options.beforeStop?.();
     for (const kubelet of fixture.kubelets) kubelet.stop();
     await Promise.all(fixture.operators.map((op) => op.stop()));
     if (options.deleteNodes !== false && fixture.env && !fixture.plane)
