@@ -8,25 +8,34 @@ import type { BoundToken, CsrFacts, Failure, NodeFacts, TokenFacts } from '../fl
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
 
-/** A many-to-many index: key → set of member names. */
-class SetIndex {
-  private readonly map = new Map<string, Set<string>>();
+/**
+ * A many-to-many index: key → member names. Nearly every key has one member (a node bound by one
+ * token, a token with one CSR), so one member is kept as the string itself and a Set only for
+ * more: at 10,000 nodes a Set per key cost ~1.5 MB.
+ */
+export class SetIndex {
+  private readonly map = new Map<string, string | Set<string>>();
   add(key: string, member: string): void {
-    let set = this.map.get(key);
-    if (!set) {
-      set = new Set();
-      this.map.set(key, set);
-    }
-    set.add(member);
+    const current = this.map.get(key);
+    if (current === undefined) this.map.set(key, member);
+    else if (typeof current === 'string') {
+      if (current !== member) this.map.set(key, new Set([current, member]));
+    } else current.add(member);
   }
   remove(key: string, member: string): void {
-    const set = this.map.get(key);
-    if (!set) return;
-    set.delete(member);
-    if (set.size === 0) this.map.delete(key);
+    const current = this.map.get(key);
+    if (current === undefined) return;
+    if (typeof current === 'string') {
+      if (current === member) this.map.delete(key);
+      return;
+    }
+    current.delete(member);
+    if (current.size === 1) this.map.set(key, current.values().next().value as string);
   }
   get(key: string): string[] {
-    return [...(this.map.get(key) ?? [])];
+    const current = this.map.get(key);
+    if (current === undefined) return [];
+    return typeof current === 'string' ? [current] : [...current];
   }
 }
 

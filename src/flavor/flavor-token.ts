@@ -3,7 +3,7 @@
 // The node carries it as a label; only the holder of the key can mint one, and a token copied
 // from another node is useless because the controller recomputes it for the token ID that the
 // node's own CSR proves. Every token has the same length and alphabet whatever the flavor.
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { type BinaryLike, createHmac, type KeyObject, timingSafeEqual } from 'node:crypto';
 import { base32Encode } from './base32.ts';
 import type { HmacKey, KeyRing } from './keyring.ts';
 import { keyRingKeys } from './keyring.ts';
@@ -33,12 +33,27 @@ export function hmacMessage(domain: string, ...fields: string[]): Buffer {
   return Buffer.concat([Buffer.from(domain, 'utf8'), ...fields.map(lengthPrefixed)]);
 }
 
+/**
+ * HMAC-SHA256 under `key` of hmacMessage(domain, ...fields), fed to the HMAC piece by piece (the
+ * same bytes, so the same MAC) instead of built as one buffer first: a restart checks and
+ * re-signs several records per Node, and the copies were garbage the collector paid for.
+ */
+export function hmacOf(key: BinaryLike | KeyObject, domain: string, ...fields: string[]): Buffer {
+  const hmac = createHmac('sha256', key).update(domain, 'utf8');
+  const length = Buffer.allocUnsafe(4);
+  for (const field of fields) {
+    length.writeUInt32BE(Buffer.byteLength(field, 'utf8'));
+    hmac.update(length).update(field, 'utf8');
+  }
+  return hmac.digest();
+}
+
 export function flavorTokenMessage(tokenId: string, flavor: string): Buffer {
   return hmacMessage(DOMAIN, tokenId, flavor);
 }
 
 export function deriveFlavorToken(key: HmacKey, tokenId: string, flavor: string): Secret {
-  const mac = createHmac('sha256', key.key).update(flavorTokenMessage(tokenId, flavor)).digest();
+  const mac = hmacOf(key.key, DOMAIN, tokenId, flavor);
   return new Secret(base32Encode(mac));
 }
 

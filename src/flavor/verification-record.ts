@@ -4,8 +4,7 @@
 // anyone who can write the annotation (a kubelet if the guard were off, an admin's typo, a copy
 // from another Node): it carries an HMAC under the key ring over the Node's own UID and every
 // field, in a domain of its own (it can never serve as a flavor token, nor one as it).
-import { createHmac } from 'node:crypto';
-import { constantTimeEqual, hmacMessage } from './flavor-token.ts';
+import { constantTimeEqual, hmacOf } from './flavor-token.ts';
 import { type HmacKey, type KeyRing, keyRingKeys } from './keyring.ts';
 
 export const VERIFIED_ANNOTATION = 'nodeflavor.io/verified';
@@ -22,9 +21,7 @@ export interface VerificationRecord {
 }
 
 function recordMac(key: HmacKey, nodeUid: string, record: VerificationRecord): Buffer {
-  return createHmac('sha256', key.key)
-    .update(hmacMessage(DOMAIN, nodeUid, record.tokenID, record.flavorClass, record.verifiedAt))
-    .digest();
+  return hmacOf(key.key, DOMAIN, nodeUid, record.tokenID, record.flavorClass, record.verifiedAt);
 }
 
 /** The record, signed with the active key for this Node UID, as the annotation's value. */

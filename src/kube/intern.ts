@@ -5,8 +5,11 @@
 // receipt (the list/watch transform) keeps one. Unique values (names, UIDs) pass through: the
 // table is bounded, and a string seen once costs only its lookup.
 
-/** Longer values (certificates, verification records) are rarely shared: left alone. */
-const MAX_LENGTH = 64;
+/**
+ * Longer values (certificates, verification records) are rarely shared: left alone. 80, not 64: a
+ * settled token's SecretDeleted message (71 characters) is the same on every token.
+ */
+const MAX_LENGTH = 80;
 /** Bounds the table (a few hundred KB at most); once full, new strings are kept as they are. */
 const MAX_ENTRIES = 50_000;
 

@@ -10,6 +10,8 @@ import {
   FLAVOR_TOKEN_LENGTH,
   FLAVOR_TOKEN_PATTERN,
   flavorTokenMessage,
+  hmacMessage,
+  hmacOf,
   verifyFlavorToken,
 } from '../../src/flavor/flavor-token.ts';
 import type { HmacKey, KeyRing } from '../../src/flavor/keyring.ts';
@@ -116,6 +118,22 @@ describe('deriveFlavorToken', () => {
       Buffer.from('\u00e9t', 'utf8'), // 3 bytes: lengths count UTF-8 bytes, not characters
     ]);
     assert.deepEqual(flavorTokenMessage('ab', '\u00e9t'), expected);
+  });
+
+  it('hmacOf, fed piece by piece, is the HMAC of hmacMessage (property): records signed before still verify', () => {
+    fc.assert(
+      fc.property(
+        fc.string(),
+        fc.array(fc.string({ unit: 'grapheme' }), { maxLength: 5 }),
+        (domain, fields) => {
+          const whole = crypto
+            .createHmac('sha256', FIXED_KEY.key)
+            .update(hmacMessage(domain, ...fields))
+            .digest();
+          assert.deepEqual(hmacOf(FIXED_KEY.key, domain, ...fields), whole);
+        },
+      ),
+    );
   });
 
   it('returns a Secret', () => {

@@ -1,7 +1,7 @@
 // The controller's in-memory indexes forget a deleted Node: node churn must not grow them.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Indexes } from '../../src/controller/state.ts';
+import { Indexes, SetIndex } from '../../src/controller/state.ts';
 import type { Failure } from '../../src/flavor/verdict.ts';
 import type { TrimmedNode } from '../../src/kube/node-writes.ts';
 
@@ -33,5 +33,31 @@ describe('Indexes', () => {
       failure,
       "the old Node's deletion leaves the new one's",
     );
+  });
+});
+
+describe('SetIndex', () => {
+  it('keeps members per key through adds and removes, one member or many', () => {
+    const index = new SetIndex();
+    assert.deepEqual(index.get('n1'), []);
+    index.add('n1', 'a');
+    index.add('n1', 'a');
+    assert.deepEqual(index.get('n1'), ['a'], 'a member added twice is there once');
+    index.add('n1', 'b');
+    index.add('n1', 'c');
+    assert.deepEqual(index.get('n1').sort(), ['a', 'b', 'c']);
+    index.remove('n1', 'b');
+    index.remove('n1', 'c');
+    assert.deepEqual(index.get('n1'), ['a']);
+    index.remove('n1', 'zzz');
+    assert.deepEqual(index.get('n1'), ['a'], 'removing a stranger changes nothing');
+    index.add('n1', 'd');
+    assert.deepEqual(index.get('n1').sort(), ['a', 'd'], 'grows again after shrinking to one');
+    index.remove('n1', 'a');
+    index.remove('n1', 'd');
+    assert.deepEqual(index.get('n1'), []);
+    index.add('n2', 'x');
+    index.remove('n2', 'y');
+    assert.deepEqual(index.get('n2'), ['x']);
   });
 });
