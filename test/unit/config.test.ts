@@ -463,6 +463,100 @@ describe('--join-discovery', () => {
   });
 });
 
+describe('flags read by parseArgs, from a table derived from ConfigSchema', () => {
+  test('every setting is a flag and a NODEFLAVOR_ variable, with no list kept by hand', () => {
+    for (const key of Object.keys(ConfigSchema.shape)) {
+      const flag = `--${kebab(key)}`;
+      const envName = `NODEFLAVOR_${kebab(key).replace(/-/g, '_').toUpperCase()}`;
+      const isBoolean = typeof parseConfig({})[key as keyof Config] === 'boolean';
+      const args = isBoolean ? [flag] : [`${flag}=x`];
+      assert.ok(key in parseRunFlags(args, {}), `${flag} sets ${key}`);
+      assert.ok(key in parseRunFlags([], { [envName]: isBoolean ? 'true' : 'x' }), `${envName} sets ${key}`);
+    }
+  });
+
+  test('values take the type of their setting: booleans, numbers, comma lists and text', () => {
+    const raw = parseRunFlags(
+      [
+        '--no-webhook',
+        '--workers=3',
+        '--issuer-caller-per-second',
+        '0.5',
+        '--issuer-trusted-proxies=10.0.0.1, ::1',
+      ],
+      { NODEFLAVOR_ISSUER_HEADERS_TIMEOUT: '5s' },
+    );
+    assert.deepEqual(raw, {
+      webhook: false,
+      workers: 3,
+      issuerCallerPerSecond: 0.5,
+      issuerTrustedProxies: ['10.0.0.1', '::1'],
+      issuerHeadersTimeout: '5s',
+    });
+  });
+
+  test('the first --admin-group replaces the environment list; later ones, under either name, add in order', () => {
+    const env = { NODEFLAVOR_ADMIN_GROUPS: 'from-env' };
+    assert.deepEqual(
+      parseRunFlags(['--admin-group', 'a', '--admin-groups=b', '--admin-group=c,d'], env).adminGroups,
+      ['a', 'b', 'c,d'],
+      'one group per use: a flag value is not split at commas',
+    );
+    assert.deepEqual(parseRunFlags([], env).adminGroups, ['from-env']);
+  });
+
+  test('a list that is not repeatable: the last flag wins, as for any other setting', () => {
+    const raw = parseRunFlags(
+      ['--issuer-trusted-proxies=10.0.0.1', '--issuer-trusted-proxies=10.0.0.2,10.0.0.3'],
+      {},
+    );
+    assert.deepEqual(raw.issuerTrustedProxies, ['10.0.0.2', '10.0.0.3']);
+  });
+
+  test('env then flag, for each kind of setting', () => {
+    const env = {
+      NODEFLAVOR_WEBHOOK: 'false',
+      NODEFLAVOR_WORKERS: '3',
+      NODEFLAVOR_ISSUER_TRUSTED_PROXIES: '10.0.0.1',
+      NODEFLAVOR_ISSUER_IDLE_TIMEOUT: '2m',
+    };
+    assert.deepEqual(
+      pick(configOf([], env), ['webhook', 'workers', 'issuerTrustedProxies', 'issuerIdleTimeout']),
+      { webhook: false, workers: 3, issuerTrustedProxies: ['10.0.0.1'], issuerIdleTimeout: 120_000 },
+    );
+    const flags = ['--webhook', '--workers=4', '--issuer-trusted-proxies=::1', '--issuer-idle-timeout=90s'];
+    assert.deepEqual(
+      pick(configOf(flags, env), ['webhook', 'workers', 'issuerTrustedProxies', 'issuerIdleTimeout']),
+      { webhook: true, workers: 4, issuerTrustedProxies: ['::1'], issuerIdleTimeout: 90_000 },
+    );
+  });
+
+  const usage: Record<string, { args: string[]; message: string }> = {
+    'a value that looks like a flag is not taken as the value': {
+      args: ['--namespace', '--no-webhook'],
+      message: '--namespace needs a value',
+    },
+    'a negated flag with a value': { args: ['--no-webhook=false'], message: '--no-webhook takes no value' },
+    'a boolean with a value other than true or false': {
+      args: ['--issuer-portal=on'],
+      message: '--issuer-portal must be true or false, not "on"',
+    },
+    'arguments after --': {
+      args: ['--', '--namespace=ops'],
+      message: 'unexpected argument "--namespace=ops"',
+    },
+    'grouped short flags': { args: ['-abc'], message: 'unexpected argument "-abc"' },
+  };
+  for (const [name, c] of Object.entries(usage)) {
+    test(`usage error: ${name}`, () => {
+      assert.throws(
+        () => parseRunFlags(c.args, {}),
+        (error: unknown) => error instanceof UsageError && error.message === c.message,
+      );
+    });
+  }
+});
+
 describe('the issuer settings of nodeflavor run are the issuer library’s', () => {
   const serving = { listen: { port: 8443 }, tls: { certPem: 'x', keyPem: 'y' } };
 
@@ -606,3 +700,7 @@ describe('the issuer settings of nodeflavor run are the issuer library’s', () 
     );
   });
 });
+
+function pick<K extends keyof Config>(config: Config, keys: K[]): Pick<Config, K> {
+  return Object.fromEntries(keys.map((key) => [key, config[key]])) as Pick<Config, K>;
+}
