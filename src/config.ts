@@ -1,10 +1,27 @@
 // The one configuration object of `nodeflavor run`, parsed once at start-up (flags first, then
 // NODEFLAVOR_* environment variables, then defaults) and passed down; nothing deeper reads
-// process.env.
+// process.env. The token issuer's settings are its library's own field schemas
+// (src/tokenissuer/config.ts), so a bound or default is written once; issuerConfigFor hands them
+// to the issuer without parsing them again.
 import { z } from 'zod';
-import { isAddressOrCidr } from './tokenissuer/client-address.ts';
-import { DEFAULT_AUTH_EXTRA_GROUP, DEFAULT_ISSUER_AUDIENCE } from './tokenissuer/config.ts';
-import { DEFAULT_DISCOVERY_MODE, DISCOVERY_MODES } from './tokenissuer/discovery-kubeconfig.ts';
+import {
+  AudienceSchema,
+  AuthFailureBucketSchema,
+  CallerBucketSchema,
+  ConnectionsSchema,
+  DEFAULT_ISSUER_AUDIENCE,
+  headersWithinRequest,
+  ISSUER_DEFAULTS,
+  IssuanceSettingsSchema,
+  type IssuerConfig,
+  JWT_DEFAULTS,
+  JwtSchema,
+  KeyRingSchema,
+  oneJwtKeySource,
+  PortalSchema,
+  perAddressWithinTotal,
+  TrustedProxiesSchema,
+} from './tokenissuer/config.ts';
 
 const FORBIDDEN_ADMIN_GROUPS = new Set([
   'system:authenticated',
@@ -13,21 +30,36 @@ const FORBIDDEN_ADMIN_GROUPS = new Set([
   'system:nodes',
 ]);
 
-const durationMs = z
-  .string()
-  .regex(/^\d+(ms|s|m|h)$/, 'a duration like 500ms, 30s, 5m or 1h')
-  .transform((text) => {
-    const match = /^(\d+)(ms|s|m|h)$/.exec(text) as RegExpExecArray;
-    const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[match[2] as 'ms' | 's' | 'm' | 'h'];
-    return Number(match[1]) * unit;
-  });
+const DURATION = /^(\d+)(ms|s|m|h)$/;
+const DURATION_HINT = 'a duration like 500ms, 30s, 5m or 1h';
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 } as const;
+const millisecondsOf = (text: string): number => {
+  const match = DURATION.exec(text) as RegExpExecArray;
+  return Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS];
+};
+
+const durationMs = z.string().regex(DURATION, DURATION_HINT).transform(millisecondsOf);
+
+/**
+ * A duration flag for an issuer setting the library keeps in seconds: the library's field checks
+ * the bound and supplies the default, and Config holds milliseconds like every other duration.
+ */
+const issuerDurationMs = (seconds: z.ZodType<number, number | undefined>) =>
+  z
+    .preprocess((text, ctx) => {
+      if (text === undefined) return undefined; // the library's default
+      if (typeof text === 'string' && DURATION.test(text)) return millisecondsOf(text) / 1000;
+      ctx.addIssue({ code: 'custom', message: DURATION_HINT });
+      return z.NEVER;
+    }, seconds)
+    .transform((s) => Math.round(s * 1000)); // back to the whole milliseconds given
 
 const address = z.string().regex(/^(\[[0-9a-f:]+\]|[0-9.]*|[a-z0-9.-]*):\d{1,5}$/i, 'host:port or :port');
 
 export const ConfigSchema = z.object({
   kubeconfig: z.string().optional(),
-  /** The operator's namespace (its Secrets, Lease, Services). */
-  namespace: z.string().min(1).default('nodeflavor'),
+  /** The operator's namespace (its Secrets, Lease, Services; the key ring's too). */
+  namespace: KeyRingSchema.shape.namespace,
   /** The operator's ServiceAccount: the identity the admission guard lets write flavors. */
   serviceAccount: z.string().min(1).default('nodeflavor'),
   controller: z.boolean().default(true),
@@ -50,16 +82,13 @@ export const ConfigSchema = z.object({
   kubeRequestTimeout: durationMs.refine((ms) => ms >= 100, 'must be at least 100ms').default(30_000),
   /** Serves /metrics, /healthz and /readyz (plain HTTP). */
   metricsAddress: address.default(':8080'),
-  keySecret: z.string().default('nodeflavor-hmac-keys'),
+  keySecret: KeyRingSchema.shape.secretName,
   /**
    * The group every issued bootstrap token authenticates with (the same for every flavor). Our
    * own by default, which kube-controller-manager's auto-approval does not cover: nodeflavor
    * approves those CSRs itself (csrApprover) and nobody else does.
    */
-  bootstrapGroup: z
-    .string()
-    .regex(/^system:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]$/)
-    .default(DEFAULT_AUTH_EXTRA_GROUP),
+  bootstrapGroup: IssuanceSettingsSchema.shape.authExtraGroups,
   /**
    * Approve kubelet client CSRs of bootstrapGroup that bind, deny the rest of that group (CSRs of
    * other groups, such as plain kubeadm tokens, are left alone). On by default: with our own
@@ -101,57 +130,64 @@ export const ConfigSchema = z.object({
   issuerAddress: address.default(':8443'),
   issuerAuth: z.enum(['tokenreview', 'jwt']).default('tokenreview'),
   /** The audience callers' Kubernetes tokens must be issued for (`kubectl create token --audience`). */
-  issuerAudience: z.string().min(1).default(DEFAULT_ISSUER_AUDIENCE),
-  jwtJwksFile: z.string().optional(),
-  jwtSecretFile: z.string().optional(),
-  jwtIssuer: z.string().optional(),
-  jwtAudience: z.string().optional(),
-  jwtFlavorsClaim: z.string().default('nodeflavor.io/flavors'),
+  issuerAudience: AudienceSchema.default(DEFAULT_ISSUER_AUDIENCE),
+  // With --issuer-auth jwt: issuer and audience, and exactly one of the two key files.
+  jwtJwksFile: JwtSchema.shape.jwksFile,
+  jwtSecretFile: JwtSchema.shape.hs256SecretFile,
+  jwtIssuer: JwtSchema.shape.issuer.optional(),
+  jwtAudience: JwtSchema.shape.audience.optional(),
+  jwtFlavorsClaim: JwtSchema.shape.flavorsClaim,
   issuerTlsSecret: z.string().default('nodeflavor-issuer-tls'),
   /** The ConfigMap (operator namespace) where portals read the issuer's CA certificate (ca.crt only). */
   issuerCaConfigMap: z.string().min(1).default('nodeflavor-issuer-ca'),
   /** The issuer API's Service (its DNS names go in the self-managed serving certificate). */
   issuerService: z.string().default('nodeflavor-issuer'),
   /** host:port nodes join through, when it differs from the server in kube-public/cluster-info. */
-  joinApiServerEndpoint: z.string().optional(),
-  /**
-   * How issued JoinConfigurations discover the API server: `file` (the discovery kubeconfig beside
-   * them; no signature in cluster-info) or `token` (CA hash pin and a cluster-info JWS per live token).
-   */
-  joinDiscovery: z.enum(DISCOVERY_MODES).default(DEFAULT_DISCOVERY_MODE),
+  joinApiServerEndpoint: IssuanceSettingsSchema.shape.apiServerEndpoint,
+  /** How issued JoinConfigurations discover the API server: `file` or `token`. */
+  joinDiscovery: IssuanceSettingsSchema.shape.discovery,
   // The issuer's limits against abusive clients (docs/token-issuer.md, "Abusive clients").
-  /** The TLS handshake, and then each request's headers, must arrive within this. */
-  issuerHeadersTimeout: durationMs.refine((ms) => ms >= 100, 'must be at least 100ms').default(10_000),
-  /** Each whole request, body included, must arrive within this. */
-  issuerRequestTimeout: durationMs.refine((ms) => ms >= 100, 'must be at least 100ms').default(15_000),
-  /** A kept-alive connection with no request in flight is closed after this. */
-  issuerIdleTimeout: durationMs.refine((ms) => ms >= 100, 'must be at least 100ms').default(65_000),
-  issuerMaxConnectionsPerAddress: z.number().int().min(1).max(1_000_000).default(32),
-  issuerMaxConnections: z.number().int().min(1).max(1_000_000).default(1_024),
-  /** Proxies (IP addresses, CIDRs) whose X-Forwarded-For the issuer believes. */
-  issuerTrustedProxies: z
-    .array(z.string().refine(isAddressOrCidr, { message: 'must be IP addresses or CIDRs' }))
-    .default([]),
-  /** Failed authentications (reviews of unknown bearers) per client address: burst, then per second. */
-  issuerAuthFailureBurst: z.number().int().min(1).max(100_000).default(20),
-  issuerAuthFailuresPerSecond: z.number().positive().max(100_000).default(1),
-  /** Requests per authenticated caller: burst, then per second. */
-  issuerCallerBurst: z.number().int().min(1).max(100_000).default(30),
-  issuerCallerPerSecond: z.number().positive().max(100_000).default(1),
-  /** Serve the self-service page for node administrators at /portal/ on the issuer. */
-  issuerPortal: z.boolean().default(false),
+  issuerHeadersTimeout: issuerDurationMs(ConnectionsSchema.shape.headersTimeoutSeconds),
+  issuerRequestTimeout: issuerDurationMs(ConnectionsSchema.shape.requestTimeoutSeconds),
+  issuerIdleTimeout: issuerDurationMs(ConnectionsSchema.shape.idleTimeoutSeconds),
+  issuerMaxConnectionsPerAddress: ConnectionsSchema.shape.maxPerAddress,
+  issuerMaxConnections: ConnectionsSchema.shape.max,
+  issuerTrustedProxies: TrustedProxiesSchema,
+  issuerAuthFailureBurst: AuthFailureBucketSchema.shape.capacity,
+  issuerAuthFailuresPerSecond: AuthFailureBucketSchema.shape.refillPerSecond,
+  issuerCallerBurst: CallerBucketSchema.shape.capacity,
+  issuerCallerPerSecond: CallerBucketSchema.shape.refillPerSecond,
+  issuerPortal: PortalSchema.shape.enabled,
   logLevel: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
 });
 
 /** Rules across settings, checked after each one alone (kept off ConfigSchema so its shape stays a plain object). */
-const CheckedConfigSchema = ConfigSchema.refine((c) => c.issuerHeadersTimeout <= c.issuerRequestTimeout, {
+const CheckedConfigSchema = ConfigSchema.refine((c) => headersWithinRequest(issuerConnections(c)), {
   message: 'must not be longer than --issuer-request-timeout',
   path: ['issuerHeadersTimeout'],
 })
-  .refine((c) => c.issuerMaxConnectionsPerAddress <= c.issuerMaxConnections, {
+  .refine((c) => perAddressWithinTotal(issuerConnections(c)), {
     message: 'must not be larger than --issuer-max-connections',
     path: ['issuerMaxConnectionsPerAddress'],
   })
+  // What the issuer's JwtSchema requires, asked here so that it fails at start-up with the flag's name.
+  .refine((c) => c.issuerAuth !== 'jwt' || c.jwtIssuer !== undefined, {
+    message: 'required with --issuer-auth jwt',
+    path: ['jwtIssuer'],
+  })
+  .refine((c) => c.issuerAuth !== 'jwt' || c.jwtAudience !== undefined, {
+    message: 'required with --issuer-auth jwt',
+    path: ['jwtAudience'],
+  })
+  .refine(
+    (c) =>
+      c.issuerAuth !== 'jwt' ||
+      oneJwtKeySource({ jwksFile: c.jwtJwksFile, hs256SecretFile: c.jwtSecretFile }),
+    {
+      message: 'set exactly one of --jwt-jwks-file and --jwt-secret-file with --issuer-auth jwt',
+      path: ['jwtJwksFile'],
+    },
+  )
   // client-go's rules: a leader gives up before a standby may take over, and renews in between.
   .refine((c) => c.leaderElectRenewDeadline < c.leaderElectLeaseDuration, {
     message: 'must be shorter than --leader-elect-lease-duration',
@@ -180,4 +216,67 @@ export function parseConfig(raw: Record<string, unknown>): Config {
 
 export function kebab(name: string): string {
   return name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+}
+
+/** The issuer's connection limits, in the library's units. */
+function issuerConnections(config: Config): IssuerConfig['connections'] {
+  return {
+    headersTimeoutSeconds: config.issuerHeadersTimeout / 1000,
+    requestTimeoutSeconds: config.issuerRequestTimeout / 1000,
+    idleTimeoutSeconds: config.issuerIdleTimeout / 1000,
+    maxPerAddress: config.issuerMaxConnectionsPerAddress,
+    max: config.issuerMaxConnections,
+  };
+}
+
+/**
+ * The token issuer's configuration as `nodeflavor run` sets it: its flags (already checked by the
+ * library's own field schemas) over the library's defaults for the rest. Pure and total; no
+ * second parse.
+ */
+export function issuerConfigFor(
+  config: Config,
+  serving: { listen: { host?: string | undefined; port: number }; tls: IssuerConfig['tls'] },
+): IssuerConfig {
+  const defaults = ISSUER_DEFAULTS;
+  const jwt =
+    config.issuerAuth === 'jwt'
+      ? {
+          ...JWT_DEFAULTS,
+          issuer: config.jwtIssuer ?? '',
+          audience: config.jwtAudience ?? '',
+          flavorsClaim: config.jwtFlavorsClaim,
+          ...(config.jwtJwksFile ? { jwksFile: config.jwtJwksFile } : {}),
+          ...(config.jwtSecretFile ? { hs256SecretFile: config.jwtSecretFile } : {}),
+        }
+      : undefined;
+  return {
+    ...defaults,
+    listen: { host: serving.listen.host ?? defaults.listen.host, port: serving.listen.port },
+    tls: serving.tls,
+    connections: issuerConnections(config),
+    trustedProxies: config.issuerTrustedProxies,
+    issuance: {
+      ...defaults.issuance,
+      authExtraGroups: config.bootstrapGroup,
+      discovery: config.joinDiscovery,
+      ...(config.joinApiServerEndpoint ? { apiServerEndpoint: config.joinApiServerEndpoint } : {}),
+    },
+    keyRing: { namespace: config.namespace, secretName: config.keySecret, createIfMissing: true },
+    auth: {
+      ...defaults.auth,
+      tokenReview: { enabled: config.issuerAuth === 'tokenreview', audiences: [config.issuerAudience] },
+      ...(jwt ? { jwt } : {}),
+    },
+    rateLimit: {
+      ...defaults.rateLimit,
+      perCaller: { capacity: config.issuerCallerBurst, refillPerSecond: config.issuerCallerPerSecond },
+      unauthenticatedPerAddress: {
+        capacity: config.issuerAuthFailureBurst,
+        refillPerSecond: config.issuerAuthFailuresPerSecond,
+      },
+    },
+    portal: { enabled: config.issuerPortal },
+    logLevel: config.logLevel,
+  };
 }

@@ -1,92 +1,150 @@
-// Turns `nodeflavor run` flags and NODEFLAVOR_* environment variables into the raw settings
-// that src/config.ts validates. Flags are the config keys in kebab-case (--admission-mode);
-// booleans take --x / --no-x; --admin-group repeats.
+// Turns `nodeflavor run` flags and NODEFLAVOR_* environment variables into the raw settings that
+// src/config.ts validates. Every key of ConfigSchema is a flag (--admission-mode) and an
+// environment variable (NODEFLAVOR_ADMISSION_MODE); how its text is read follows its schema
+// (booleans take --x / --no-x, numbers, comma lists), so a new setting needs no edit here.
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
 import { ConfigSchema, kebab } from '../config.ts';
-
-const BOOLEANS = new Set([
-  'controller',
-  'webhook',
-  'issuer',
-  'leaderElect',
-  'csrApprover',
-  'allowUnguardedNodes',
-  'issuerPortal',
-]);
-const NUMBERS = new Set([
-  'workers',
-  'issuerMaxConnectionsPerAddress',
-  'issuerMaxConnections',
-  'issuerAuthFailureBurst',
-  'issuerAuthFailuresPerSecond',
-  'issuerCallerBurst',
-  'issuerCallerPerSecond',
-]);
-const LISTS: Record<string, string> = { 'admin-group': 'adminGroups', 'admin-groups': 'adminGroups' };
-/** Lists given as one comma-separated value, as a flag and in the environment. */
-const COMMA_LISTS = new Set(['adminGroups', 'issuerTrustedProxies']);
-const commaList = (value: string) =>
-  value
-    .split(',')
-    .map((item) => item.trim())
-    .filter(Boolean);
-
-const camel = (flag: string) => flag.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
-const KEYS = new Set(Object.keys(ConfigSchema.shape));
 
 export class UsageError extends Error {}
 
-function parseBoolean(value: string, name: string): boolean {
-  if (value === 'true') return true;
-  if (value === 'false') return false;
-  throw new UsageError(`${name} must be true or false, not "${value}"`);
+type SettingKey = keyof typeof ConfigSchema.shape;
+type TextKind = 'boolean' | 'number' | 'list' | 'text';
+
+interface Setting {
+  key: SettingKey;
+  kind: TextKind;
+  envName: string;
+  /** One item per use of the flag, which may repeat (the rest of the lists are comma-separated). */
+  repeated: boolean;
+}
+
+/** Lists whose flag takes one item per use under a singular name too: --admin-group G ... */
+const SINGULAR_FLAGS: Partial<Record<SettingKey, string>> = { adminGroups: 'admin-group' };
+
+/** What the setting's schema takes, seen through its default, optional and pipe wrappers. */
+function kindOf(schema: z.ZodType): TextKind {
+  if (schema instanceof z.ZodDefault || schema instanceof z.ZodPrefault || schema instanceof z.ZodOptional) {
+    return kindOf(schema.unwrap() as z.ZodType);
+  }
+  if (schema instanceof z.ZodPipe) return kindOf(schema.in as z.ZodType);
+  if (schema instanceof z.ZodBoolean) return 'boolean';
+  if (schema instanceof z.ZodNumber) return 'number';
+  if (schema instanceof z.ZodArray) return 'list';
+  return 'text'; // strings, enums, and durations (their schema reads the text)
+}
+
+const SETTINGS = (Object.entries(ConfigSchema.shape) as [SettingKey, z.ZodType][]).map(
+  ([key, schema]): Setting => ({
+    key,
+    kind: kindOf(schema),
+    envName: `NODEFLAVOR_${kebab(key).replace(/-/g, '_').toUpperCase()}`,
+    repeated: key in SINGULAR_FLAGS,
+  }),
+);
+
+/** The parseArgs options table, and the setting behind each flag name. */
+const OPTIONS: Record<string, { type: 'boolean' | 'string'; multiple?: boolean }> = {};
+const SETTING_OF_FLAG = new Map<string, Setting>();
+for (const setting of SETTINGS) {
+  const names = [kebab(setting.key), SINGULAR_FLAGS[setting.key]].filter((name) => name !== undefined);
+  for (const name of names) {
+    OPTIONS[name] = { type: setting.kind === 'boolean' ? 'boolean' : 'string', multiple: setting.repeated };
+    SETTING_OF_FLAG.set(name, setting);
+  }
+}
+
+function settingValue(setting: Setting, text: string, source: string): unknown {
+  switch (setting.kind) {
+    case 'boolean':
+      // Only true/false: `--leader-elect=yes` read as false would let two replicas reconcile.
+      if (text === 'true' || text === 'false') return text === 'true';
+      throw new UsageError(`${source} must be true or false, not "${text}"`);
+    case 'number':
+      return Number(text); // the schema names the flag when this is not a number
+    case 'list':
+      return text
+        .split(',')
+        .map((item) => item.trim())
+        .filter(Boolean);
+    case 'text':
+      return text;
+  }
+}
+
+/**
+ * parseArgs takes no value on a boolean, but `--x=true|false` has always worked (and is
+ * documented): turn it into --x / --no-x first.
+ */
+function booleanValuesAsFlags(args: string[]): string[] {
+  return args.map((arg) => {
+    const match = /^--(no-)?([^=]+)=(.*)$/s.exec(arg);
+    const setting = match ? SETTING_OF_FLAG.get(match[2] as string) : undefined;
+    if (!match || setting?.kind !== 'boolean') return arg;
+    if (match[1]) throw new UsageError(`--no-${match[2]} takes no value`);
+    return settingValue(setting, match[3] as string, `--${match[2]}`) ? `--${match[2]}` : `--no-${match[2]}`;
+  });
+}
+
+/**
+ * parseArgs explains a mistake in its own words; name the argument the way this command always
+ * has, found by a lenient pass over the same arguments.
+ */
+function usageError(args: string[], error: unknown): unknown {
+  const code = (error as { code?: unknown }).code;
+  if (typeof code !== 'string' || !code.startsWith('ERR_PARSE_ARGS_')) return error;
+  const { tokens } = parseArgs({ args, options: OPTIONS, strict: false, allowNegative: true, tokens: true });
+  for (const token of tokens) {
+    if (token.kind === 'positional') return new UsageError(`unexpected argument "${token.value}"`);
+    if (token.kind !== 'option') continue;
+    if (!token.rawName.startsWith('--')) return new UsageError(`unexpected argument "${args[token.index]}"`);
+    const option = OPTIONS[token.name];
+    const negated = token.rawName !== `--${token.name}`;
+    if (!option || (negated && option.type !== 'boolean')) {
+      return new UsageError(`unknown flag ${token.rawName}`);
+    }
+    const missing = token.value === undefined || (!token.inlineValue && token.value.startsWith('-'));
+    if (option.type === 'string' && missing) return new UsageError(`${token.rawName} needs a value`);
+  }
+  return new UsageError((error as Error).message);
 }
 
 export function parseRunFlags(args: string[], env: NodeJS.ProcessEnv): Record<string, unknown> {
   const raw: Record<string, unknown> = {};
   // Environment first, so flags override it.
-  for (const key of KEYS) {
-    const envName = `NODEFLAVOR_${kebab(key).replace(/-/g, '_').toUpperCase()}`;
-    const value = env[envName];
-    if (value === undefined) continue;
-    raw[key] = BOOLEANS.has(key)
-      ? parseBoolean(value, envName)
-      : NUMBERS.has(key)
-        ? Number(value)
-        : COMMA_LISTS.has(key)
-          ? commaList(value)
-          : value;
+  for (const setting of SETTINGS) {
+    const text = env[setting.envName];
+    if (text !== undefined) raw[setting.key] = settingValue(setting, text, setting.envName);
   }
   if (env.POD_NAMESPACE && raw.namespace === undefined) raw.namespace = env.POD_NAMESPACE;
 
-  const fromFlags = new Set<string>();
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i] as string;
-    if (!arg.startsWith('--')) throw new UsageError(`unexpected argument "${arg}"`);
-    const [flag, inline] = arg.slice(2).split(/=(.*)/s, 2) as [string, string | undefined];
-    const listKey = LISTS[flag];
-    if (listKey) {
-      const value = inline ?? args[++i];
-      if (value === undefined) throw new UsageError(`--${flag} needs a value`);
-      // The first --admin-group replaces the environment's list; later ones add to it.
-      const current = fromFlags.has(listKey) ? ((raw[listKey] as string[] | undefined) ?? []) : [];
-      fromFlags.add(listKey);
-      raw[listKey] = [...current, value];
-      continue;
+  const normalized = booleanValuesAsFlags(args);
+  let tokens: ReturnType<typeof parseArgs>['tokens'];
+  try {
+    ({ tokens } = parseArgs({
+      args: normalized,
+      options: OPTIONS,
+      strict: true,
+      allowNegative: true,
+      tokens: true,
+    }));
+  } catch (error) {
+    throw usageError(normalized, error);
+  }
+  const listedByFlag = new Set<SettingKey>();
+  for (const token of tokens) {
+    if (token.kind !== 'option') continue;
+    const setting = SETTING_OF_FLAG.get(token.name) as Setting;
+    if (setting.kind === 'boolean') {
+      raw[setting.key] = token.rawName === `--${token.name}`; // else --no-x
+    } else if (setting.repeated) {
+      // The first use replaces the environment's list; later ones add to it.
+      const earlier = listedByFlag.has(setting.key) ? (raw[setting.key] as string[]) : [];
+      raw[setting.key] = [...earlier, token.value as string];
+      listedByFlag.add(setting.key);
+    } else {
+      raw[setting.key] = settingValue(setting, token.value as string, token.rawName);
     }
-    if (flag.startsWith('no-') && BOOLEANS.has(camel(flag.slice(3)))) {
-      if (inline !== undefined) throw new UsageError(`--${flag} takes no value`);
-      raw[camel(flag.slice(3))] = false;
-      continue;
-    }
-    const key = camel(flag);
-    if (!KEYS.has(key)) throw new UsageError(`unknown flag --${flag}`);
-    if (BOOLEANS.has(key)) {
-      raw[key] = inline === undefined ? true : parseBoolean(inline, `--${flag}`);
-      continue;
-    }
-    const value = inline ?? args[++i];
-    if (value === undefined) throw new UsageError(`--${flag} needs a value`);
-    raw[key] = NUMBERS.has(key) ? Number(value) : COMMA_LISTS.has(key) ? commaList(value) : value;
   }
   return raw;
 }

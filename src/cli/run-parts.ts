@@ -4,7 +4,7 @@
 import type { Server as HttpsServer } from 'node:https';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import type { Config } from '../config.ts';
+import { type Config, issuerConfigFor } from '../config.ts';
 import { CaConfigMapStore } from '../kube/ca-configmap.ts';
 import type { FlavorClassCache } from '../kube/flavor-classes.ts';
 import type { KeyRingWatch } from '../kube/keyring-watch.ts';
@@ -14,7 +14,6 @@ import { protectedKeysFrom } from '../kube/protected-keys-source.ts';
 import { WebhookTlsStore } from '../kube/webhook-tls-store.ts';
 import type { ReadinessCheck } from '../ops/server.ts';
 import { publishServingCa } from '../tokenissuer/ca-publisher.ts';
-import { parseIssuerConfig } from '../tokenissuer/config.ts';
 import { startTokenIssuer } from '../tokenissuer/server.ts';
 import { CertManagerTls } from '../webhook/cert-manager-tls.ts';
 import type { CertificateSource } from '../webhook/certificate-source.ts';
@@ -138,46 +137,9 @@ async function runIssuer({
   const certificates = issuerCertificates(kubeConfig, config, log.child({ component: 'issuer-tls' }));
   const first = await certificates.start();
   const { host, port } = listenAddress(config.issuerAddress);
-  const jwt =
-    config.issuerAuth === 'jwt'
-      ? {
-          issuer: config.jwtIssuer ?? '',
-          audience: config.jwtAudience ?? '',
-          flavorsClaim: config.jwtFlavorsClaim,
-          ...(config.jwtJwksFile ? { jwksFile: config.jwtJwksFile } : {}),
-          ...(config.jwtSecretFile ? { hs256SecretFile: config.jwtSecretFile } : {}),
-        }
-      : undefined;
-  const issuerConfig = parseIssuerConfig({
-    listen: { host: host ?? '0.0.0.0', port },
+  const issuerConfig = issuerConfigFor(config, {
+    listen: { host, port },
     tls: { certPem: first.certPem, keyPem: first.keyPem },
-    issuance: {
-      authExtraGroups: config.bootstrapGroup,
-      discovery: config.joinDiscovery,
-      ...(config.joinApiServerEndpoint ? { apiServerEndpoint: config.joinApiServerEndpoint } : {}),
-    },
-    keyRing: { namespace: config.namespace, secretName: config.keySecret, createIfMissing: true },
-    auth: {
-      tokenReview: { enabled: config.issuerAuth === 'tokenreview', audiences: [config.issuerAudience] },
-      ...(jwt ? { jwt } : {}),
-    },
-    connections: {
-      headersTimeoutSeconds: config.issuerHeadersTimeout / 1000,
-      requestTimeoutSeconds: config.issuerRequestTimeout / 1000,
-      idleTimeoutSeconds: config.issuerIdleTimeout / 1000,
-      maxPerAddress: config.issuerMaxConnectionsPerAddress,
-      max: config.issuerMaxConnections,
-    },
-    trustedProxies: config.issuerTrustedProxies,
-    rateLimit: {
-      perCaller: { capacity: config.issuerCallerBurst, refillPerSecond: config.issuerCallerPerSecond },
-      unauthenticatedPerAddress: {
-        capacity: config.issuerAuthFailureBurst,
-        refillPerSecond: config.issuerAuthFailuresPerSecond,
-      },
-    },
-    portal: { enabled: config.issuerPortal },
-    logLevel: config.logLevel,
   });
   const issuer = await startTokenIssuer(issuerConfig, kubeConfig, {
     logger: log,

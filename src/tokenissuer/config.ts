@@ -1,6 +1,8 @@
 // The token issuer's configuration: one object, parsed once with zod at start-up and passed down.
 // Every field has a safe default except the TLS material. Secrets are referenced by file path
 // (the JWT shared secret) so that the parsed config can be logged without leaking them.
+// The exported field schemas are the one definition of each setting's bound and default:
+// `nodeflavor run` builds its flags from them (src/config.ts), so the two cannot drift.
 import { z } from 'zod';
 import { DEFAULT_TTL, parseDuration, TtlSchema } from '../flavor/resources.ts';
 import { DEFAULT_KEY_SECRET_NAME } from '../kube/keyring-store.ts';
@@ -23,7 +25,12 @@ export const DEFAULT_AUTH_EXTRA_GROUP = 'system:bootstrappers:nodeflavor';
 export const KUBEADM_BOOTSTRAP_GROUP = 'system:bootstrappers:kubeadm:default-node-token';
 /** The bootstrap Secret's description: the same text for every flavor. */
 export const DEFAULT_SECRET_DESCRIPTION = 'nodeflavor join token';
-const DEFAULT_FLAVORS_CLAIM = 'nodeflavor.io/flavors';
+/** What a JWT configuration holds unless told otherwise. */
+export const JWT_DEFAULTS = {
+  flavorsClaim: 'nodeflavor.io/flavors',
+  usernameClaim: 'sub',
+  jwksRefreshSeconds: 60,
+} as const;
 /**
  * The audience a Kubernetes token must be issued for (`kubectl create token --audience`), so a
  * portal never hands the issuer a token that is also valid against the API server.
@@ -44,40 +51,83 @@ const TlsFilesSchema = z.strictObject({ certFile: z.string().min(1), keyFile: z.
 /** Inline PEM, for tests and for callers that already hold the material in memory. */
 const TlsPemSchema = z.strictObject({ certPem: z.string().min(1), keyPem: z.string().min(1) });
 
-const BucketSchema = z.strictObject({
-  /** Requests a caller may make in a burst. */
-  capacity: z.number().int().min(1).max(100_000),
-  /** Requests a caller regains per second. */
-  refillPerSecond: z.number().positive().max(100_000),
-});
+/** A token bucket: `capacity` requests in a burst, then `refillPerSecond` more each second. */
+const bucketSchema = (defaults: { capacity: number; refillPerSecond: number }) =>
+  z.strictObject({
+    capacity: z.number().int().min(1).max(100_000).default(defaults.capacity),
+    refillPerSecond: z.number().positive().max(100_000).default(defaults.refillPerSecond),
+  });
+/** Requests per authenticated caller. */
+export const CallerBucketSchema = bucketSchema({ capacity: 30, refillPerSecond: 1 });
+/** Failed authentications (reviews of bearers the issuer does not know) per client address. */
+export const AuthFailureBucketSchema = bucketSchema({ capacity: 20, refillPerSecond: 1 });
 
-const ConnectionsSchema = z
+/** A headers timeout longer than the whole request's would never fire. */
+export const headersWithinRequest = (c: { headersTimeoutSeconds: number; requestTimeoutSeconds: number }) =>
+  c.headersTimeoutSeconds <= c.requestTimeoutSeconds;
+/** A per-address cap above the total would never apply. */
+export const perAddressWithinTotal = (c: { maxPerAddress: number; max: number }) => c.maxPerAddress <= c.max;
+
+export const ConnectionsSchema = z
   .strictObject({
     /** The TLS handshake, and then a request's line and headers, must each arrive within this. */
-    headersTimeoutSeconds: z.number().positive().max(300).default(10),
+    headersTimeoutSeconds: z
+      .number()
+      .min(0.1, 'must be at least 100ms')
+      .max(300, 'must be at most 5m')
+      .default(10),
     /** A whole request, body included, must arrive within this (from its first byte). */
-    requestTimeoutSeconds: z.number().positive().max(600).default(15),
+    requestTimeoutSeconds: z
+      .number()
+      .min(0.1, 'must be at least 100ms')
+      .max(600, 'must be at most 10m')
+      .default(15),
     /**
      * A kept-alive connection with no request in flight is closed after this. Above the upstream
      * idle timeout of common proxies (ingress-nginx, cloud load balancers: 60 s), so that a proxy
      * never sends a request on a connection the issuer is closing.
      */
-    idleTimeoutSeconds: z.number().positive().max(3_600).default(65),
+    idleTimeoutSeconds: z
+      .number()
+      .min(0.1, 'must be at least 100ms')
+      .max(3_600, 'must be at most 1h')
+      .default(65),
     /** Open connections per client socket address; trusted proxies are held to `max` only. */
     maxPerAddress: z.number().int().min(1).max(1_000_000).default(32),
     /** Open connections in all; beyond it new ones are closed at once (memory stays bounded). */
     max: z.number().int().min(1).max(1_000_000).default(1_024),
   })
-  .refine((c) => c.headersTimeoutSeconds <= c.requestTimeoutSeconds, {
+  .refine(headersWithinRequest, {
     message: 'headersTimeoutSeconds must not be longer than requestTimeoutSeconds',
     path: ['headersTimeoutSeconds'],
   })
-  .refine((c) => c.maxPerAddress <= c.max, {
+  .refine(perAddressWithinTotal, {
     message: 'maxPerAddress must not be larger than max',
     path: ['maxPerAddress'],
   });
 
-const JwtSchema = z
+/**
+ * Proxies (IP addresses or CIDRs) whose X-Forwarded-For is believed: behind them the client's
+ * address is the last one they forwarded. Empty: the socket's address, whatever the headers say.
+ */
+export const TrustedProxiesSchema = z
+  .array(z.string().refine(isAddressOrCidr, { message: 'must be an IP address or a CIDR' }))
+  .max(1000)
+  .default([]);
+
+/**
+ * An audience callers' Kubernetes tokens must be issued for. Never the API server's own: a token a
+ * portal sends here must be useless against the API server.
+ */
+export const AudienceSchema = z.string().min(1);
+
+/** Either key source alone decides which tokens are genuine; both at once would be ambiguous. */
+export const oneJwtKeySource = (jwt: {
+  jwksFile?: string | undefined;
+  hs256SecretFile?: string | undefined;
+}) => (jwt.jwksFile === undefined) !== (jwt.hs256SecretFile === undefined);
+
+export const JwtSchema = z
   .strictObject({
     issuer: z.string().min(1),
     audience: z.string().min(1),
@@ -86,15 +136,13 @@ const JwtSchema = z
     /** A file holding the HS256 shared secret (at least 32 bytes). */
     hs256SecretFile: z.string().min(1).optional(),
     /** Claim listing the flavors the caller may use (an array of FlavorClass names). */
-    flavorsClaim: z.string().min(1).default(DEFAULT_FLAVORS_CLAIM),
+    flavorsClaim: z.string().min(1).default(JWT_DEFAULTS.flavorsClaim),
     /** Claim naming the caller, for logs, rate limits and the FlavoredToken's requested-by. */
-    usernameClaim: z.string().min(1).default('sub'),
+    usernameClaim: z.string().min(1).default(JWT_DEFAULTS.usernameClaim),
     /** How often the JWKS file is re-read (a key missing from it triggers a re-read sooner). */
-    jwksRefreshSeconds: z.number().int().min(1).max(86_400).default(60),
+    jwksRefreshSeconds: z.number().int().min(1).max(86_400).default(JWT_DEFAULTS.jwksRefreshSeconds),
   })
-  .refine((jwt) => (jwt.jwksFile === undefined) !== (jwt.hs256SecretFile === undefined), {
-    message: 'set exactly one of jwksFile and hs256SecretFile',
-  });
+  .refine(oneJwtKeySource, { message: 'set exactly one of jwksFile and hs256SecretFile' });
 
 /** How tokens are minted; the CLI parses the same schema so both paths mint identical tokens. */
 export const IssuanceSettingsSchema = z
@@ -136,96 +184,96 @@ export const IssuanceSettingsSchema = z
   });
 export type IssuanceSettings = z.output<typeof IssuanceSettingsSchema>;
 
-const IssuerConfigSchema = z
-  .strictObject({
-    listen: z
-      .strictObject({
-        host: z.string().min(1).default('0.0.0.0'),
-        port: z.number().int().min(0).max(65_535).default(8443),
-      })
-      .prefault({}),
-    tls: z.union([TlsFilesSchema, TlsPemSchema]),
-    /** Larger request bodies get 413. */
-    bodyLimitBytes: z.number().int().min(1024).max(1_048_576).default(16_384),
-    /** What one client may hold open, and for how long (slow clients; see server-options.ts). */
-    connections: ConnectionsSchema.prefault({}),
-    /**
-     * Proxies (IP addresses or CIDRs) whose X-Forwarded-For is believed: behind them the client's
-     * address is the last one they forwarded. Empty: the socket's address, whatever the headers say.
-     */
-    trustedProxies: z
-      .array(z.string().refine(isAddressOrCidr, { message: 'must be an IP address or a CIDR' }))
-      .max(1000)
-      .default([]),
-    issuance: IssuanceSettingsSchema.prefault({}),
-    keyRing: z
-      .strictObject({
-        namespace: z.string().min(1).default('nodeflavor'),
-        secretName: z.string().min(1).default(DEFAULT_KEY_SECRET_NAME),
-        /** Create a ring when the Secret is missing on first install (no FlavoredToken exists). */
-        createIfMissing: z.boolean().default(true),
-      })
-      .prefault({}),
-    auth: z
-      .strictObject({
-        tokenReview: z
-          .strictObject({
-            enabled: z.boolean().default(true),
-            /**
-             * Audiences the bearer token must be valid for (one of them). Never the API server's
-             * own: a token a portal sends here must be useless against the API server.
-             */
-            audiences: z.array(z.string().min(1)).min(1).default([DEFAULT_ISSUER_AUDIENCE]),
-          })
-          .prefault({}),
-        jwt: JwtSchema.optional(),
-        /** How long a TokenReview or SubjectAccessReview answer is reused (0 turns caching off). */
-        cacheSeconds: z.number().int().min(0).max(300).default(10),
-      })
-      .prefault({}),
-    rateLimit: z
-      .strictObject({
-        perCaller: BucketSchema.prefault({ capacity: 30, refillPerSecond: 1 }),
-        /**
-         * The failed-authentication budget per client address: a bearer the issuer does not know
-         * reserves one unit before its review (so N at once cost at most the budget) and gets it
-         * back if it proves valid. Keeps a flood of bad tokens off TokenReview.
-         */
-        unauthenticatedPerAddress: BucketSchema.prefault({ capacity: 20, refillPerSecond: 1 }),
-        /**
-         * A bearer that authenticated within this long is reviewed again outside its address's
-         * budget: a flood of bad tokens from a shared address (a proxy, a NAT) does not lock out
-         * the callers already known there. 0 turns it off.
-         */
-        knownBearerSeconds: z.number().int().min(0).max(86_400).default(3_600),
-        maxTrackedCallers: z.number().int().min(1).max(1_000_000).default(10_000),
-      })
-      .prefault({}),
-    idempotency: z
-      .strictObject({
-        /** How long a POST's answer is kept for retries with the same Idempotency-Key. */
-        ttlSeconds: z.number().int().min(1).max(86_400).default(3_600),
-        maxEntries: z.number().int().min(1).max(1_000_000).default(10_000),
-      })
-      .prefault({}),
-    /** Open GET /v1/tokens/{id}?watch=true streams: per caller, and in all (beyond either, 429). */
-    watches: z
-      .strictObject({
-        perCaller: z.number().int().min(1).max(1_000).default(4),
-        max: z.number().int().min(1).max(100_000).default(256),
-      })
-      .prefault({}),
-    /** The self-service page for node administrators at /portal/ (off unless asked for). */
-    portal: z.strictObject({ enabled: z.boolean().default(false) }).prefault({}),
-    logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  })
-  .refine((config) => config.auth.tokenReview.enabled || config.auth.jwt !== undefined, {
-    message: 'enable auth.tokenReview or configure auth.jwt: the issuer needs a way to authenticate callers',
-    path: ['auth'],
-  });
+export const KeyRingSchema = z.strictObject({
+  namespace: z.string().min(1).default('nodeflavor'),
+  secretName: z.string().min(1).default(DEFAULT_KEY_SECRET_NAME),
+  /** Create a ring when the Secret is missing on first install (no FlavoredToken exists). */
+  createIfMissing: z.boolean().default(true),
+});
+
+/** The self-service page for node administrators at /portal/ (off unless asked for). */
+export const PortalSchema = z.strictObject({ enabled: z.boolean().default(false) });
+
+/** Every setting but the TLS material, which alone has no default. */
+const IssuerSettingsSchema = z.strictObject({
+  listen: z
+    .strictObject({
+      host: z.string().min(1).default('0.0.0.0'),
+      port: z.number().int().min(0).max(65_535).default(8443),
+    })
+    .prefault({}),
+  /** Larger request bodies get 413. */
+  bodyLimitBytes: z.number().int().min(1024).max(1_048_576).default(16_384),
+  /** What one client may hold open, and for how long (slow clients; see server-options.ts). */
+  connections: ConnectionsSchema.prefault({}),
+  trustedProxies: TrustedProxiesSchema,
+  issuance: IssuanceSettingsSchema.prefault({}),
+  keyRing: KeyRingSchema.prefault({}),
+  auth: z
+    .strictObject({
+      tokenReview: z
+        .strictObject({
+          enabled: z.boolean().default(true),
+          /** Audiences the bearer token must be valid for (one of them). */
+          audiences: z.array(AudienceSchema).min(1).default([DEFAULT_ISSUER_AUDIENCE]),
+        })
+        .prefault({}),
+      jwt: JwtSchema.optional(),
+      /** How long a TokenReview or SubjectAccessReview answer is reused (0 turns caching off). */
+      cacheSeconds: z.number().int().min(0).max(300).default(10),
+    })
+    .prefault({}),
+  rateLimit: z
+    .strictObject({
+      perCaller: CallerBucketSchema.prefault({}),
+      /**
+       * The failed-authentication budget per client address: a bearer the issuer does not know
+       * reserves one unit before its review (so N at once cost at most the budget) and gets it
+       * back if it proves valid. Keeps a flood of bad tokens off TokenReview.
+       */
+      unauthenticatedPerAddress: AuthFailureBucketSchema.prefault({}),
+      /**
+       * A bearer that authenticated within this long is reviewed again outside its address's
+       * budget: a flood of bad tokens from a shared address (a proxy, a NAT) does not lock out
+       * the callers already known there. 0 turns it off.
+       */
+      knownBearerSeconds: z.number().int().min(0).max(86_400).default(3_600),
+      maxTrackedCallers: z.number().int().min(1).max(1_000_000).default(10_000),
+    })
+    .prefault({}),
+  idempotency: z
+    .strictObject({
+      /** How long a POST's answer is kept for retries with the same Idempotency-Key. */
+      ttlSeconds: z.number().int().min(1).max(86_400).default(3_600),
+      maxEntries: z.number().int().min(1).max(1_000_000).default(10_000),
+    })
+    .prefault({}),
+  /** Open GET /v1/tokens/{id}?watch=true streams: per caller, and in all (beyond either, 429). */
+  watches: z
+    .strictObject({
+      perCaller: z.number().int().min(1).max(1_000).default(4),
+      max: z.number().int().min(1).max(100_000).default(256),
+    })
+    .prefault({}),
+  portal: PortalSchema.prefault({}),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+});
+
+const IssuerConfigSchema = IssuerSettingsSchema.extend({
+  tls: z.union([TlsFilesSchema, TlsPemSchema]),
+}).refine((config) => config.auth.tokenReview.enabled || config.auth.jwt !== undefined, {
+  message: 'enable auth.tokenReview or configure auth.jwt: the issuer needs a way to authenticate callers',
+  path: ['auth'],
+});
 
 export type IssuerConfig = z.output<typeof IssuerConfigSchema>;
 export type IssuerConfigInput = z.input<typeof IssuerConfigSchema>;
+
+/**
+ * Every setting at its default, TLS aside: the library's answer to an empty configuration, from
+ * which `nodeflavor run` takes the settings it has no flag for.
+ */
+export const ISSUER_DEFAULTS: Omit<IssuerConfig, 'tls'> = IssuerSettingsSchema.parse({});
 
 /** Parses the configuration; the error lists every bad field as `path: message`. */
 export function parseIssuerConfig(input: unknown): IssuerConfig {

@@ -1,7 +1,22 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseRunFlags, UsageError } from '../../src/cli/run-flags.ts';
-import { type Config, controllerUsername, kebab, parseConfig } from '../../src/config.ts';
+import {
+  type Config,
+  ConfigSchema,
+  controllerUsername,
+  issuerConfigFor,
+  kebab,
+  parseConfig,
+} from '../../src/config.ts';
+import {
+  AuthFailureBucketSchema,
+  CallerBucketSchema,
+  ConnectionsSchema,
+  IssuanceSettingsSchema,
+  parseIssuerConfig,
+  TrustedProxiesSchema,
+} from '../../src/tokenissuer/config.ts';
 
 /** What `nodeflavor run <args>` ends up with, given an environment. */
 const configOf = (args: string[], env: NodeJS.ProcessEnv = {}): Config =>
@@ -447,3 +462,245 @@ describe('--join-discovery', () => {
     assert.throws(() => configOf(['--join-discovery', 'https']), /joinDiscovery|join-discovery/);
   });
 });
+
+describe('flags read by parseArgs, from a table derived from ConfigSchema', () => {
+  test('every setting is a flag and a NODEFLAVOR_ variable, with no list kept by hand', () => {
+    for (const key of Object.keys(ConfigSchema.shape)) {
+      const flag = `--${kebab(key)}`;
+      const envName = `NODEFLAVOR_${kebab(key).replace(/-/g, '_').toUpperCase()}`;
+      const isBoolean = typeof parseConfig({})[key as keyof Config] === 'boolean';
+      const args = isBoolean ? [flag] : [`${flag}=x`];
+      assert.ok(key in parseRunFlags(args, {}), `${flag} sets ${key}`);
+      assert.ok(key in parseRunFlags([], { [envName]: isBoolean ? 'true' : 'x' }), `${envName} sets ${key}`);
+    }
+  });
+
+  test('values take the type of their setting: booleans, numbers, comma lists and text', () => {
+    const raw = parseRunFlags(
+      [
+        '--no-webhook',
+        '--workers=3',
+        '--issuer-caller-per-second',
+        '0.5',
+        '--issuer-trusted-proxies=10.0.0.1, ::1',
+      ],
+      { NODEFLAVOR_ISSUER_HEADERS_TIMEOUT: '5s' },
+    );
+    assert.deepEqual(raw, {
+      webhook: false,
+      workers: 3,
+      issuerCallerPerSecond: 0.5,
+      issuerTrustedProxies: ['10.0.0.1', '::1'],
+      issuerHeadersTimeout: '5s',
+    });
+  });
+
+  test('the first --admin-group replaces the environment list; later ones, under either name, add in order', () => {
+    const env = { NODEFLAVOR_ADMIN_GROUPS: 'from-env' };
+    assert.deepEqual(
+      parseRunFlags(['--admin-group', 'a', '--admin-groups=b', '--admin-group=c,d'], env).adminGroups,
+      ['a', 'b', 'c,d'],
+      'one group per use: a flag value is not split at commas',
+    );
+    assert.deepEqual(parseRunFlags([], env).adminGroups, ['from-env']);
+  });
+
+  test('a list that is not repeatable: the last flag wins, as for any other setting', () => {
+    const raw = parseRunFlags(
+      ['--issuer-trusted-proxies=10.0.0.1', '--issuer-trusted-proxies=10.0.0.2,10.0.0.3'],
+      {},
+    );
+    assert.deepEqual(raw.issuerTrustedProxies, ['10.0.0.2', '10.0.0.3']);
+  });
+
+  test('env then flag, for each kind of setting', () => {
+    const env = {
+      NODEFLAVOR_WEBHOOK: 'false',
+      NODEFLAVOR_WORKERS: '3',
+      NODEFLAVOR_ISSUER_TRUSTED_PROXIES: '10.0.0.1',
+      NODEFLAVOR_ISSUER_IDLE_TIMEOUT: '2m',
+    };
+    assert.deepEqual(
+      pick(configOf([], env), ['webhook', 'workers', 'issuerTrustedProxies', 'issuerIdleTimeout']),
+      { webhook: false, workers: 3, issuerTrustedProxies: ['10.0.0.1'], issuerIdleTimeout: 120_000 },
+    );
+    const flags = ['--webhook', '--workers=4', '--issuer-trusted-proxies=::1', '--issuer-idle-timeout=90s'];
+    assert.deepEqual(
+      pick(configOf(flags, env), ['webhook', 'workers', 'issuerTrustedProxies', 'issuerIdleTimeout']),
+      { webhook: true, workers: 4, issuerTrustedProxies: ['::1'], issuerIdleTimeout: 90_000 },
+    );
+  });
+
+  const usage: Record<string, { args: string[]; message: string }> = {
+    'a value that looks like a flag is not taken as the value': {
+      args: ['--namespace', '--no-webhook'],
+      message: '--namespace needs a value',
+    },
+    'a negated flag with a value': { args: ['--no-webhook=false'], message: '--no-webhook takes no value' },
+    'a boolean with a value other than true or false': {
+      args: ['--issuer-portal=on'],
+      message: '--issuer-portal must be true or false, not "on"',
+    },
+    'arguments after --': {
+      args: ['--', '--namespace=ops'],
+      message: 'unexpected argument "--namespace=ops"',
+    },
+    'grouped short flags': { args: ['-abc'], message: 'unexpected argument "-abc"' },
+  };
+  for (const [name, c] of Object.entries(usage)) {
+    test(`usage error: ${name}`, () => {
+      assert.throws(
+        () => parseRunFlags(c.args, {}),
+        (error: unknown) => error instanceof UsageError && error.message === c.message,
+      );
+    });
+  }
+});
+
+describe('the issuer settings of nodeflavor run are the issuer library’s', () => {
+  const serving = { listen: { port: 8443 }, tls: { certPem: 'x', keyPem: 'y' } };
+
+  test('every issuer default reached via nodeflavor run equals the library’s default', () => {
+    assert.deepEqual(issuerConfigFor(configOf([]), serving), parseIssuerConfig({ tls: serving.tls }));
+  });
+
+  test('the flags map onto the configuration the library parses from the same settings', () => {
+    const config = configOf([
+      '--namespace=ops',
+      '--key-secret=ring',
+      '--bootstrap-group=system:bootstrappers:ops',
+      '--join-discovery=token',
+      '--join-api-server-endpoint=api.example.com:6443',
+      '--issuer-auth=jwt',
+      '--jwt-issuer=https://idp.example.com',
+      '--jwt-audience=nodeflavor',
+      '--jwt-secret-file=/etc/hs256',
+      '--jwt-flavors-claim=flavors',
+      '--issuer-headers-timeout=1500ms',
+      '--issuer-request-timeout=20s',
+      '--issuer-idle-timeout=2m',
+      '--issuer-max-connections-per-address=8',
+      '--issuer-max-connections=100',
+      '--issuer-trusted-proxies=10.0.0.0/8',
+      '--issuer-auth-failure-burst=5',
+      '--issuer-auth-failures-per-second=0.5',
+      '--issuer-caller-burst=60',
+      '--issuer-caller-per-second=2',
+      '--issuer-portal',
+      '--log-level=warn',
+    ]);
+    const viaRun = issuerConfigFor(config, { ...serving, listen: { host: '127.0.0.1', port: 9443 } });
+    const library = parseIssuerConfig({
+      listen: { host: '127.0.0.1', port: 9443 },
+      tls: serving.tls,
+      issuance: {
+        authExtraGroups: 'system:bootstrappers:ops',
+        discovery: 'token',
+        apiServerEndpoint: 'api.example.com:6443',
+      },
+      keyRing: { namespace: 'ops', secretName: 'ring' },
+      auth: {
+        tokenReview: { enabled: false },
+        jwt: {
+          issuer: 'https://idp.example.com',
+          audience: 'nodeflavor',
+          hs256SecretFile: '/etc/hs256',
+          flavorsClaim: 'flavors',
+        },
+      },
+      connections: {
+        headersTimeoutSeconds: 1.5,
+        requestTimeoutSeconds: 20,
+        idleTimeoutSeconds: 120,
+        maxPerAddress: 8,
+        max: 100,
+      },
+      trustedProxies: ['10.0.0.0/8'],
+      rateLimit: {
+        perCaller: { capacity: 60, refillPerSecond: 2 },
+        unauthenticatedPerAddress: { capacity: 5, refillPerSecond: 0.5 },
+      },
+      portal: { enabled: true },
+      logLevel: 'warn',
+    });
+    assert.deepEqual(viaRun, library);
+  });
+
+  test('each issuer flag is checked by the very schema the library uses', () => {
+    const { shape } = ConfigSchema;
+    assert.equal(shape.issuerMaxConnections, ConnectionsSchema.shape.max);
+    assert.equal(shape.issuerMaxConnectionsPerAddress, ConnectionsSchema.shape.maxPerAddress);
+    assert.equal(shape.issuerCallerBurst, CallerBucketSchema.shape.capacity);
+    assert.equal(shape.issuerCallerPerSecond, CallerBucketSchema.shape.refillPerSecond);
+    assert.equal(shape.issuerAuthFailureBurst, AuthFailureBucketSchema.shape.capacity);
+    assert.equal(shape.issuerAuthFailuresPerSecond, AuthFailureBucketSchema.shape.refillPerSecond);
+    assert.equal(shape.issuerTrustedProxies, TrustedProxiesSchema);
+    assert.equal(shape.bootstrapGroup, IssuanceSettingsSchema.shape.authExtraGroups);
+    assert.equal(shape.joinDiscovery, IssuanceSettingsSchema.shape.discovery);
+  });
+
+  // A value the library would refuse is refused at start-up (exit 2), naming the flag, rather
+  // than leaving the issuer unable to start in a running process.
+  const refused: Record<string, { args: string[]; message: RegExp }> = {
+    'a headers timeout over the library’s 5m': {
+      args: ['--issuer-headers-timeout=6m', '--issuer-request-timeout=10m'],
+      message: /--issuer-headers-timeout: must be at most 5m/,
+    },
+    'a request timeout over 10m': {
+      args: ['--issuer-request-timeout=11m'],
+      message: /--issuer-request-timeout:/,
+    },
+    'an idle timeout over 1h': {
+      args: ['--issuer-idle-timeout=2h'],
+      message: /--issuer-idle-timeout: must be at most 1h/,
+    },
+    'a timeout under 100ms': { args: ['--issuer-idle-timeout=50ms'], message: /must be at least 100ms/ },
+    'a timeout that is no duration': {
+      args: ['--issuer-idle-timeout=65'],
+      message: /--issuer-idle-timeout: a duration like 500ms, 30s, 5m or 1h/,
+    },
+    'a caller burst over 100000': {
+      args: ['--issuer-caller-burst=100001'],
+      message: /--issuer-caller-burst:/,
+    },
+    'an empty audience': { args: ['--issuer-audience='], message: /--issuer-audience:/ },
+    'an empty key secret': { args: ['--key-secret='], message: /--key-secret:/ },
+    'a bootstrap group outside system:bootstrappers, in the library’s words': {
+      args: ['--bootstrap-group=system:nodes'],
+      message: /--bootstrap-group: must match system:bootstrappers:/,
+    },
+    'jwt without an issuer, an audience or a key file': {
+      args: ['--issuer-auth=jwt'],
+      message:
+        /--jwt-issuer: required with --issuer-auth jwt; --jwt-audience: required with --issuer-auth jwt; --jwt-jwks-file: set exactly one of/,
+    },
+    'jwt with both key files': {
+      args: [
+        '--issuer-auth=jwt',
+        '--jwt-issuer=i',
+        '--jwt-audience=a',
+        '--jwt-jwks-file=/k',
+        '--jwt-secret-file=/s',
+      ],
+      message:
+        /^Error: invalid configuration: --jwt-jwks-file: set exactly one of --jwt-jwks-file and --jwt-secret-file/,
+    },
+  };
+  for (const [name, c] of Object.entries(refused)) {
+    test(`refused: ${name}`, () => {
+      assert.throws(() => configOf(c.args), c.message);
+    });
+  }
+
+  test('jwt key files and claims are not required without --issuer-auth jwt', () => {
+    assert.equal(configOf([]).jwtIssuer, undefined);
+    assert.equal(
+      configOf(['--issuer-auth=jwt', '--jwt-issuer=i', '--jwt-audience=a', '--jwt-jwks-file=/k']).issuerAuth,
+      'jwt',
+    );
+  });
+});
+
+function pick<K extends keyof Config>(config: Config, keys: K[]): Pick<Config, K> {
+  return Object.fromEntries(keys.map((key) => [key, config[key]])) as Pick<Config, K>;
+}
