@@ -42,11 +42,17 @@ export class HttpStatusError extends Error {
   }
 }
 
-/** A transform for caches of small objects: managedFields are often half their size and unused. */
+/**
+ * A transform for caches of small objects: managedFields are often half their size and unused.
+ * The metadata is copied without them rather than `delete`d from: a deletion turns the object
+ * into a dictionary of its properties, and a cached FlavoredToken then held ~380 bytes more (a
+ * fifth of it: bench/cache-cost.ts) than one whose metadata shares its shape with every other.
+ */
 export function withoutManagedFields<T>(raw: unknown): T {
-  const metadata = (raw as { metadata?: { managedFields?: unknown } }).metadata;
-  if (metadata) delete metadata.managedFields;
-  return raw as T;
+  const object = raw as { metadata?: { managedFields?: unknown } };
+  if (!object.metadata || !('managedFields' in object.metadata)) return raw as T;
+  const { managedFields: _dropped, ...metadata } = object.metadata;
+  return { ...object, metadata } as T;
 }
 
 /**
