@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { ControlPlane } from '../test/e2e/cluster/controlplane.ts';
 import { ManagedProcess } from '../test/e2e/cluster/process.ts';
 import { versions } from '../test/e2e/cluster/versions.ts';
+import { finalStageConfig, parseDockerfile } from '../test/e2e/realnode/dockerfile.ts';
 import { OPERATOR_NAMESPACE } from '../test/e2e/support/nodeflavor.ts';
 import { newestProfile, profileLines, summariseProfile } from './profiling.ts';
 
@@ -136,6 +137,16 @@ export function chartNodeOptions(): string[] {
   const match = /^nodeOptions:\s*"([^"]*)"/m.exec(values);
   if (!match) throw new Error('values.yaml has no nodeOptions');
   return (match[1] ?? '').split(/\s+/).filter(Boolean);
+}
+
+/**
+ * The environment the image sets for the operator besides NODE_ENV (the Dockerfile's final stage,
+ * read as the real-node tests read it: MALLOC_ARENA_MAX), so benchmarks run it as the image does.
+ */
+export function imageEnv(): Record<string, string> {
+  const dockerfile = readFileSync(join(import.meta.dirname, '..', 'Dockerfile'), 'utf8');
+  const pairs = finalStageConfig(parseDockerfile(dockerfile)).env.map((pair) => pair.split(/=(.*)/s, 2));
+  return Object.fromEntries(pairs.filter(([name]) => name !== 'NODE_ENV'));
 }
 
 export const cpuProfile = (): boolean =>

@@ -23,6 +23,7 @@ import {
   type Figure,
   figure,
   freePort,
+  imageEnv,
   log,
   logProfile,
   mapLimit,
@@ -158,6 +159,7 @@ export async function runP1(scale: Scale): Promise<Figure[]> {
   const operator = startOperator(join(logs, 'operator.log'), ['--no-leader-elect', '--log-level', 'warn'], {
     metricsPort,
     nodeArgs: nodeArgsFor(join(logs, 'operator-prof')),
+    env: imageEnv(),
     built: true,
   });
   await waitReady(metricsPort);

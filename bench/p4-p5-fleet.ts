@@ -28,6 +28,7 @@ import {
   type Figure,
   figure,
   freePort,
+  imageEnv,
   log,
   logProfile,
   nodeArgsFor,
@@ -89,7 +90,7 @@ function bareList(kubeconfigPath: string): Promise<{ seconds: number; nodes: num
     const child = spawn(
       process.execPath,
       [...chartNodeOptions(), join(import.meta.dirname, 'bare-list.ts'), '--kubeconfig', kubeconfigPath],
-      { stdio: ['ignore', 'pipe', 'inherit'] },
+      { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...imageEnv() } },
     );
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => {
@@ -132,6 +133,7 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
   const idle = startOperator(join(logs, 'operator-idle.log'), ['--no-leader-elect', '--log-level', 'warn'], {
     metricsPort: idlePort,
     nodeArgs: chartNodeOptions(),
+    env: imageEnv(),
     built: true,
   });
   await waitReady(idlePort, 120_000);
@@ -159,7 +161,7 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
     const settler = startOperator(
       join(logs, `operator-settle-${level}.log`),
       ['--no-leader-elect', '--log-level', 'warn'],
-      { metricsPort: settlePort, nodeArgs: chartNodeOptions(), built: true },
+      { metricsPort: settlePort, nodeArgs: chartNodeOptions(), env: imageEnv(), built: true },
     );
     await waitReady(settlePort, 600_000);
     await waitOperatorSettled(settlePort, level, { timeoutMs: 1_800_000, intervalMs: 100 });
@@ -186,6 +188,7 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
           ...nodeArgsFor(profiles),
           ...(heapSnapshot() ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${profiles}`] : []),
         ],
+        env: imageEnv(),
         built: true,
       },
     );
@@ -307,6 +310,7 @@ async function naiveInformerRss(kubeconfigPath: string, logs: string, level: num
     // Node.js strips the types itself: no tsx, like the compiled operator it is compared with.
     [join(import.meta.dirname, 'naive-informer.ts'), '--kubeconfig', kubeconfigPath],
     naiveLog,
+    { ...process.env, ...imageEnv() },
   );
   const deadline = Date.now() + 600_000;
   while (

@@ -158,6 +158,8 @@ export function startOperator(
     nodeArgs?: string[];
     /** Run the compiled dist/ as the image does (benchmarks build it first), not the sources via tsx. */
     built?: boolean;
+    /** Environment variables besides this process's own (the image's MALLOC_ARENA_MAX, say). */
+    env?: Record<string, string>;
     /** Another identity than the chart's ServiceAccount (a kubeconfig file). */
     kubeconfigPath?: string;
     /**
@@ -194,7 +196,7 @@ export function startOperator(
       ...extraArgs,
     ],
     logPath,
-    { ...process.env, NODEFLAVOR_FAILPOINTS: (options.failpoints ?? []).join(',') },
+    { ...process.env, ...options.env, NODEFLAVOR_FAILPOINTS: (options.failpoints ?? []).join(',') },
   );
 }
 
