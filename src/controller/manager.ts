@@ -184,6 +184,8 @@ export function startController(options: {
   // The process's FlavorClass cache when it shares one (the issuer and the guard read it too).
   const ownClasses = options.classes === undefined;
   const classes = options.classes ?? flavorClassCache(kubeConfig, restart('flavorclasses'));
+  // A shared cache's restarts count in this controller's metric all the same.
+  const removeClassRestarts = ownClasses ? () => {} : classes.addRestartHandler(restart('flavorclasses'));
   const removeClassHandler = classes.addEventHandler((type, flavorClass, previous) => {
     classStatus.onClass(type, flavorClass);
     // A status write (ours) leaves the generation as it was: no node's verdict can change.
@@ -340,6 +342,7 @@ export function startController(options: {
       await ownElector?.stop();
       for (const cache of [nodes, csrs, tokens]) cache.stop();
       removeClassHandler();
+      removeClassRestarts();
       if (ownClasses) classes.stop();
       if (ownKeyRing) keyRing.stop();
     },

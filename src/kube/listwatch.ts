@@ -15,6 +15,16 @@ interface ObjectWithMeta {
 export type EventHandler<T> = (type: WatchEventType, object: T, previous: T | undefined) => void;
 
 export type RestartReason = 'relist' | 'watch-ended' | 'error' | 'stalled';
+type RestartHandler = (reason: RestartReason, error?: Error) => void;
+
+/** Adds `item` to `list`; returns the function that takes it out again. */
+function removableFrom<T>(list: T[], item: T): () => void {
+  list.push(item);
+  return () => {
+    const index = list.indexOf(item);
+    if (index >= 0) list.splice(index, 1);
+  };
+}
 
 export interface ListWatchOptions<T extends ObjectWithMeta> {
   kubeConfig: KubeConfig;
@@ -29,7 +39,7 @@ export interface ListWatchOptions<T extends ObjectWithMeta> {
   inactivityMs?: number;
   /** The owner's handler; others sharing the cache add theirs with addEventHandler. */
   onEvent?: EventHandler<T>;
-  onRestart?: (reason: RestartReason, error?: Error) => void;
+  onRestart?: RestartHandler;
 }
 
 class GoneError extends Error {}
@@ -82,6 +92,7 @@ export class ListWatch<T extends ObjectWithMeta> {
   private readonly syncWaiters: (() => void)[] = [];
   private failures = 0;
   private readonly handlers: EventHandler<T>[] = [];
+  private readonly restartHandlers: RestartHandler[] = [];
 
   constructor(options: ListWatchOptions<T>) {
     this.options = options;
@@ -93,11 +104,17 @@ export class ListWatch<T extends ObjectWithMeta> {
    * informers): its handler hears every event from now on. Returns the way to stop hearing them.
    */
   addEventHandler(handler: EventHandler<T>): () => void {
-    this.handlers.push(handler);
-    return () => {
-      const index = this.handlers.indexOf(handler);
-      if (index >= 0) this.handlers.splice(index, 1);
-    };
+    return removableFrom(this.handlers, handler);
+  }
+
+  /** Another reader's restart handler (its metrics count this watch's restarts too). */
+  addRestartHandler(handler: RestartHandler): () => void {
+    return removableFrom(this.restartHandlers, handler);
+  }
+
+  private restarted(reason: RestartReason, error?: Error): void {
+    this.options.onRestart?.(reason, error);
+    for (const handler of this.restartHandlers) handler(reason, error);
   }
 
   /** Starts listing and watching; resolves once the first full list is in the cache. */
@@ -158,16 +175,16 @@ export class ListWatch<T extends ObjectWithMeta> {
         if (this.resourceVersion === undefined) await this.relist();
         await this.watch();
         this.failures = 0;
-        if (!this.stopped) this.options.onRestart?.('watch-ended');
+        if (!this.stopped) this.restarted('watch-ended');
       } catch (error) {
         if (this.stopped) return;
         if (error instanceof GoneError) {
           this.resourceVersion = undefined;
-          this.options.onRestart?.('relist');
+          this.restarted('relist');
           continue;
         }
         const reason: RestartReason = (error as Error).name === 'StalledWatch' ? 'stalled' : 'error';
-        this.options.onRestart?.(reason, error as Error);
+        this.restarted(reason, error as Error);
         if (reason === 'error') {
           this.failures += 1;
           await this.backoff();
@@ -356,7 +373,7 @@ export class ListWatch<T extends ObjectWithMeta> {
         handler(type, object, previous);
       } catch (error) {
         // Handlers only enqueue keys; a throwing one must not break the watch (or the others).
-        this.options.onRestart?.('error', error as Error);
+        this.restarted('error', error as Error);
       }
     }
   }

@@ -398,6 +398,24 @@ describe('ListWatch', () => {
     assert.deepEqual(lw.keys().sort(), ['a', 'b']);
   });
 
+  test("another reader's restart handler hears each restart with the owner's, until removed", async () => {
+    api.put('a');
+    const lw = listWatch();
+    const heard: RestartReason[] = [];
+    const remove = lw.addRestartHandler((reason) => heard.push(reason));
+    await lw.start();
+    await api.sendRaw('not json\n');
+    await api.request('watch', 2);
+    remove();
+    await api.sendRaw('not json either\n');
+    await api.request('watch', 3);
+    assert.deepEqual(
+      restarts.map((r) => r.reason),
+      ['error', 'error'],
+    );
+    assert.deepEqual(heard, ['error'], 'nothing after it was removed');
+  });
+
   test('a BOOKMARK advances the resourceVersion the next watch starts from', async () => {
     api.put('a');
     const lw = listWatch();
