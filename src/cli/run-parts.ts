@@ -46,19 +46,13 @@ export function startOptionalParts(options: PartOptions): RunningPart[] {
   return parts;
 }
 
-function startAdmissionPart({
-  kubeConfig,
-  config,
-  registry,
-  log,
-  leadership,
-  classes,
-}: PartOptions): RunningPart {
-  const keys = protectedKeysFrom(classes);
+function startAdmissionPart(options: PartOptions): RunningPart {
+  const { log, leadership } = options;
+  const keys = protectedKeysFrom(options.classes);
   const admission = startAdmission({
-    kubeConfig,
-    config,
-    registry,
+    kubeConfig: options.kubeConfig,
+    config: options.config,
+    registry: options.registry,
     logger: log,
     protectedKeys: keys,
     ...(leadership ? { leadership } : {}),
