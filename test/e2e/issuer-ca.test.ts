@@ -3,26 +3,23 @@
 // self-managed issuer TLS in a ConfigMap (ca.crt only, never the CA key, which stays in the
 // Secret), and keeps it current when the CA is replaced.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
-import { prepareOperatorIdentity } from './support/chart.ts';
-import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
-import { OPERATOR_NAMESPACE, startOperator } from './support/nodeflavor.ts';
+import type { E2EEnvironment } from './support/environment.ts';
+import { OPERATOR_NAMESPACE } from './support/nodeflavor.ts';
+import { operatorFixture } from './support/operator-fixture.ts';
 import { waitFor } from './support/wait.ts';
 
 const SECRET = 'nodeflavor-issuer-tls';
 const CONFIG_MAP = 'nodeflavor-issuer-ca';
 
 describe('the issuer CA for portals (ConfigMap, certificate only)', () => {
+  const fx = operatorFixture({ logPrefix: 'nodeflavor-issuer-ca-' });
   let env: E2EEnvironment;
   let operator: ManagedProcess | undefined;
   let port: number;
-  const logs = mkdtempSync(join(tmpdir(), 'nodeflavor-issuer-ca-'));
 
   const secretCa = async (): Promise<string | undefined> => {
     const secret = await env.core
@@ -58,8 +55,7 @@ describe('the issuer CA for portals (ConfigMap, certificate only)', () => {
     });
 
   before(async () => {
-    env = await e2eEnvironment();
-    await prepareOperatorIdentity(env);
+    env = fx.env;
     for (const remove of [
       () => env.core.deleteNamespacedSecret({ namespace: OPERATOR_NAMESPACE, name: SECRET }),
       () => env.core.deleteNamespacedConfigMap({ namespace: OPERATOR_NAMESPACE, name: CONFIG_MAP }),
@@ -67,22 +63,17 @@ describe('the issuer CA for portals (ConfigMap, certificate only)', () => {
       await remove().catch(() => undefined);
     }
     port = await freePort();
-    operator = startOperator(join(logs, 'operator.log'), [
-      '--no-controller',
-      '--issuer',
-      `--issuer-address=127.0.0.1:${port}`,
-    ]);
+    operator = fx.start(['--no-controller', '--issuer', `--issuer-address=127.0.0.1:${port}`]);
   });
 
+  // After the fixture has stopped the operator, so it does not recreate them.
   after(async () => {
-    await operator?.stop();
     await env.core
       .deleteNamespacedSecret({ namespace: OPERATOR_NAMESPACE, name: SECRET })
       .catch(() => undefined);
     await env.core
       .deleteNamespacedConfigMap({ namespace: OPERATOR_NAMESPACE, name: CONFIG_MAP })
       .catch(() => undefined);
-    rmSync(logs, { recursive: true, force: true });
   });
 
   it('publishes ca.crt only, the CA the issuer serves under, and follows a new CA', async () => {
