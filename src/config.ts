@@ -239,12 +239,17 @@ export function issuerConfigFor(
   serving: { listen: { host?: string | undefined; port: number }; tls: IssuerConfig['tls'] },
 ): IssuerConfig {
   const defaults = ISSUER_DEFAULTS;
+  const jwtSetting = (value: string | undefined, flag: string): string => {
+    // parseConfig's rules require it in JWT mode; a Config that skipped them must not run open.
+    if (!value) throw new Error(`--issuer-auth=jwt needs ${flag}`);
+    return value;
+  };
   const jwt =
     config.issuerAuth === 'jwt'
       ? {
           ...JWT_DEFAULTS,
-          issuer: config.jwtIssuer ?? '',
-          audience: config.jwtAudience ?? '',
+          issuer: jwtSetting(config.jwtIssuer, '--jwt-issuer'),
+          audience: jwtSetting(config.jwtAudience, '--jwt-audience'),
           flavorsClaim: config.jwtFlavorsClaim,
           ...(config.jwtJwksFile ? { jwksFile: config.jwtJwksFile } : {}),
           ...(config.jwtSecretFile ? { hs256SecretFile: config.jwtSecretFile } : {}),

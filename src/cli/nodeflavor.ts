@@ -101,8 +101,9 @@ async function run(args: string[]): Promise<number> {
   }
 
   // One FlavorClass cache per process: the controller, the guard and the issuer each add a handler.
+  // Its restarts are logged (and counted) by the controller when it runs, here otherwise.
   const classes = flavorClassCache(kubeConfig, (reason, error) => {
-    if (reason === 'error' || reason === 'stalled')
+    if (!config.controller && (reason === 'error' || reason === 'stalled'))
       log.warn({ resource: 'flavorclasses', reason, err: error?.message }, 'watch restarted');
   });
   void classes.start();

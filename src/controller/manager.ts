@@ -311,7 +311,8 @@ export function startController(options: {
   const leadership = options.leadership ?? ownElector ?? soleLeadership();
   let unsubscribe: (() => void) | undefined;
   void synced.then(() => {
-    if (stopped) return;
+    // A shared cache stopped before its first list: judging Nodes against no classes would strip them.
+    if (stopped || !classes.hasSynced) return;
     // Work only with warm caches: a term that began before the sync starts working now.
     unsubscribe = leadership.subscribe((term) => (term ? startWorking(term) : stopWorking()));
     const current = leadership.term();

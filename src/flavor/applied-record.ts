@@ -1,3 +1,11 @@
+// The record of exactly what nodeflavor applied to a Node (annotation nodeflavor.io/applied): the
+// label keys, annotation keys and taint (key, effect) pairs of its FlavorClass as last written.
+// It is what lets the controller remove a key the class no longer names even when that key lies
+// outside nodeflavor.io/ and no other class names it, without touching keys others own.
+// Because the record licenses removals, a forged one could make the controller strip an admin's
+// taint, so it carries an HMAC under the key ring over the Node's UID, as the verification record
+// does. Anything short of a genuine record proves nothing: the controller then removes only keys
+// it owns by claim (nodeflavor.io/ and keys some FlavorClass names), never the rest.
 import { z } from 'zod';
 import { constantTimeEqual, hmacOf } from './flavor-token.ts';
 import { type HmacKey, type KeyRing, keyRingKeys } from './keyring.ts';

@@ -1,3 +1,15 @@
+// Issuance under an Idempotency-Key that any replica can repeat (ADR 0005). Everything a retry
+// needs is derived from the key ring and the request, or stored on the FlavoredToken record,
+// which holds no secret:
+//   - the token ID is derived from (caller, Idempotency-Key): a retry on any replica names the
+//     same FlavoredToken, and creating it is the one atomic claim (a second create is a 409);
+//   - the record carries a mark (key ID and two digests) that says which caller, key and body it
+//     was made for, so a replica tells a retry from a reused key or a foreign token;
+//   - the bootstrap token's secret is derived from the request, the token ID and the record's UID:
+//     any replica re-derives it from the record, and a record made again after a deletion (a new
+//     UID) gets another secret, so a revoked secret never comes back.
+// Every derivation uses its own key, itself derived from a ring key under this domain, so none can
+// be confused with a flavor token or a record MAC made with the same ring key. Pure.
 import { base32Encode } from './base32.ts';
 import {
   type BootstrapToken,

@@ -48,7 +48,10 @@ export function protectedKeysFrom(
         if (index >= 0) listeners.splice(index, 1);
       };
     },
-    ready: classes.waitForSync(),
+    // A cache stopped before its first list must not let the guard serve with no keys (open).
+    ready: classes.waitForSync().then(() => {
+      if (!classes.hasSynced) throw new Error('the FlavorClass cache stopped before its first list');
+    }),
     stop: removeHandler,
   };
 }

@@ -273,7 +273,16 @@ export type IssuerConfigInput = z.input<typeof IssuerConfigSchema>;
  * Every setting at its default, TLS aside: the library's answer to an empty configuration, from
  * which `nodeflavor run` takes the settings it has no flag for.
  */
-export const ISSUER_DEFAULTS: Omit<IssuerConfig, 'tls'> = IssuerSettingsSchema.parse({});
+export const ISSUER_DEFAULTS: Omit<IssuerConfig, 'tls'> = deepFreeze(IssuerSettingsSchema.parse({}));
+
+/** Frozen all the way down: its nested objects are shared by reference into every issuer config. */
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}
 
 /** Parses the configuration; the error lists every bad field as `path: message`. */
 export function parseIssuerConfig(input: unknown): IssuerConfig {

@@ -560,6 +560,18 @@ describe('flags read by parseArgs, from a table derived from ConfigSchema', () =
 describe('the issuer settings of nodeflavor run are the issuer library’s', () => {
   const serving = { listen: { port: 8443 }, tls: { certPem: 'x', keyPem: 'y' } };
 
+  test('a JWT-mode config that skipped the schema’s rules is refused, never run with an empty issuer', () => {
+    const unchecked = { ...configOf([]), issuerAuth: 'jwt' as const, jwtAudience: 'nodeflavor' };
+    assert.throws(() => issuerConfigFor(unchecked, serving), /--issuer-auth=jwt needs --jwt-issuer/);
+  });
+
+  test('the library defaults shared into every issuer config cannot be changed through one', () => {
+    const config = issuerConfigFor(configOf([]), serving);
+    assert.throws(() => {
+      (config.idempotency as { ttlSeconds: number }).ttlSeconds = 1;
+    }, TypeError);
+  });
+
   test('every issuer default reached via nodeflavor run equals the library’s default', () => {
     assert.deepEqual(issuerConfigFor(configOf([]), serving), parseIssuerConfig({ tls: serving.tls }));
   });
