@@ -186,6 +186,16 @@ export function startController(options: {
   const classes = options.classes ?? flavorClassCache(kubeConfig, restart('flavorclasses'));
   // A shared cache's restarts count in this controller's metric all the same.
   const removeClassRestarts = ownClasses ? () => {} : classes.addRestartHandler(restart('flavorclasses'));
+  const caches: Caches = { nodes, csrs, tokens, classes };
+  // The one writer of FlavorClass status (its own queue; fed by the Node and FlavorClass caches).
+  const classStatus: FlavorClassStatusReconciler = new FlavorClassStatusReconciler({
+    classes,
+    metrics,
+    log,
+    workers: config.workers,
+    now: () => new Date(),
+  });
+  // After classStatus exists: a shared cache replays the classes it already holds at once.
   const removeClassHandler = classes.addEventHandler((type, flavorClass, previous) => {
     classStatus.onClass(type, flavorClass);
     // A status write (ours) leaves the generation as it was: no node's verdict can change.
@@ -200,15 +210,6 @@ export function startController(options: {
       if (readVerificationRecord(nodeFacts(node))?.flavorClass === flavorClass.metadata.name)
         nodeQueue.add(node.metadata.name);
     }
-  });
-  const caches: Caches = { nodes, csrs, tokens, classes };
-  // The one writer of FlavorClass status (its own queue; fed by the Node and FlavorClass caches).
-  const classStatus: FlavorClassStatusReconciler = new FlavorClassStatusReconciler({
-    classes,
-    metrics,
-    log,
-    workers: config.workers,
-    now: () => new Date(),
   });
 
   const recorder = new EventRecorder(kubeConfig, { component: 'nodeflavor-controller' });

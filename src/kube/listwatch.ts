@@ -101,9 +101,18 @@ export class ListWatch<T extends ObjectWithMeta> {
 
   /**
    * Another reader of the same cache (one watch per resource per process, as client-go's shared
-   * informers): its handler hears every event from now on. Returns the way to stop hearing them.
+   * informers): its handler first hears every object already cached as ADDED, as client-go's
+   * AddEventHandler replays them (a reader that joins after the first list builds the same
+   * indexes as one that was there), then every event. Returns the way to stop hearing them.
    */
   addEventHandler(handler: EventHandler<T>): () => void {
+    for (const object of this.list()) {
+      try {
+        handler('ADDED', object, undefined);
+      } catch (error) {
+        this.restarted('error', error as Error);
+      }
+    }
     return removableFrom(this.handlers, handler);
   }
 

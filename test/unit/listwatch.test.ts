@@ -398,6 +398,22 @@ describe('ListWatch', () => {
     assert.deepEqual(lw.keys().sort(), ['a', 'b']);
   });
 
+  test('a handler added after the first list hears the cached objects as ADDED first, then events', async () => {
+    api.put('a');
+    api.put('b');
+    const lw = listWatch();
+    await lw.start();
+    const heard: string[] = [];
+    lw.addEventHandler((type, object, previous) => {
+      heard.push(`${type} ${object.metadata.name}${previous ? ' (had a previous)' : ''}`);
+      api.changed.poke();
+    });
+    assert.deepEqual(heard.sort(), ['ADDED a', 'ADDED b'], 'replayed at once, as client-go does');
+    await api.send('ADDED', api.put('c'));
+    await api.changed.until(() => heard.length >= 3, 'the watch event');
+    assert.equal(heard[2], 'ADDED c');
+  });
+
   test("another reader's restart handler hears each restart with the owner's, until removed", async () => {
     api.put('a');
     const lw = listWatch();
