@@ -183,9 +183,9 @@ export function startController(options: {
   });
   // The process's FlavorClass cache when it shares one (the issuer and the guard read it too).
   const ownClasses = options.classes === undefined;
-  const classes = options.classes ?? flavorClassCache(kubeConfig, restart('flavorclasses'));
-  // A shared cache's restarts count in this controller's metric all the same.
-  const removeClassRestarts = ownClasses ? () => {} : classes.addRestartHandler(restart('flavorclasses'));
+  const classes = options.classes ?? flavorClassCache(kubeConfig);
+  // Its restarts count in this controller's metric whoever owns it.
+  const removeClassRestarts = classes.addRestartHandler(restart('flavorclasses'));
   const caches: Caches = { nodes, csrs, tokens, classes };
   // The one writer of FlavorClass status (its own queue; fed by the Node and FlavorClass caches).
   const classStatus: FlavorClassStatusReconciler = new FlavorClassStatusReconciler({
