@@ -7,9 +7,9 @@
 // own (p3-issuer-server.ts: startTokenIssuer as `nodeflavor run` wires it, with the per-caller rate
 // limit raised: the CLI has no flag for it). Each level runs floor and issuer in alternating halves
 // so that drift hits both alike; between levels the tokens and Secrets are deleted. A third arm,
-// the protocol floor, makes the issuance's own two writes (a FlavoredToken, then its bootstrap
-// Secret owned by it) back to back from the benchmark client with no other work: the most any
-// issuer that keeps this protocol could reach on the same machine.
+// the protocol floor, makes the issuance's own three writes (a FlavoredToken, its bootstrap Secret
+// owned by it, the issued mark) back to back from the benchmark client with no other work: the
+// most any issuer that keeps this protocol could reach on the same machine.
 //   node --import tsx bench/p3-issuance.ts [--scale quick] [--cpu-prof]   (or BENCH_CPU_PROF=1)
 //        [--profile-level 1|8|32] (the level profiled; default 32)
 //        [--reuse-connections]   a diagnostic what-if, not a figure of the product: the issuer's
@@ -20,7 +20,12 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
 import { randomString, TOKEN_ALPHABET } from '../src/flavor/bootstrap-token.ts';
-import { API_VERSION, FLAVORED_TOKEN_KIND, TOKEN_ID_LABEL } from '../src/flavor/resources.ts';
+import {
+  API_VERSION,
+  FLAVORED_TOKEN_KIND,
+  ISSUED_ANNOTATION,
+  TOKEN_ID_LABEL,
+} from '../src/flavor/resources.ts';
 import { kubeJson } from '../src/kube/fetch.ts';
 import {
   DEFAULT_AUTH_EXTRA_GROUP,
@@ -238,7 +243,7 @@ interface Level {
   concurrency: number;
   issuer: Batch;
   floor: Batch;
-  /** The protocol's two writes from the benchmark client, nothing else. */
+  /** The protocol's three writes from the benchmark client, nothing else. */
   protocol: Batch;
   issuerBreakdown: string;
   floorBreakdown: string;
@@ -392,7 +397,7 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
           },
           spec: { flavorClassName: FLAVOR, maxUses: 1, ttl: '1h' },
         });
-      const twoWrites = async () => {
+      const protocolWrites = async () => {
         const id = randomString(TOKEN_ALPHABET, 6, randomBytes);
         const record = JSON.parse(
           await post(
@@ -410,6 +415,23 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
           baselineSecret(id, record.metadata),
           'owned Secret create',
         );
+        const marked = await pools.api.request({
+          path: `/apis/nodeflavor.io/v1alpha1/flavoredtokens/${record.metadata.name}`,
+          method: 'PATCH',
+          headers: {
+            authorization: `Bearer ${operatorToken}`,
+            'content-type': 'application/merge-patch+json',
+            accept: 'application/json',
+          },
+          body: JSON.stringify({
+            metadata: {
+              annotations: { [ISSUED_ANNOTATION]: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z') },
+            },
+          }),
+        });
+        const text = await marked.body.text();
+        if (marked.statusCode !== 200)
+          throw new Error(`issued mark: HTTP ${marked.statusCode}: ${text.slice(0, 300)}`);
       };
       const create = async () => {
         await post(
@@ -424,7 +446,7 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
         const warmup = Math.max(10, 2 * concurrency);
         await batch(warmup, concurrency, create);
         await batch(warmup, concurrency, issue);
-        await batch(warmup, concurrency, twoWrites);
+        await batch(warmup, concurrency, protocolWrites);
         const halves = { issuer: [] as Batch[], floor: [] as Batch[], protocol: [] as Batch[] };
         const requestCounts = new Map<string, number>();
         let issuedThisLevel = 0;
@@ -435,7 +457,7 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
           halves.floor.push(await batch(count, concurrency, create));
           cpu.add(`floor-${concurrency}`, cpuBefore, cpu.snapshot(), count);
           deltas.add(`floor-${concurrency}`, before, await deltas.snapshot());
-          halves.protocol.push(await batch(count, concurrency, twoWrites));
+          halves.protocol.push(await batch(count, concurrency, protocolWrites));
           const profile = cpuProfile() && !profiled && concurrency === profiledLevel();
           if (profile) toggleProfile(ready.pid);
           before = await deltas.snapshot();
@@ -482,7 +504,7 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
         );
         const pr = summary(level.protocol.latencies);
         log(
-          `P3   protocol floor (its two writes from the benchmark client): ${rate(level.protocol).toFixed(0)} tokens/s (${(rate(level.protocol) / rate(level.floor)).toFixed(2)}x the Secret creates) p50/p99 ${pr.p50.toFixed(1)}/${pr.p99.toFixed(1)} ms`,
+          `P3   protocol floor (its three writes from the benchmark client): ${rate(level.protocol).toFixed(0)} tokens/s (${(rate(level.protocol) / rate(level.floor)).toFixed(2)}x the Secret creates) p50/p99 ${pr.p50.toFixed(1)}/${pr.p99.toFixed(1)} ms`,
         );
         log(
           `P3   the issuer's API requests per issuance: ${level.requestsPerTokenTotal.toFixed(2)} (${level.requestsPerToken}); a raw Secret create is 1`,
@@ -532,14 +554,14 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
           notes: `p50 issuer ${i.p50.toFixed(1)} ms, Secret create ${f.p50.toFixed(1)} ms; ${common}`,
         }),
         figure({
-          name: `${prefix} protocol floor tokens/s (its two writes, no issuer), concurrency ${level.concurrency}`,
+          name: `${prefix} protocol floor tokens/s (its three writes, no issuer), concurrency ${level.concurrency}`,
           value: rate(level.protocol),
           unit: '/s',
           baseline: rate(level.floor),
           baselineName: 'raw Secret creates',
           goal: '-',
           met: true,
-          notes: `the issuance's two writes (a FlavoredToken as the issuer writes it, without the finalizer; then its bootstrap Secret, owned by it) back to back from the benchmark client, as the chart ServiceAccount, in the same alternating halves: the ceiling of any issuer that keeps this protocol on this machine; p50/p99 ${summary(level.protocol.latencies).p50.toFixed(1)}/${summary(level.protocol.latencies).p99.toFixed(1)} ms; the issuer reached ${(rate(level.issuer) / rate(level.protocol)).toFixed(2)}x of it`,
+          notes: `the issuance's three writes (a FlavoredToken as the issuer writes it, without the finalizer; its bootstrap Secret, owned by it; the issued mark, a merge patch) back to back from the benchmark client, as the chart ServiceAccount, in the same alternating halves: the ceiling of any issuer that keeps this protocol on this machine; p50/p99 ${summary(level.protocol.latencies).p50.toFixed(1)}/${summary(level.protocol.latencies).p99.toFixed(1)} ms; the issuer reached ${(rate(level.issuer) / rate(level.protocol)).toFixed(2)}x of it`,
         }),
         figure({
           name: `${prefix} issuance p99, concurrency ${level.concurrency}`,
@@ -549,7 +571,7 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
           baselineName: 'raw Secret create p99',
           goal: '≤ 2.5× baseline',
           met: i.p99 <= 2.5 * f.p99,
-          notes: `the issuer's API requests per issuance: ${level.requestsPerTokenTotal.toFixed(2)} (${level.requestsPerToken}), two writes in sequence (POST FlavoredToken, POST Secret; no issued mark since ADR 0010), against the floor's 1; CPU per token by process: ${level.issuerCpu} (per Secret create: ${level.floorCpu}); the issuer opened ${level.connectionsPerToken.toFixed(1)} new TLS connections to the API server per token (${reuseConnections() ? 'what-if: its KubeConfig shares one undici Agent across requests' : 'src/kube/connection-reuse.ts keeps one dispatcher per TLS identity, so the connection is reused'}); cluster-info held ${level.signatures} JWS signatures at the end of the level (the issuer reads it at most every 10 s; with file discovery, the default, issued tokens add none); API server request durations (mean) during issuance: ${level.issuerBreakdown}; during Secret creates: ${level.floorBreakdown}`,
+          notes: `the issuer's API requests per issuance: ${level.requestsPerTokenTotal.toFixed(2)} (${level.requestsPerToken}), three writes in sequence (POST FlavoredToken, POST Secret, PATCH the issued mark), against the floor's 1; CPU per token by process: ${level.issuerCpu} (per Secret create: ${level.floorCpu}); the issuer opened ${level.connectionsPerToken.toFixed(1)} new TLS connections to the API server per token (${reuseConnections() ? 'what-if: its KubeConfig shares one undici Agent across requests' : 'src/kube/connection-reuse.ts keeps one dispatcher per TLS identity, so the connection is reused'}); cluster-info held ${level.signatures} JWS signatures at the end of the level (the issuer reads it at most every 10 s; with file discovery, the default, issued tokens add none); API server request durations (mean) during issuance: ${level.issuerBreakdown}; during Secret creates: ${level.floorBreakdown}`,
         }),
       );
     }

@@ -1,4 +1,4 @@
-// Every write (and the few reads) the reconcilers make, behind one interface: the process binds it
+// Every write (and the one read) the reconcilers make, behind one interface: the process binds it
 // to the term's fenced KubeConfig (src/kube), and unit tests to a fake that records the calls, so
 // the reconcilers can be tested on event sequences without an API server.
 import type { DesiredNodeState } from '../flavor/converge.ts';
@@ -8,12 +8,10 @@ import { KubeError } from '../kube/kube-error.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { type TrimmedNode, writeNodeState } from '../kube/node-writes.ts';
 import {
-  bootstrapSecretExists,
   type CsrObject,
   decideCsr,
   deleteBootstrapSecret,
   flavoredTokenExists,
-  markTokenIssued,
   type StoredToken,
   setFinalizer,
   tokenPath,
@@ -33,10 +31,6 @@ export interface ControllerApi {
   setFinalizer(token: StoredToken, present: boolean): Promise<StoredToken | undefined>;
   /** Deletes the token's bootstrap Secret (already gone is fine); whether it existed. */
   deleteBootstrapSecret(tokenId: string): Promise<boolean>;
-  /** Whether the token's bootstrap Secret exists (a dry-run create: never a read of it). */
-  bootstrapSecretExists(tokenId: string): Promise<boolean>;
-  /** Marks this version of the token issued (409 when it changed); the token as written. */
-  markTokenIssued(token: StoredToken, at: string): Promise<StoredToken>;
   /** Approves or denies the CSR at its resourceVersion (409 when stale); the CSR as written. */
   decideCsr(csr: CsrObject, approve: boolean, reason: string, message: string): Promise<CsrObject>;
   /** Whether FlavoredToken `name` exists, read from the API server (not a cache). */
@@ -69,8 +63,6 @@ export function kubeControllerApi(kubeConfig: KubeConfig): ControllerApi {
     },
     setFinalizer: (token, present) => setFinalizer(kubeConfig, token, present),
     deleteBootstrapSecret: (tokenId) => deleteBootstrapSecret(kubeConfig, tokenId),
-    bootstrapSecretExists: (tokenId) => bootstrapSecretExists(kubeConfig, tokenId),
-    markTokenIssued: (token, at) => markTokenIssued(kubeConfig, token, at),
     decideCsr: (csr, approve, reason, message) => decideCsr(kubeConfig, csr, approve, reason, message),
     flavoredTokenExists: (name) => flavoredTokenExists(kubeConfig, name),
   };

@@ -8,7 +8,6 @@
 // and runs revocation before a deleted token goes (finalizer). One status write per change.
 import { bindingWithNodeOutcome, type NodeOutcome } from '../flavor/binding-outcome.ts';
 import { bootstrapSecretDeleteAfterMs } from '../flavor/bootstrap-secret.ts';
-import { IDEMPOTENCY_ANNOTATION } from '../flavor/idempotent-issuance.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import { type FlavoredTokenStatus, ISSUED_ANNOTATION, type TokenBinding } from '../flavor/resources.ts';
 import { withRejections } from '../flavor/token-lifecycle.ts';
@@ -210,38 +209,11 @@ async function judge(
   return { status, bound, alreadyBound, released, rejected, consumed, expired, revoked };
 }
 
-/** What a record not (yet) marked issued calls for; see removeIfHalfMade. */
-export type IssuanceCheck =
-  /** Marked, used, revoked or expired: nothing to settle. */
-  | { kind: 'settled' }
-  /** Younger than --orphan-grace: its issuance may still be in flight. */
-  | { kind: 'wait'; ms: number }
-  /** A plain issuance ends with its Secret: complete if and only if the Secret exists. */
-  | { kind: 'check-secret' }
-  /** A keyed issuance (ADR 0005) ends with the mark, and never got it. */
-  | { kind: 'remove' };
-
-export function issuanceCheck(token: StoredToken, now: Date, orphanGraceMs: number): IssuanceCheck {
-  const annotations = (token.metadata as { annotations?: Record<string, string> }).annotations ?? {};
-  if (annotations[ISSUED_ANNOTATION] !== undefined) return { kind: 'settled' };
-  const facts = tokenFacts(token);
-  if (facts.bindings.length > 0 || facts.revoked) return { kind: 'settled' };
-  const age = now.getTime() - new Date(token.metadata.creationTimestamp).getTime();
-  if (age < orphanGraceMs) return { kind: 'wait', ms: orphanGraceMs - age };
-  if (annotations[IDEMPOTENCY_ANNOTATION] !== undefined) return { kind: 'remove' };
-  // An expired token's Secret is gone either way (the tokencleaner's, or ours): nothing to learn.
-  if (tokenExpiresAt(token).getTime() <= now.getTime()) return { kind: 'settled' };
-  return { kind: 'check-secret' };
-}
-
 /**
- * A plain issuance writes the FlavoredToken, then its Secret (owned by the record), and no mark:
- * a Secret that exists says the issuance completed. A failure rolls both back; if the rollback
- * failed too, or the issuer died in between, a record without a Secret remains. No node can join
- * with it, so once --orphan-grace (which covers an issuance in flight) has passed, the controller
- * checks for the Secret (without reading it) and either marks the record issued, once, or deletes
- * it. A keyed issuance (ADR 0005) marks its record itself; one never marked is deleted, and its
- * Secret, if any, goes with it.
+ * Issuance writes the FlavoredToken, then the Secret, then marks the record issued; a failure
+ * rolls both back. If the rollback failed too, an unmarked, unused record remains: no node can
+ * join with it, so it is deleted after --orphan-grace (which covers an issuance in flight), and
+ * its Secret, if any, goes with it (the record owns it).
  */
 async function removeIfHalfMade(
   ctx: ControllerContext,
@@ -249,17 +221,16 @@ async function removeIfHalfMade(
   tokenId: string,
   now: Date,
 ): Promise<boolean> {
-  const check = issuanceCheck(token, now, ctx.config.orphanGrace);
-  if (check.kind === 'settled') return false;
-  if (check.kind === 'wait') {
-    ctx.requeueToken(token.metadata.name, check.ms + 500);
+  const metadata = token.metadata as StoredToken['metadata'] & { annotations?: Record<string, string> };
+  if (metadata.annotations?.[ISSUED_ANNOTATION] !== undefined) return false;
+  const facts = tokenFacts(token);
+  const age = now.getTime() - new Date(token.metadata.creationTimestamp).getTime();
+  if (facts.bindings.length > 0 || facts.revoked) return false;
+  if (age < ctx.config.orphanGrace) {
+    ctx.requeueToken(token.metadata.name, ctx.config.orphanGrace - age + 500);
     return false;
   }
   try {
-    if (check.kind === 'check-secret' && (await ctx.api.bootstrapSecretExists(tokenId))) {
-      ctx.caches.tokens.assume(await ctx.api.markTokenIssued(token, rfc3339(now)));
-      return false;
-    }
     // Only the record as judged: an idempotent retry may have completed it since (ADR 0005).
     await ctx.api.deleteTokenVersion(token);
   } catch (error) {
@@ -276,9 +247,7 @@ async function removeIfHalfMade(
     },
     'Warning',
     'IssuanceIncomplete',
-    check.kind === 'remove'
-      ? `token ${tokenId} was never marked issued and never used: deleted the record`
-      : `token ${tokenId} has no bootstrap Secret and was never used: deleted the record`,
+    `token ${tokenId} was never marked issued and never used: deleted the record`,
   );
   return true;
 }

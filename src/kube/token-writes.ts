@@ -7,7 +7,6 @@ import {
   FLAVORED_TOKEN_PLURAL,
   type FlavoredTokenStatus,
   GROUP,
-  ISSUED_ANNOTATION,
   TOKEN_FINALIZER,
   VERSION,
 } from '../flavor/resources.ts';
@@ -104,45 +103,6 @@ export async function deleteBootstrapSecret(kubeConfig: KubeConfig, tokenId: str
     if (error instanceof KubeError && error.status === 404) return false;
     throw error;
   }
-}
-
-/**
- * Whether the bootstrap token Secret of `tokenId` exists, without reading it: a dry-run create of
- * a Secret of that name (nothing stored either way) is refused with AlreadyExists when one
- * exists. The operator may create and delete Secrets in kube-system but never get them, so it
- * never holds a token secret it did not make.
- */
-export async function bootstrapSecretExists(kubeConfig: KubeConfig, tokenId: string): Promise<boolean> {
-  try {
-    await kubeJson(kubeConfig, 'POST', '/api/v1/namespaces/kube-system/secrets?dryRun=All', {
-      action: `check that the bootstrap token Secret of token ${tokenId} exists`,
-      body: {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        metadata: { name: bootstrapSecretName(tokenId), namespace: 'kube-system' },
-        type: 'Opaque',
-      },
-    });
-    return false;
-  } catch (error) {
-    if (error instanceof KubeError && error.status === 409 && error.reason === 'AlreadyExists') return true;
-    throw error;
-  }
-}
-
-/** Marks the token's issuance complete (ISSUED_ANNOTATION) on this version only (409 when it changed). */
-export async function markTokenIssued(
-  kubeConfig: KubeConfig,
-  token: StoredToken,
-  at: string,
-): Promise<StoredToken> {
-  return kubeJson<StoredToken>(kubeConfig, 'PATCH', tokenPath(token.metadata.name), {
-    action: `mark FlavoredToken ${token.metadata.name} issued`,
-    contentType: 'application/merge-patch+json',
-    body: {
-      metadata: { annotations: { [ISSUED_ANNOTATION]: at }, resourceVersion: token.metadata.resourceVersion },
-    },
-  });
 }
 
 export interface CsrObject {

@@ -1,16 +1,13 @@
 // Where a token is minted: the issuance library behind both the token-issuer API and the
 // kubectl-flavor CLI. One issuance writes two objects, in this order:
-//   1. FlavoredToken ft-<token ID> (the record: flavor, expiry, uses; never a secret), with the
-//      controller's revocation finalizer; the controller writes its status;
+//   1. FlavoredToken ft-<token ID> (the record: flavor, expiry, uses; never a secret), its status
+//      stamped with the token ID and the expiry;
 //   2. Secret kube-system/bootstrap-token-<token ID>, owned by the FlavoredToken; with
 //      usage-bootstrap-signing only for token discovery (file discovery, the default, needs no
 //      signature in cluster-info, so live tokens cost it nothing).
 // The record comes first so that a Secret never exists without one: a node holding a token the
-// controller cannot trace would get no flavor, but it would still join. The Secret is the last
-// write: once it exists the issuance is complete, and nothing more is written (a record left
-// without a Secret is found and deleted by the controller, see removeIfHalfMade). A keyed
-// issuance (idempotent-issue.ts) also marks its record issued. Nothing in either object, nor in
-// the join material, names the flavor where a token holder could read it.
+// controller cannot trace would get no flavor, but it would still join. Nothing in either object,
+// nor in the join material, names the flavor where a token holder could read it.
 import { randomBytes as cryptoRandomBytes } from 'node:crypto';
 import {
   type BootstrapToken,
@@ -273,21 +270,29 @@ async function writeTokenObjects(
     throw error;
   }
 
+  let secretCreated = false;
   try {
     // No status write here: the controller fills tokenID and expiresAt (and the conditions) on
     // its first reconcile, and the views below compute the expiry the same way until it has.
     // Rendered before the Secret exists: if the material cannot be made, the rollback leaves nothing.
     const expiresAt = recordExpiry(record, spec, now);
     const material = render(expiresAt);
-    // The last write: once the Secret exists the issuance is complete. No mark follows (one
-    // write fewer per token): the controller tells a record without a Secret (removeIfHalfMade).
     await deps.kube.createBootstrapSecret(bootstrapSecretRequest(deps, token, record, expiresAt));
+    secretCreated = true;
+    // Issuance is complete only with this mark; the controller deletes unmarked, unused records.
+    await deps.kube.markFlavoredTokenIssued(
+      name,
+      now()
+        .toISOString()
+        .replace(/\.\d{3}Z$/, 'Z'),
+    );
     return { name, material };
   } catch (error) {
-    // Roll back so that a failed issuance leaves nothing: the record goes (its revocation
-    // finalizer released: no node used it), and with it, by the garbage collector, a Secret whose
-    // create landed though its answer was lost (it is owned by the record). If the rollback fails
-    // too, the controller deletes the record after --orphan-grace, having found no Secret.
+    // Roll back so that a failed issuance leaves nothing: the Secret (if made) and the record
+    // (its revocation finalizer released: the Secret it guards is gone and no node used it).
+    // If the rollback fails too, an unmarked FlavoredToken remains, which the controller deletes
+    // after --orphan-grace (and the Secret goes with it: it is owned by the record).
+    if (secretCreated) await deps.kube.deleteBootstrapSecret(token.id).catch(() => undefined);
     await deps.kube.deleteFlavoredToken(name, record.metadata.uid ?? '').catch(() => undefined);
     if (isAlreadyExists(error)) throw new TokenIdTaken();
     throw error;

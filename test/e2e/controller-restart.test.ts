@@ -178,9 +178,7 @@ describe('controller restarts and failover', () => {
   /** Starts a replica and waits until it has judged every Node and its queues are empty. */
   async function freshReplicaSettled(): Promise<{ op: ManagedProcess; port: number }> {
     const port = await freePort();
-    // A short orphan grace: an unused token an earlier file issued is marked issued (its Secret
-    // found) by the settling replica, not by the measured one once its two minutes are up.
-    const op = operator(['--no-leader-elect', '--orphan-grace=1s'], [], port);
+    const op = operator(['--no-leader-elect'], [], port);
     const nodes = (await env.core.listNode()).items.length;
     await waitOperatorSettled(port, nodes, { timeoutMs: 60_000 });
     return { op, port };

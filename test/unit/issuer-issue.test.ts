@@ -123,18 +123,10 @@ describe('issueToken', () => {
     assert.equal(kube.tokens.size + kube.secrets.size, 0);
   });
 
-  it('writes the record, then the Secret, and nothing after it: no issued mark', async () => {
+  it('rolls back both objects when the issued mark cannot be written', async () => {
     const { kube, deps } = await setup();
-    const issued = await issueToken(deps, { flavorClassName: 'sweet' });
-    const record = kube.tokens.get(issued.name);
-    assert.equal(record?.metadata.annotations?.['nodeflavor.io/issued'], undefined);
-    assert.equal(kube.secrets.get(issued.tokenId)?.owner.uid, record?.metadata.uid);
-  });
-
-  it('rolls back a Secret whose create landed though its answer was lost: it goes with its record', async () => {
-    const { kube, deps } = await setup();
-    kube.loseAnswerOfNext.createBootstrapSecret = new KubeError(0, 'Timeout', 'no answer in time');
-    await assert.rejects(issueToken(deps, { flavorClassName: 'sweet' }), /no answer in time/);
+    kube.failNext.markFlavoredTokenIssued = new KubeError(0, 'Unreachable', 'down');
+    await assert.rejects(issueToken(deps, { flavorClassName: 'sweet' }), /down/);
     assert.equal(kube.tokens.size + kube.secrets.size, 0);
   });
 

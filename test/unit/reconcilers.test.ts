@@ -13,10 +13,9 @@ import { reconcileCsr } from '../../src/controller/csrs.ts';
 import { controllerMetrics } from '../../src/controller/metrics.ts';
 import { reconcileNode } from '../../src/controller/nodes.ts';
 import { csrTokenId, Indexes } from '../../src/controller/state.ts';
-import { issuanceCheck, reconcileToken } from '../../src/controller/tokens.ts';
+import { reconcileToken } from '../../src/controller/tokens.ts';
 import type { DesiredNodeState } from '../../src/flavor/converge.ts';
 import { deriveFlavorToken } from '../../src/flavor/flavor-token.ts';
-import { IDEMPOTENCY_ANNOTATION } from '../../src/flavor/idempotent-issuance.ts';
 import { newKeyRing } from '../../src/flavor/keyring.ts';
 import { type FlavoredTokenStatus, ISSUED_ANNOTATION, TOKEN_ID_LABEL } from '../../src/flavor/resources.ts';
 import type { StoredFlavorClass } from '../../src/kube/flavor-classes.ts';
@@ -115,20 +114,6 @@ class FakeApi implements ControllerApi {
   }
   async flavoredTokenExists(name: string) {
     return this.tokens.has(name);
-  }
-  async bootstrapSecretExists(tokenId: string) {
-    this.writes.push(`check-secret ${tokenId}`);
-    return this.secrets.has(tokenId);
-  }
-  async markTokenIssued(token: StoredToken, at: string) {
-    const stored = this.tokens.get(token.metadata.name);
-    if (!stored || stored.metadata.resourceVersion !== token.metadata.resourceVersion)
-      throw new KubeError(409, 'Conflict', 'token changed');
-    const meta = stored.metadata as StoredToken['metadata'] & { annotations?: Record<string, string> };
-    meta.annotations = { ...meta.annotations, [ISSUED_ANNOTATION]: at };
-    stored.metadata.resourceVersion = this.nextRv();
-    this.writes.push(`mark-issued ${token.metadata.name}`);
-    return clone(stored);
   }
 }
 
@@ -293,12 +278,8 @@ class Harness {
 const RING = newKeyRing();
 
 let serial = 0;
-/**
- * A token as the issuer leaves it: record, finalizer and its bootstrap Secret; with the issued mark
- * unless `unmarked` (a plain issuance writes none), an idempotency mark when `keyed`, and no Secret
- * when `withoutSecret` (an issuance cut short).
- */
-function issueToken(api: FakeApi, at = T0, { unmarked = false, keyed = false, withoutSecret = false } = {}) {
+/** A token as the issuer leaves it: record, finalizer, issued mark, and its bootstrap Secret. */
+function issueToken(api: FakeApi, at = T0) {
   serial += 1;
   const tokenId = `tok${String(serial).padStart(3, '0')}`;
   const name = `ft-${tokenId}`;
@@ -312,15 +293,12 @@ function issueToken(api: FakeApi, at = T0, { unmarked = false, keyed = false, wi
       creationTimestamp: new Date(at).toISOString().replace(/\.\d{3}Z$/, 'Z'),
       generation: 1,
       labels: { [TOKEN_ID_LABEL]: tokenId },
-      annotations: {
-        ...(unmarked ? {} : { [ISSUED_ANNOTATION]: 'true' }),
-        ...(keyed ? { [IDEMPOTENCY_ANNOTATION]: 'k1.d1.d2' } : {}),
-      },
+      annotations: { [ISSUED_ANNOTATION]: 'true' },
       finalizers: [TOKEN_FINALIZER],
     },
     spec: { flavorClassName: FLAVOR, maxUses: 1, ttl: '1h' },
   } as unknown as StoredToken);
-  if (!withoutSecret) api.secrets.add(tokenId);
+  api.secrets.add(tokenId);
   return { name, tokenId, flavorToken: deriveFlavorToken(RING.active, tokenId, FLAVOR).reveal() };
 }
 
@@ -519,82 +497,5 @@ describe('reconcilers on event sequences (fake API, lagging caches, fake clock)'
     assert.equal(node.metadata.labels?.['nodeflavor.io/flavor'], undefined, 'stripped');
     assert.deepEqual(node.spec.taints, [QUARANTINE], 'quarantined again');
     await assertQuiescent(h);
-  });
-
-  it('a plain issuance (no mark): after --orphan-grace its Secret is checked once and the record marked issued', async () => {
-    const api = new FakeApi();
-    const h = new Harness(api);
-    const t = issueToken(api, T0, { unmarked: true });
-    h.deliver();
-    await h.settle();
-    assert.deepEqual(api.writes, [`status ${t.name}`], 'nothing checked within the grace');
-    h.advance(3000);
-    await h.settle();
-    assert.deepEqual(api.writes.slice(1), [`check-secret ${t.tokenId}`, `mark-issued ${t.name}`]);
-    assert.ok(api.tokens.has(t.name) && api.secrets.has(t.tokenId), 'kept: the issuance completed');
-    h.resync();
-    h.advance(60_000);
-    await h.settle();
-    assert.equal(api.writes.length, 3, 'marked: never checked again');
-  });
-
-  it('a plain issuance cut short (no Secret): the record is deleted after --orphan-grace', async () => {
-    const api = new FakeApi();
-    const h = new Harness(api);
-    const t = issueToken(api, T0, { unmarked: true, withoutSecret: true });
-    h.deliver();
-    await h.settle();
-    h.advance(3000);
-    await h.settle();
-    assert.deepEqual(api.writes.slice(1), [`check-secret ${t.tokenId}`, `delete ${t.name}`]);
-    assert.ok(h.events.includes(`Warning IssuanceIncomplete FlavoredToken/${t.name}`));
-  });
-
-  it('a keyed issuance never marked is deleted after --orphan-grace whether or not its Secret exists', async () => {
-    const api = new FakeApi();
-    const h = new Harness(api);
-    const t = issueToken(api, T0, { unmarked: true, keyed: true });
-    h.deliver();
-    await h.settle();
-    h.advance(3000);
-    await h.settle();
-    assert.deepEqual(api.writes.slice(1), [`delete ${t.name}`], 'no Secret check: the mark is its last step');
-  });
-});
-
-describe('issuanceCheck', () => {
-  const token = (annotations: Record<string, string>, status?: FlavoredTokenStatus) =>
-    ({
-      metadata: {
-        name: 'ft-abc123',
-        uid: 'u',
-        resourceVersion: '1',
-        creationTimestamp: new Date(T0).toISOString(),
-        labels: { [TOKEN_ID_LABEL]: 'abc123' },
-        annotations,
-      },
-      spec: { flavorClassName: FLAVOR, maxUses: 1, ttl: '1h' },
-      ...(status ? { status } : {}),
-    }) as unknown as StoredToken;
-  const at = (ms: number) => new Date(T0 + ms);
-
-  it('waits out the grace, then checks the Secret of a plain issuance', () => {
-    assert.deepEqual(issuanceCheck(token({}), at(500), 2000), { kind: 'wait', ms: 1500 });
-    assert.deepEqual(issuanceCheck(token({}), at(2000), 2000), { kind: 'check-secret' });
-  });
-
-  it('settles marked, used and expired tokens without a check', () => {
-    assert.deepEqual(issuanceCheck(token({ [ISSUED_ANNOTATION]: 'x' }), at(5000), 2000), { kind: 'settled' });
-    const bound = token({}, {
-      bindings: [{ nodeName: 'n1', csrName: 'c', boundAt: 'x' }],
-    } as FlavoredTokenStatus);
-    assert.deepEqual(issuanceCheck(bound, at(5000), 2000), { kind: 'settled' });
-    assert.deepEqual(issuanceCheck(token({}), at(3_600_000), 2000), { kind: 'settled' }, 'expired');
-  });
-
-  it('removes a keyed issuance never marked', () => {
-    assert.deepEqual(issuanceCheck(token({ [IDEMPOTENCY_ANNOTATION]: 'k' }), at(5000), 2000), {
-      kind: 'remove',
-    });
   });
 });

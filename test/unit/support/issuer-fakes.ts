@@ -33,8 +33,6 @@ export class FakeTokenKube implements TokenKube {
   readonly secrets = new Map<string, StoredSecret>();
   /** Set to make the next call of that name throw. */
   failNext: Partial<Record<keyof TokenKube, KubeError>> = {};
-  /** Set to make the next call of that name take effect, then throw as if its answer was lost. */
-  loseAnswerOfNext: Partial<Record<keyof TokenKube, KubeError>> = {};
   clusterInfo: string;
   /** The `jws-kubeconfig-*` entries cluster-info carries. */
   clusterInfoSignatures = 0;
@@ -115,15 +113,10 @@ export class FakeTokenKube implements TokenKube {
   }
   async deleteFlavoredToken(name: string, uid: string) {
     this.#maybeFail('deleteFlavoredToken');
-    if (this.tokens.get(name)?.metadata.uid !== uid) return;
-    this.tokens.delete(name);
-    // The garbage collector: the Secrets this record owned go with it.
-    for (const [id, secret] of this.secrets) if (secret.owner.uid === uid) this.secrets.delete(id);
+    if (this.tokens.get(name)?.metadata.uid === uid) this.tokens.delete(name);
   }
   async createBootstrapSecret(request: BootstrapSecretRequest) {
     this.#maybeFail('createBootstrapSecret');
-    const lost = this.loseAnswerOfNext.createBootstrapSecret;
-    delete this.loseAnswerOfNext.createBootstrapSecret;
     if (this.secrets.has(request.token.id)) throw new KubeError(409, 'AlreadyExists', 'secret exists');
     this.secrets.set(request.token.id, {
       tokenId: request.token.id,
@@ -134,7 +127,6 @@ export class FakeTokenKube implements TokenKube {
       owner: request.owner,
       signing: request.signing,
     });
-    if (lost) throw lost;
   }
   async deleteBootstrapSecret(tokenId: string) {
     return this.secrets.delete(tokenId);
