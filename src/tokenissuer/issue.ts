@@ -41,7 +41,7 @@ import { type IssueRequest, type ValidIssueRequest, validateIssueRequest } from 
 
 export const FLAVORED_TOKEN_NAME_PREFIX = 'ft-';
 /** Who asked for the token (a username), for audit; on the FlavoredToken, which token holders cannot read. */
-const REQUESTED_BY_ANNOTATION = 'nodeflavor.io/requested-by';
+export const REQUESTED_BY_ANNOTATION = 'nodeflavor.io/requested-by';
 /**
  * Which API caller issued the token (a digest of its identity, see Caller.owner): the issuer API
  * shows and revokes a token only for its owner, or for a caller whose RBAC covers FlavoredTokens.
