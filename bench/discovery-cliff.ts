@@ -23,12 +23,14 @@
 // alongside (the cliff breaks those too); cluster-info's size and signatures.
 //   node --import tsx bench/discovery-cliff.ts [--scale quick] [--modes kubeadm,token,file,file-nosigner,ab,ab-nosigner]
 //        [--levels 100,1000]
+
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
 import { randomString, TOKEN_ALPHABET } from '../src/flavor/bootstrap-token.ts';
+import { rfc3339 } from '../src/flavor/rfc3339.ts';
 import { kubeFetch, kubeJson } from '../src/kube/fetch.ts';
 import {
   DEFAULT_AUTH_EXTRA_GROUP,
@@ -153,7 +155,7 @@ function tokenSecret(mode: Mode, label: string): { id: string; secret: string; b
     stringData: {
       'token-id': id,
       'token-secret': secret,
-      expiration: new Date(Date.now() + 4 * 3_600_000).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      expiration: rfc3339(new Date(Date.now() + 4 * 3_600_000)),
       'usage-bootstrap-authentication': 'true',
       ...(signing ? { 'usage-bootstrap-signing': 'true' } : {}),
       'auth-extra-groups': mode === 'kubeadm' ? KUBEADM_BOOTSTRAP_GROUP : DEFAULT_AUTH_EXTRA_GROUP,

@@ -1,8 +1,10 @@
 // A fleet of N realistic, already-flavored nodes for P4 (memory) and P5 (restart): Nodes of about
 // 15 KB (status with conditions, addresses, nodeInfo and ~40 container images) carrying a flavor,
 // and one FlavoredToken per node whose status binds and verifies it.
+
 import { randomBytes } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { rfc3339 } from '../src/flavor/rfc3339.ts';
 import { kubeJson } from '../src/kube/fetch.ts';
 import { KubeError } from '../src/kube/kube-error.ts';
 import { mapLimit } from './lib.ts';
@@ -34,7 +36,7 @@ function image(i: number): { names: string[]; sizeBytes: number } {
 }
 
 export function realisticNode(name: string, tokenId: string, verifiedAt: string): Record<string, unknown> {
-  const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+  const now = rfc3339(new Date());
   const condition = (type: string, status: string, reason: string) => ({
     type,
     status,
@@ -143,7 +145,7 @@ export async function createFleet(
   await mapLimit(names.slice(from), 32, async (name, index) => {
     const i = from + index;
     const tokenId = `f${i.toString(36).padStart(5, '0')}`.slice(-6);
-    const verifiedAt = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+    const verifiedAt = rfc3339(new Date());
     const body = realisticNode(name, tokenId, verifiedAt);
     const node = await retried(
       () => kubeJson<{ metadata: { uid: string } }>(kubeConfig, 'POST', '/api/v1/nodes', { body }),

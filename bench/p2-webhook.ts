@@ -5,6 +5,7 @@
 //   node --import tsx bench/p2-webhook.ts load --port P --ca-file F --out F [--connections 32]
 //        [--duration-ms 10000] [--warmup-ms 1000] [--profile-pid PID]
 // bench/p2-admission.ts starts both; it is what `bench/run.ts --only p2` runs.
+
 import { randomUUID } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { pino } from 'pino';
@@ -15,6 +16,7 @@ import {
   QUARANTINE_TAINT_KEY,
   TOKEN_LABEL_KEY,
 } from '../src/flavor/admission.ts';
+import { rfc3339 } from '../src/flavor/rfc3339.ts';
 import { createCertificateAuthority, issueCertificate } from '../src/pki/certs.ts';
 import { AdmissionMetrics } from '../src/webhook/metrics.ts';
 import { startWebhookServer } from '../src/webhook/server.ts';
@@ -92,7 +94,7 @@ function review(
  */
 export function reviewBodies(perVariant: number): ReviewBody[] {
   const bodies: ReviewBody[] = [];
-  const verifiedAt = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+  const verifiedAt = rfc3339(new Date());
   for (let i = 0; i < perVariant; i++) {
     const name = `p2-load-${i}`;
     const kubelet = { username: `system:node:${name}`, groups: ['system:nodes', 'system:authenticated'] };

@@ -24,6 +24,7 @@ import {
 } from '../flavor/converge.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import type { FlavorClassSpec } from '../flavor/resources.ts';
+import { rfc3339 } from '../flavor/rfc3339.ts';
 import {
   type BoundToken,
   decideNode,
@@ -38,7 +39,6 @@ import type { TrimmedNode } from '../kube/node-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
 import { boundTokensFor, nodeFacts } from './state.ts';
-import { rfc3339 } from './token-status.ts';
 
 function flavorClassMap(ctx: ControllerContext): Map<string, FlavorClassSpec> {
   return new Map(ctx.caches.classes.list().map((c) => [c.metadata.name, c.spec ?? {}]));

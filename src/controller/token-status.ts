@@ -4,6 +4,7 @@
 // A status equal to the stored one (up to key order) is not written at all.
 import { sameJson } from '../flavor/json-equal.ts';
 import type { Condition, FlavoredTokenStatus } from '../flavor/resources.ts';
+import { rfc3339 } from '../flavor/rfc3339.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import type { StoredToken } from '../kube/token-writes.ts';
 import type { ControllerContext } from './context.ts';
@@ -12,10 +13,6 @@ const MAX_ATTEMPTS = 5;
 
 /** True once the token's bootstrap Secret is known gone: it is never deleted again. */
 const SECRET_DELETED_CONDITION = 'SecretDeleted';
-
-export function rfc3339(date: Date): string {
-  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
-}
 
 export function setCondition(
   conditions: Condition[],

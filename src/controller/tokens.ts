@@ -10,6 +10,7 @@ import { bindingWithNodeOutcome, type NodeOutcome } from '../flavor/binding-outc
 import { bootstrapSecretDeleteAfterMs } from '../flavor/bootstrap-secret.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import { type FlavoredTokenStatus, ISSUED_ANNOTATION, type TokenBinding } from '../flavor/resources.ts';
+import { rfc3339 } from '../flavor/rfc3339.ts';
 import { withRejections } from '../flavor/token-lifecycle.ts';
 import {
   decideBinding,
@@ -24,13 +25,7 @@ import { type CsrObject, type StoredToken, TOKEN_FINALIZER } from '../kube/token
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
 import { type CsrDecision, nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
-import {
-  rfc3339,
-  secretDeletedRecorded,
-  setCondition,
-  updateTokenStatus,
-  withSecretDeleted,
-} from './token-status.ts';
+import { secretDeletedRecorded, setCondition, updateTokenStatus, withSecretDeleted } from './token-status.ts';
 
 interface BindingOutcome {
   status: FlavoredTokenStatus;

@@ -11,6 +11,7 @@ import {
   type FlavorClassStatus,
   QUARANTINE_TAINT_KEY,
 } from './resources.ts';
+import { rfc3339 } from './rfc3339.ts';
 import { parseVerificationRecord, VERIFIED_ANNOTATION } from './verification-record.ts';
 
 /** What of a Node says which flavor it carries. */
@@ -39,10 +40,6 @@ export interface ClassStatusInput {
   nodes: number;
   current: FlavorClassStatus | undefined;
   now: Date;
-}
-
-function rfc3339(date: Date): string {
-  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
 function readyCondition(spec: unknown): Omit<Condition, 'lastTransitionTime' | 'observedGeneration'> {

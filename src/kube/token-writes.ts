@@ -10,6 +10,7 @@ import {
   TOKEN_FINALIZER,
   VERSION,
 } from '../flavor/resources.ts';
+import { rfc3339 } from '../flavor/rfc3339.ts';
 import { kubeJson } from './fetch.ts';
 import { KubeError } from './kube-error.ts';
 import type { KubeConfig } from './kubeconfig.ts';
@@ -129,7 +130,7 @@ export async function decideCsr(
   reason: string,
   message: string,
 ): Promise<CsrObject> {
-  const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
+  const now = rfc3339(new Date());
   const conditions = [
     ...(csr.status?.conditions ?? []),
     {

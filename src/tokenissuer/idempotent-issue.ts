@@ -24,6 +24,7 @@ import {
 } from '../flavor/idempotent-issuance.ts';
 import type { HmacKey } from '../flavor/keyring.ts';
 import { type FlavoredToken, ISSUED_ANNOTATION } from '../flavor/resources.ts';
+import { rfc3339 } from '../flavor/rfc3339.ts';
 import { isAlreadyExists, KubeError } from '../kube/kube-error.ts';
 import { IssuerError } from './errors.ts';
 import { requestFingerprint } from './idempotency.ts';
@@ -154,7 +155,7 @@ function claimedKey(
 /** The issued mark, on the record as read: a record deleted or changed meanwhile is not answered. */
 async function markIssued(deps: IssuanceDeps, record: FlavoredToken, now: Date): Promise<void> {
   const name = record.metadata.name ?? '';
-  const at = now.toISOString().replace(/\.\d{3}Z$/, 'Z');
+  const at = rfc3339(now);
   try {
     await deps.kube.markFlavoredTokenIssued(name, at, record.metadata.resourceVersion);
     return;

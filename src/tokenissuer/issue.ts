@@ -28,6 +28,7 @@ import {
   TOKEN_ID_LABEL,
   tokenExpiry,
 } from '../flavor/resources.ts';
+import { rfc3339 } from '../flavor/rfc3339.ts';
 import type { Secret } from '../flavor/secret.ts';
 import { type TokenNode, type TokenPhase, tokenLifecycle } from '../flavor/token-lifecycle.ts';
 import { isAlreadyExists, KubeError } from '../kube/kube-error.ts';
@@ -333,7 +334,7 @@ export function bootstrapSecretRequest(
 ): BootstrapSecretRequest {
   return {
     token,
-    expiration: expiresAt.toISOString().replace(/\.\d{3}Z$/, 'Z'),
+    expiration: rfc3339(expiresAt),
     authExtraGroups: deps.settings.authExtraGroups,
     description: deps.settings.secretDescription,
     owner: { name: record.metadata.name ?? '', uid: record.metadata.uid ?? '' },

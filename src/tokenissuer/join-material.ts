@@ -11,6 +11,7 @@ import type { BootstrapToken } from '../flavor/bootstrap-token.ts';
 import { formatBootstrapToken, TOKEN_ID_PATTERN, TOKEN_SECRET_PATTERN } from '../flavor/bootstrap-token.ts';
 import { FLAVOR_TOKEN_PATTERN } from '../flavor/flavor-token.ts';
 import { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from '../flavor/resources.ts';
+import { rfc3339 } from '../flavor/rfc3339.ts';
 import type { Secret } from '../flavor/secret.ts';
 import {
   DEFAULT_DISCOVERY_KUBECONFIG_PATH,
@@ -134,7 +135,7 @@ export function renderJoinMaterial(input: JoinMaterialInput): JoinMaterial {
     apiServerEndpoint: input.apiServerEndpoint,
     caCertHash: input.caCertHash,
     tokenId: input.token.id,
-    expiresAt: formatExpiry(input.expiresAt),
+    expiresAt: rfc3339(input.expiresAt),
     discovery,
     discoveryKubeconfig,
     discoveryKubeconfigPath,
@@ -308,11 +309,6 @@ function renderCloudInit(
     if (content instanceof Scalar) content.type = Scalar.BLOCK_LITERAL;
   }
   return '#cloud-config\n' + document.toString(YAML_OPTIONS);
-}
-
-/** RFC 3339 in UTC with whole seconds (the fraction is dropped, not rounded). */
-function formatExpiry(expiresAt: Date): string {
-  return expiresAt.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
 // The checks name the offending field; they never echo a token.

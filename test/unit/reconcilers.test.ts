@@ -2,6 +2,7 @@
 // (the objects, JSON patch preconditions and resourceVersion checks the real one applies), caches
 // that lag it until the test says the watch delivered, and a fake clock. Each scenario runs to
 // quiescence and then asserts what was written, how often, and that a further pass writes nothing.
+
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import pino from 'pino';
@@ -18,6 +19,7 @@ import type { DesiredNodeState } from '../../src/flavor/converge.ts';
 import { deriveFlavorToken } from '../../src/flavor/flavor-token.ts';
 import { newKeyRing } from '../../src/flavor/keyring.ts';
 import { type FlavoredTokenStatus, ISSUED_ANNOTATION, TOKEN_ID_LABEL } from '../../src/flavor/resources.ts';
+import { rfc3339 } from '../../src/flavor/rfc3339.ts';
 import type { StoredFlavorClass } from '../../src/kube/flavor-classes.ts';
 import { KubeError } from '../../src/kube/kube-error.ts';
 import { nodeStatePatch, type TrimmedNode } from '../../src/kube/node-writes.ts';
@@ -290,7 +292,7 @@ function issueToken(api: FakeApi, at = T0) {
       name,
       uid: `uid-${name}`,
       resourceVersion: api.nextRv(),
-      creationTimestamp: new Date(at).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      creationTimestamp: rfc3339(new Date(at)),
       generation: 1,
       labels: { [TOKEN_ID_LABEL]: tokenId },
       annotations: { [ISSUED_ANNOTATION]: 'true' },
@@ -310,7 +312,7 @@ async function kubeletCsr(api: FakeApi, tokenId: string, nodeName: string, at: n
       name,
       uid: `uid-${name}`,
       resourceVersion: api.nextRv(),
-      creationTimestamp: new Date(at).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      creationTimestamp: rfc3339(new Date(at)),
     },
     spec: {
       username: `system:bootstrap:${tokenId}`,
@@ -330,7 +332,7 @@ function registerNode(api: FakeApi, nodeName: string, flavorToken: string, at: n
       name: nodeName,
       uid: `uid-${nodeName}`,
       resourceVersion: api.nextRv(),
-      creationTimestamp: new Date(at).toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      creationTimestamp: rfc3339(new Date(at)),
       labels: { 'kubernetes.io/hostname': nodeName, 'nodeflavor.io/token': flavorToken },
       annotations: { 'volumes.kubernetes.io/controller-managed-attach-detach': 'true' },
     },

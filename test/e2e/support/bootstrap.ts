@@ -1,8 +1,10 @@
 // Bootstrap tokens and join configurations made the way `kubeadm token create` does, for tests
 // that exercise the join path directly (without the token issuer).
+
 import { randomInt } from 'node:crypto';
 import { KubeConfig } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
+import { rfc3339 } from '../../../src/flavor/rfc3339.ts';
 import { renderDiscoveryKubeconfig } from '../../../src/tokenissuer/discovery-kubeconfig.ts';
 import type { NodeIdentity } from '../kubelet-sim/kubelet.ts';
 import type { E2EEnvironment } from './environment.ts';
@@ -30,7 +32,7 @@ export async function createBootstrapToken(
     'usage-bootstrap-signing': options.signing === false ? 'false' : 'true',
     'auth-extra-groups': options.groups ?? 'system:bootstrappers:kubeadm:default-node-token',
   };
-  if (options.expiresAt) data.expiration = options.expiresAt.toISOString().replace(/\.\d{3}Z$/, 'Z');
+  if (options.expiresAt) data.expiration = rfc3339(options.expiresAt);
   await env.core.createNamespacedSecret({
     namespace: 'kube-system',
     body: {
