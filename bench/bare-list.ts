@@ -1,7 +1,8 @@
 // The P5 floor: a fresh process that only lists what the controller lists at start, as the
 // controller lists it (the same kubeconfig reading and HTTP stack from src/kube, the same pages:
 // Nodes in pages of 100, FlavoredTokens in pages of 500, the kubelet CSRs and the FlavorClasses,
-// all at once), parses every page and keeps nothing. Prints one JSON line and exits.
+// all at once), parses every page and keeps nothing. Prints one JSON line (counts, time, its CPU)
+// and exits.
 //   node bench/bare-list.ts --kubeconfig PATH
 import { parseArgs } from 'node:util';
 import { loadKubeConfig } from '../src/kube/config.ts';
@@ -37,5 +38,16 @@ const [nodes, tokens, csrs, classes] = await Promise.all([
   ),
   list('/apis/nodeflavor.io/v1alpha1/flavorclasses', 500),
 ]);
-console.log(JSON.stringify({ nodes, tokens, csrs, classes, listMs: performance.now() - started }));
+const cpu = process.cpuUsage();
+console.log(
+  JSON.stringify({
+    nodes,
+    tokens,
+    csrs,
+    classes,
+    listMs: performance.now() - started,
+    // The whole process's CPU (start-up included), to compare with the restarted operator's.
+    cpuSeconds: (cpu.user + cpu.system) / 1e6,
+  }),
+);
 process.exit(0);

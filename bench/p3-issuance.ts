@@ -19,9 +19,9 @@ import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
-import { rfc3339 } from '../src/controller/token-status.ts';
 import { randomString, TOKEN_ALPHABET } from '../src/flavor/bootstrap-token.ts';
 import { ISSUED_ANNOTATION } from '../src/flavor/resources.ts';
+import { rfc3339 } from '../src/flavor/rfc3339.ts';
 import { kubeJson } from '../src/kube/fetch.ts';
 import {
   DEFAULT_AUTH_EXTRA_GROUP,
@@ -59,11 +59,11 @@ import {
   toggleProfile,
 } from './profiling.ts';
 
-const FLAVOR = 'p3-bench';
+export const FLAVOR = 'p3-bench';
 const PORTAL_NAMESPACE = 'p3-portal';
 const PORTAL = 'portal';
 const LEVELS = [1, 8, 32];
-const BASELINE_LABEL = 'bench.nodeflavor.io/p3';
+export const BASELINE_LABEL = 'bench.nodeflavor.io/p3';
 const BOOTSTRAP_TYPE = 'bootstrap.kubernetes.io/token';
 /** The resources issuance touches, for the API server's request-duration breakdown. */
 const ISSUANCE_RESOURCES =
@@ -96,7 +96,7 @@ async function batch(count: number, concurrency: number, send: () => Promise<voi
  * One request, its answer's text; any status but `expected` is a benchmark failure (a throttled or
  * failing issuer is no figure).
  */
-async function send(
+export async function send(
   pool: Pool,
   request: { method: 'POST' | 'PATCH'; path: string; contentType: string; expected: number },
   token: string,
@@ -121,7 +121,7 @@ async function send(
 }
 
 /** One JSON create (201). */
-function post(pool: Pool, path: string, token: string, body: string, what: string): Promise<string> {
+export function post(pool: Pool, path: string, token: string, body: string, what: string): Promise<string> {
   return send(
     pool,
     { method: 'POST', path, contentType: 'application/json', expected: 201 },
@@ -132,7 +132,7 @@ function post(pool: Pool, path: string, token: string, body: string, what: strin
 }
 
 /** A bootstrap token Secret as the issuer writes it (the owner reference only for the protocol arm), labelled for clean-up. */
-function baselineSecret(
+export function baselineSecret(
   id = randomString(TOKEN_ALPHABET, 6, randomBytes),
   owner?: { name: string; uid: string },
 ): string {
@@ -169,6 +169,28 @@ function baselineSecret(
     },
   });
 }
+
+/**
+ * A FlavoredToken as the issuer writes it (tokenRecord), without the finalizer so that clean-up is
+ * one delete, and labelled for it. `apiVersion` for a copy of the CRD in another group.
+ */
+export function protocolRecord(id: string, apiVersion?: string): string {
+  const record = tokenRecord(
+    id,
+    { flavorClassName: FLAVOR, maxUses: 1, ttl: '1h' },
+    {
+      [REQUESTED_BY_ANNOTATION]: `system:serviceaccount:${PORTAL_NAMESPACE}:${PORTAL}`,
+      [OWNER_ANNOTATION]: 'o'.repeat(43),
+    },
+  );
+  delete record.metadata.finalizers;
+  record.metadata.labels = { ...record.metadata.labels, [BASELINE_LABEL]: 'protocol' };
+  return JSON.stringify(apiVersion ? { ...record, apiVersion } : record);
+}
+
+/** The issued mark as the issuer writes it: a merge patch of one annotation. */
+export const issuedMark = (): string =>
+  JSON.stringify({ metadata: { annotations: { [ISSUED_ANNOTATION]: rfc3339(new Date()) } } });
 
 async function bootstrapSecretCount(env: E2EEnvironment): Promise<number> {
   const list = await kubeJson<{ items: unknown[] }>(
@@ -398,21 +420,6 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
         const { id, tokenID } = JSON.parse(answer) as { id: string; tokenID: string };
         issued.push({ id, tokenID });
       };
-      // The record as the issuer writes it (tokenRecord), without the finalizer so that clean-up
-      // is one delete, and labelled for it.
-      const recordBody = (id: string) => {
-        const record = tokenRecord(
-          id,
-          { flavorClassName: FLAVOR, maxUses: 1, ttl: '1h' },
-          {
-            [REQUESTED_BY_ANNOTATION]: `system:serviceaccount:${PORTAL_NAMESPACE}:${PORTAL}`,
-            [OWNER_ANNOTATION]: 'o'.repeat(43),
-          },
-        );
-        delete record.metadata.finalizers;
-        record.metadata.labels = { ...record.metadata.labels, [BASELINE_LABEL]: 'protocol' };
-        return JSON.stringify(record);
-      };
       const protocolWrites = async () => {
         const id = randomString(TOKEN_ALPHABET, 6, randomBytes);
         const record = JSON.parse(
@@ -420,7 +427,7 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
             pools.api,
             '/apis/nodeflavor.io/v1alpha1/flavoredtokens',
             operatorToken,
-            recordBody(id),
+            protocolRecord(id),
             'record create',
           ),
         ) as { metadata: { name: string; uid: string } };
@@ -440,7 +447,7 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
             expected: 200,
           },
           operatorToken,
-          JSON.stringify({ metadata: { annotations: { [ISSUED_ANNOTATION]: rfc3339(new Date()) } } }),
+          issuedMark(),
           'issued mark',
         );
       };

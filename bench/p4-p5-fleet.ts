@@ -38,7 +38,7 @@ import {
   type Scale,
   waitReady,
 } from './lib.ts';
-import { heapSummaryLines, summariseHeapSnapshot } from './profiling.ts';
+import { cpuSeconds, heapSummaryLines, summariseHeapSnapshot } from './profiling.ts';
 
 function rssMiB(pid: number | undefined): number {
   if (!pid) throw new Error('process is gone');
@@ -52,7 +52,14 @@ async function restartOperator(
   level: number,
   round: number,
   nodeArgs: string[],
-): Promise<{ operator: ManagedProcess; port: number; readySeconds: number; restartSeconds: number }> {
+): Promise<{
+  operator: ManagedProcess;
+  port: number;
+  readySeconds: number;
+  restartSeconds: number;
+  cpuSeconds: number;
+  gcSeconds: number;
+}> {
   const port = await freePort();
   const started = performance.now();
   const operator = startOperator(
@@ -63,7 +70,19 @@ async function restartOperator(
   await waitReady(port, 600_000);
   const readySeconds = (performance.now() - started) / 1000;
   await waitOperatorSettled(port, level, { timeoutMs: 1_200_000, intervalMs: 100 });
-  return { operator, port, readySeconds, restartSeconds: (performance.now() - started) / 1000 };
+  const restartSeconds = (performance.now() - started) / 1000;
+  // Its own work (wall time also waits on the API server, which shares the two cores).
+  const cpu = cpuSeconds(operator.componentPid() ?? 0) ?? Number.NaN;
+  return { operator, port, readySeconds, restartSeconds, cpuSeconds: cpu, gcSeconds: await gcSeconds(port) };
+}
+
+/** The garbage collector's time so far, all kinds (prom-client's nodejs_gc_duration_seconds). */
+async function gcSeconds(port: number): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return [...text.matchAll(/^nodejs_gc_duration_seconds_sum\{[^}]*\} ([\d.e+-]+)/gm)].reduce(
+    (sum, [, seconds]) => sum + Number(seconds),
+    0,
+  );
 }
 
 /** BENCH_HEAP_SNAPSHOT=1: a heap snapshot of the measured operator, summarised in the log. */
@@ -105,7 +124,9 @@ function levelsFromArgs(argv = process.argv): number[] | undefined {
  * The P5 floor: bench/bare-list.ts in a fresh process with the operator's Node.js options, timed
  * the same way as the restart (from spawn to done).
  */
-function bareList(kubeconfigPath: string): Promise<{ seconds: number; nodes: number; tokens: number }> {
+function bareList(
+  kubeconfigPath: string,
+): Promise<{ seconds: number; nodes: number; tokens: number; cpuSeconds: number }> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const child = spawn(
@@ -121,8 +142,12 @@ function bareList(kubeconfigPath: string): Promise<{ seconds: number; nodes: num
     child.on('exit', (code) => {
       const seconds = (performance.now() - started) / 1000;
       if (code !== 0) return reject(new Error(`bare list exited ${code}`));
-      const result = JSON.parse(out.trim().split('\n').pop() ?? '{}') as { nodes: number; tokens: number };
-      resolve({ seconds, nodes: result.nodes, tokens: result.tokens });
+      const result = JSON.parse(out.trim().split('\n').pop() ?? '{}') as {
+        nodes: number;
+        tokens: number;
+        cpuSeconds: number;
+      };
+      resolve({ seconds, nodes: result.nodes, tokens: result.tokens, cpuSeconds: result.cpuSeconds });
     });
   });
 }
@@ -139,6 +164,10 @@ interface Level {
   bareMean: number;
   /** Every round's restart / bare-list ratio; the fields above are the median round's. */
   ratios: number[];
+  /** The median round's CPU seconds: the operator's, its collector's, the bare lists' mean. */
+  cpuSeconds: number;
+  gcSeconds: number;
+  bareCpuMean: number;
 }
 
 /** One restart between two bare lists. */
@@ -146,6 +175,10 @@ interface Round {
   restartSeconds: number;
   readySeconds: number;
   bare: [number, number];
+  /** CPU seconds: the restarted operator's (to all reconciled), its collector's, the bare lists'. */
+  cpuSeconds: number;
+  gcSeconds: number;
+  bareCpu: [number, number];
 }
 
 const roundRatio = (round: Round) => round.restartSeconds / ((round.bare[0] + round.bare[1]) / 2);
@@ -216,10 +249,11 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
     // P5 and P4: a fresh controller (a restart, a failover) syncs and reconciles the settled
     // fleet; its memory is read once it has (first round only: the others are timed alone).
     const profiles = join(logs, `operator-prof-${level}`);
-    const { operator, port, readySeconds, restartSeconds } = await restartOperator(logs, level, 0, [
+    const first = await restartOperator(logs, level, 0, [
       ...nodeArgsFor(profiles),
       ...(heapSnapshot() ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${profiles}`] : []),
     ]);
+    const { operator, port, readySeconds, restartSeconds } = first;
     log(`P5 restart: API requests ${await requestCounts(port)}`);
     log(`P5: ready (caches synced) after ${readySeconds.toFixed(1)} s`);
     log(`P5: restart to all ${level} reconciled in ${restartSeconds.toFixed(1)} s`);
@@ -236,19 +270,32 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
     logProfile(`P5 restart (${level})`, profiles);
 
     // ...and just after it, on the same control plane: their mean is the baseline.
-    let bareAfter = (await bareList(identity.install.kubeconfigPath)).seconds;
-    const rounds: Round[] = [{ restartSeconds, readySeconds, bare: [bareBefore.seconds, bareAfter] }];
+    let bareAfter = await bareList(identity.install.kubeconfigPath);
+    const rounds: Round[] = [
+      {
+        restartSeconds,
+        readySeconds,
+        bare: [bareBefore.seconds, bareAfter.seconds],
+        cpuSeconds: first.cpuSeconds,
+        gcSeconds: first.gcSeconds,
+        bareCpu: [bareBefore.cpuSeconds, bareAfter.cpuSeconds],
+      },
+    ];
     const logRound = (round: Round) =>
       log(
-        `P5 round ${rounds.length}: restart ${round.restartSeconds.toFixed(2)} s between bare lists of ${round.bare.map((b) => b.toFixed(2)).join(' and ')} s = ${roundRatio(round).toFixed(2)}x`,
+        `P5 round ${rounds.length}: restart ${round.restartSeconds.toFixed(2)} s between bare lists of ${round.bare.map((b) => b.toFixed(2)).join(' and ')} s = ${roundRatio(round).toFixed(2)}x; CPU ${round.cpuSeconds.toFixed(2)} s (collector ${round.gcSeconds.toFixed(2)} s) against the lists' ${round.bareCpu.map((c) => c.toFixed(2)).join(' and ')} s`,
       );
     logRound(rounds[0] as Round);
     for (let round = 1; round < p5Repeats(); round++) {
       const again = await restartOperator(logs, level, round, chartNodeOptions());
       await again.operator.stop();
       const previous = bareAfter;
-      bareAfter = (await bareList(identity.install.kubeconfigPath)).seconds;
-      rounds.push({ ...again, bare: [previous, bareAfter] });
+      bareAfter = await bareList(identity.install.kubeconfigPath);
+      rounds.push({
+        ...again,
+        bare: [previous.seconds, bareAfter.seconds],
+        bareCpu: [previous.cpuSeconds, bareAfter.cpuSeconds],
+      });
       logRound(rounds[rounds.length - 1] as Round);
     }
     const median = [...rounds].sort((a, b) => roundRatio(a) - roundRatio(b))[
@@ -264,6 +311,9 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
       bareSeconds: median.bare,
       bareMean: (median.bare[0] + median.bare[1]) / 2,
       ratios: rounds.map(roundRatio),
+      cpuSeconds: median.cpuSeconds,
+      gcSeconds: median.gcSeconds,
+      bareCpuMean: (median.bareCpu[0] + median.bareCpu[1]) / 2,
     });
 
     if (level === count || (naiveRss === undefined && level === levels[levels.length - 1])) {
@@ -307,7 +357,7 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
       baselineName: 'bare list of the same objects',
       goal: '≤ 1.2× bare list',
       met: main.restartSeconds <= 1.2 * main.bareMean,
-      notes: `from process start (the compiled operator, as in the image) to every node reconciled and the queues empty; the median of ${main.ratios.length} restarts (ratios ${main.ratios.map((r) => r.toFixed(2)).join(', ')}), each between two bare lists (bench/bare-list.ts, a fresh process with the same Node.js options) whose mean is its baseline; this one's caches synced after ${main.readySeconds.toFixed(1)} s, its bare lists took ${main.bareSeconds[0].toFixed(2)} s before and ${main.bareSeconds[1].toFixed(2)} s after`,
+      notes: `from process start (the compiled operator, as in the image) to every node reconciled and the queues empty; the median of ${main.ratios.length} restarts (ratios ${main.ratios.map((r) => r.toFixed(2)).join(', ')}), each between two bare lists (bench/bare-list.ts, a fresh process with the same Node.js options) whose mean is its baseline; this one's caches synced after ${main.readySeconds.toFixed(1)} s, its bare lists took ${main.bareSeconds[0].toFixed(2)} s before and ${main.bareSeconds[1].toFixed(2)} s after; its CPU ${main.cpuSeconds.toFixed(2)} s (the collector ${main.gcSeconds.toFixed(2)} s of it) against the bare lists' ${main.bareCpuMean.toFixed(2)} s`,
     }),
   ];
   if (measured.length > 1) {

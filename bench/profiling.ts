@@ -220,7 +220,8 @@ export function controlPlanePids(kubeconfigPath: string): Record<string, number>
   return found;
 }
 
-function cpuSeconds(pid: number): number | undefined {
+/** A process's CPU time so far (user + system), from /proc; undefined once it is gone. */
+export function cpuSeconds(pid: number): number | undefined {
   const stat = read(`/proc/${pid}/stat`);
   if (!stat) return undefined;
   // Fields after "(comm)": state is field 3, utime 14 and stime 15.
@@ -254,6 +255,13 @@ export class ProcessCpu {
     }
     this.totals.set(phase, totals);
     this.units.set(phase, (this.units.get(phase) ?? 0) + units);
+  }
+
+  /** One process's CPU seconds per operation in `phase` (NaN when it was not measured). */
+  perUnitOf(phase: string, name: string): number {
+    const seconds = this.totals.get(phase)?.get(name);
+    const units = this.units.get(phase) ?? 0;
+    return seconds === undefined || units === 0 ? Number.NaN : seconds / units;
   }
 
   /** "kube-apiserver 4.1 ms, issuer 2.0 ms, ..." of CPU per operation, largest first. */

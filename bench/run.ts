@@ -10,6 +10,7 @@ const SCRIPTS: { id: string; file: string }[] = [
   { id: 'p1', file: 'p1-join.ts' },
   { id: 'p2', file: 'p2-admission.ts' },
   { id: 'p3', file: 'p3-issuance.ts' },
+  { id: 'p3writes', file: 'p3-write-cost.ts' },
   { id: 'abuse', file: 'issuer-abuse.ts' },
   { id: 'p4p5', file: 'p4-p5-fleet.ts' },
   { id: 'fuzz', file: 'fuzz-flavor-tokens.ts' },
