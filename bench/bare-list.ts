@@ -3,12 +3,17 @@
 // Nodes in pages of 100, FlavoredTokens in pages of 500, the kubelet CSRs and the FlavorClasses,
 // all at once), parses every page and keeps nothing. Prints one JSON line (counts, time, its CPU)
 // and exits.
-//   node bench/bare-list.ts --kubeconfig PATH
+// --item-parse: parse each page item by item as the controller does (src/kube/list-page.ts) instead
+// of whole (undici's response.json()), for a second floor that shares that saving.
+//   node bench/bare-list.ts --kubeconfig PATH [--item-parse]
 import { parseArgs } from 'node:util';
 import { loadKubeConfig } from '../src/kube/config.ts';
 import { kubeFetch } from '../src/kube/fetch.ts';
+import { parseListPage } from '../src/kube/list-page.ts';
 
-const { values } = parseArgs({ options: { kubeconfig: { type: 'string' } } });
+const { values } = parseArgs({
+  options: { kubeconfig: { type: 'string' }, 'item-parse': { type: 'boolean', default: false } },
+});
 const kubeConfig = loadKubeConfig(values.kubeconfig);
 
 async function list(path: string, pageSize: number, fieldSelector?: string): Promise<number> {
@@ -20,7 +25,9 @@ async function list(path: string, pageSize: number, fieldSelector?: string): Pro
       headers: { Accept: 'application/json' },
     });
     if (response.status !== 200) throw new Error(`list ${path}: HTTP ${response.status}`);
-    const page = (await response.json()) as { metadata?: { continue?: string }; items?: unknown[] };
+    const page = values['item-parse']
+      ? parseListPage(await response.text(), (raw) => raw)
+      : ((await response.json()) as { metadata?: { continue?: string }; items?: unknown[] });
     count += page.items?.length ?? 0;
     continueToken = page.metadata?.continue || undefined;
   } while (continueToken);

@@ -5,6 +5,7 @@
 
 import { kubeFetch, responseLines } from './fetch.ts';
 import type { KubeConfig } from './kubeconfig.ts';
+import { parseListPage } from './list-page.ts';
 
 export type WatchEventType = 'ADDED' | 'MODIFIED' | 'DELETED';
 
@@ -247,14 +248,10 @@ export class ListWatch<T extends ObjectWithMeta> {
           `list ${this.options.path}: HTTP ${response.status}: ${await statusMessage(response)}`,
         );
       }
-      const page = (await response.json()) as {
-        metadata?: { resourceVersion?: string; continue?: string };
-        items?: unknown[];
-      };
-      for (const raw of page.items ?? []) {
-        const object = this.transform(raw);
-        fresh.set(objectKey(object), object);
-      }
+      // Item by item, each trimmed at once: a whole page's objects would outlive the young
+      // generation (list-page.ts).
+      const page = parseListPage(await response.text(), (raw) => this.transform(raw));
+      for (const object of page.items) fresh.set(objectKey(object), object);
       listVersion = page.metadata?.resourceVersion ?? listVersion;
       continueToken = page.metadata?.continue || undefined;
       restartList = false;
