@@ -1,6 +1,7 @@
 // A real node must not outlive the test that started it, however that test ends: here its process
 // is SIGKILLed while the node runs a Pod, and everything the node had made goes away on its own —
-// containers and their shims, containerd, the kubelet, mounts, cni0, the iptables rules, cgroups,
+// containers and their shims, containerd, the kubelet, mounts, cni0, the iptables rules and the
+// kubelet's own chains, cgroups,
 // the mount points and temp dirs.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
@@ -47,7 +48,27 @@ function nodeProcesses(): string[] {
   return found;
 }
 
-function leftovers(dir: string, absentBefore: string[]): string[] {
+/** "iptables filter KUBE-FIREWALL": every KUBE-* chain now (the kubelet makes some, in both families). */
+function kubeChains(): string[] {
+  const chains: string[] = [];
+  for (const tool of ['iptables', 'ip6tables'])
+    for (const table of ['filter', 'nat', 'mangle']) {
+      let rules = '';
+      try {
+        rules = execFileSync(tool, ['-t', table, '-S'], {
+          encoding: 'utf8',
+          stdio: ['ignore', 'pipe', 'ignore'],
+        });
+      } catch {
+        continue; // no such family or table here
+      }
+      for (const match of rules.matchAll(/^-N (KUBE-\S+)$/gm)) chains.push(`${tool} ${table} ${match[1]}`);
+    }
+  return chains;
+}
+
+function leftovers(dir: string, before: { mountPoints: string[]; chains: string[] }): string[] {
+  const absentBefore = before.mountPoints;
   const left: string[] = [];
   if (existsSync(dir)) left.push(`temp dir ${dir}`);
   left.push(...nodeProcesses().map((p) => `process ${p}`));
@@ -72,6 +93,11 @@ function leftovers(dir: string, absentBefore: string[]): string[] {
   left.push(...absentBefore.filter((m) => existsSync(m)).map((m) => `mount point ${m}`));
   const mounts = readFileSync('/proc/self/mountinfo', 'utf8');
   left.push(...MOUNT_POINTS.filter((m) => mounts.includes(` ${m} `)).map((m) => `mount ${m}`));
+  left.push(
+    ...kubeChains()
+      .filter((c) => !before.chains.includes(c))
+      .map((c) => `chain ${c}`),
+  );
   return left;
 }
 
@@ -93,7 +119,7 @@ describe('real nodes leave nothing behind', { skip: unsupported }, () => {
       createInterface({ input: lock.stdout }).once('line', () => resolve());
       lock.once('exit', (code) => reject(new Error(`flock exited ${code}`)));
     });
-    const absentBefore = MOUNT_POINTS.filter((m) => !existsSync(m));
+    const absentBefore = { mountPoints: MOUNT_POINTS.filter((m) => !existsSync(m)), chains: kubeChains() };
     assert.deepEqual(nodeProcesses(), [], 'a real node is already running on this host');
     const child = spawn(
       process.execPath,

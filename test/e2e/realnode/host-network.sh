@@ -3,6 +3,9 @@
 # ended or its process died): the cni0 bridge, a rule that drops whatever a pod sends off the
 # machine, the one "Service" pods need (the API server at the kubernetes Service's ClusterIP,
 # there being no kube-proxy), and the empty mount points the nodes' tmpfs mounts need.
+# The kubelets add chains of their own (KUBE-FIREWALL, KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT, in
+# iptables and ip6tables): teardown removes every KUBE-* chain that was not there at set-up, with the
+# rules that jump to it, and leaves a host's own (a machine that is a Kubernetes node) alone.
 # Arguments: API_SERVER_PORT SERVICE_IP. stdout: "ready" once set up. stdin lines "node PID" name
 # the nodes' scripts: teardown waits for them first, because removing a mount point here would
 # silently unmount a node's tmpfs there (the kernel detaches mounts on a removed directory in every
@@ -17,6 +20,35 @@ log() { printf '[host-network %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 forward_rule=(FORWARD -i cni0 ! -o cni0 -j DROP)
 dnat_rule=(PREROUTING -i cni0 -d "$service_ip/32" -p tcp --dport 443 -j DNAT --to-destination "127.0.0.1:$port")
 
+# "tool table chain" of every KUBE-* chain present now.
+kube_chains() {
+  local tool table
+  for tool in iptables ip6tables; do
+    command -v "$tool" >/dev/null || continue
+    for table in filter nat mangle; do
+      "$tool" -t "$table" -S 2>/dev/null | sed -n "s/^-N \(KUBE-[A-Za-z0-9-]*\)$/$tool $table \1/p"
+    done
+  done
+}
+kube_chains_before=$(kube_chains)
+
+# Removes the KUBE-* chains the kubelets added: first the rules that jump to them, then the chains.
+remove_kubelet_chains() {
+  local tool table chain rule
+  while read -r tool table chain; do
+    [[ -z $chain ]] && continue
+    grep -qxF "$tool $table $chain" <<<"$kube_chains_before" && continue
+    while read -r rule; do
+      [[ -n $rule ]] && eval "\"$tool\" -t \"$table\" -D ${rule#-A }"
+    done < <("$tool" -t "$table" -S 2>/dev/null | grep -E "^-A .* -j $chain( |$)")
+    "$tool" -t "$table" -F "$chain" 2>/dev/null
+  done < <(kube_chains)
+  while read -r tool table chain; do
+    [[ -z $chain ]] && continue
+    grep -qxF "$tool $table $chain" <<<"$kube_chains_before" || "$tool" -t "$table" -X "$chain" 2>/dev/null
+  done < <(kube_chains)
+}
+
 node_pids=()
 teardown() {
   for _ in $(seq 600); do # up to 60 s: each node stops its kubelet and containers first
@@ -27,13 +59,14 @@ teardown() {
   done
   while iptables -C "${forward_rule[@]}" 2>/dev/null; do iptables -D "${forward_rule[@]}"; done
   while iptables -t nat -C "${dnat_rule[@]}" 2>/dev/null; do iptables -t nat -D "${dnat_rule[@]}"; done
+  remove_kubelet_chains
   ip link del cni0 2>/dev/null
   rmdir /sys/fs/cgroup/*/k8s.io 2>/dev/null
   for entry in "${created_dirs[@]}"; do # "path|top": remove path, then parents up to top
     local path=${entry%%|*} top=${entry##*|}
     while rmdir "$path" 2>/dev/null && [[ $path != "$top" ]]; do path=$(dirname "$path"); done
   done
-  log "removed cni0, the iptables rules and the mount points"
+  log "removed cni0, the iptables rules, the kubelets' chains and the mount points"
 }
 trap teardown EXIT
 trap 'exit 143' TERM INT HUP
