@@ -209,13 +209,19 @@ export async function requestCounts(port: number): Promise<string> {
   return counts.map(([, method, code, n]) => `${method} ${code}: ${n}`).join(', ') || 'none';
 }
 
-/** The operator's API requests so far, all verbs and codes together. */
-export async function requestTotal(port: number): Promise<number> {
+/** The sum of every labelled series of `metric` on an operator's /metrics. */
+export async function metricSum(port: number, metric: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return [...text.matchAll(/^nodeflavor_kube_api_requests_total\{[^}]*\} (\d+)/gm)].reduce(
-    (sum, [, n]) => sum + Number(n),
-    0,
-  );
+  const prefix = `${metric}{`;
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith(prefix))
+    .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+}
+
+/** The operator's API requests so far, all verbs and codes together. */
+export function requestTotal(port: number): Promise<number> {
+  return metricSum(port, 'nodeflavor_kube_api_requests_total');
 }
 
 /** Waits until an operator's /readyz answers 200 (its caches are synced). */

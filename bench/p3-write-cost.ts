@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Pool } from 'undici';
 import { parse } from 'yaml';
-import { randomString, TOKEN_ALPHABET } from '../src/flavor/bootstrap-token.ts';
+import { bootstrapSecretName, randomString, TOKEN_ALPHABET } from '../src/flavor/bootstrap-token.ts';
 import { FLAVORED_TOKEN_PLURAL, GROUP, VERSION } from '../src/flavor/resources.ts';
 import { kubeJson } from '../src/kube/fetch.ts';
 import { flavoredTokenName } from '../src/tokenissuer/issue.ts';
@@ -153,7 +153,7 @@ export async function runWriteCost(scale: Scale): Promise<Figure[]> {
         'Secret merge patch': (i) =>
           write(
             'PATCH',
-            `${SECRETS}/bootstrap-token-${secretIds[i]}`,
+            `${SECRETS}/${bootstrapSecretName(secretIds[i] as string)}`,
             JSON.stringify({ metadata: { annotations: { 'bench.nodeflavor.io/touched': `${half}` } } }),
           ),
       };
@@ -176,25 +176,17 @@ export async function runWriteCost(scale: Scale): Promise<Figure[]> {
     }
   } finally {
     await pool.close();
-    const selector = { labelSelector: `${BASELINE_LABEL}` };
-    await kubeJson(env.kubeConfig, 'DELETE', SECRETS, { query: selector }).catch(() => undefined);
-    await kubeJson(env.kubeConfig, 'DELETE', RECORDS, { query: selector }).catch(() => undefined);
-    await kubeJson(env.kubeConfig, 'DELETE', NO_RULES_RECORDS, { query: selector }).catch(() => undefined);
-    await kubeJson(
-      env.kubeConfig,
-      'DELETE',
-      `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${FLAVORED_TOKEN_PLURAL}.${NO_RULES_GROUP}`,
-    ).catch(() => undefined);
-    await kubeJson(
-      env.kubeConfig,
-      'DELETE',
-      '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/p3-write-cost',
-    ).catch(() => undefined);
-    await kubeJson(
-      env.kubeConfig,
-      'DELETE',
-      '/apis/rbac.authorization.k8s.io/v1/clusterroles/p3-write-cost',
-    ).catch(() => undefined);
+    // What the bench wrote (labelled) and what it made, in that order; each delete on its own.
+    const selector = { labelSelector: BASELINE_LABEL };
+    for (const [path, query] of [
+      [SECRETS, selector],
+      [RECORDS, selector],
+      [NO_RULES_RECORDS, selector],
+      [`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${FLAVORED_TOKEN_PLURAL}.${NO_RULES_GROUP}`],
+      ['/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/p3-write-cost'],
+      ['/apis/rbac.authorization.k8s.io/v1/clusterroles/p3-write-cost'],
+    ] as const)
+      await kubeJson(env.kubeConfig, 'DELETE', path, { query }).catch(() => undefined);
   }
 
   const apiServerMs = (arm: Arm) => cpu.perUnitOf(arm, 'kube-apiserver') * 1000;

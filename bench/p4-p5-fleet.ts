@@ -32,6 +32,7 @@ import {
   imageEnv,
   log,
   logProfile,
+  metricSum,
   nodeArgsFor,
   requestCounts,
   runStandalone,
@@ -73,16 +74,9 @@ async function restartOperator(
   const restartSeconds = (performance.now() - started) / 1000;
   // Its own work (wall time also waits on the API server, which shares the two cores).
   const cpu = cpuSeconds(operator.componentPid() ?? 0) ?? Number.NaN;
-  return { operator, port, readySeconds, restartSeconds, cpuSeconds: cpu, gcSeconds: await gcSeconds(port) };
-}
-
-/** The garbage collector's time so far, all kinds (prom-client's nodejs_gc_duration_seconds). */
-async function gcSeconds(port: number): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return [...text.matchAll(/^nodejs_gc_duration_seconds_sum\{[^}]*\} ([\d.e+-]+)/gm)].reduce(
-    (sum, [, seconds]) => sum + Number(seconds),
-    0,
-  );
+  // The collector's time so far, all kinds (prom-client's histogram).
+  const gcSeconds = await metricSum(port, 'nodejs_gc_duration_seconds_sum');
+  return { operator, port, readySeconds, restartSeconds, cpuSeconds: cpu, gcSeconds };
 }
 
 /** BENCH_HEAP_SNAPSHOT=1: a heap snapshot of the measured operator, summarised in the log. */
