@@ -1,11 +1,12 @@
-// Every write (and the one read) the reconcilers make, behind one interface: the process binds it
+// Every write (and the fresh reads) the reconcilers make, behind one interface: the process binds it
 // to the term's fenced KubeConfig (src/kube), and unit tests to a fake that records the calls, so
 // the reconcilers can be tested on event sequences without an API server.
 import type { DesiredNodeState } from '../flavor/converge.ts';
-import type { FlavoredTokenStatus } from '../flavor/resources.ts';
+import type { FlavoredTokenStatus, NodeNameClaim } from '../flavor/resources.ts';
 import { kubeJson } from '../kube/fetch.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
+import { createClaim, readClaim, readNode, replaceClaim } from '../kube/node-name-claims.ts';
 import { type TrimmedNode, writeNodeState } from '../kube/node-writes.ts';
 import {
   type CsrObject,
@@ -17,6 +18,7 @@ import {
   tokenPath,
   writeTokenStatus,
 } from '../kube/token-writes.ts';
+import { trimCsr } from './state.ts';
 
 export interface ControllerApi {
   /** One JSON patch; a conflict (the Node changed since it was judged) is a KubeError 409. */
@@ -35,6 +37,16 @@ export interface ControllerApi {
   decideCsr(csr: CsrObject, approve: boolean, reason: string, message: string): Promise<CsrObject>;
   /** Whether FlavoredToken `name` exists, read from the API server (not a cache). */
   flavoredTokenExists(name: string): Promise<boolean>;
+  /** The CSR as the API server has it now (not a cache); undefined when gone. */
+  readCsr(name: string): Promise<CsrObject | undefined>;
+  /** The Node as the API server has it now (not a cache); undefined when gone. */
+  readNode(name: string): Promise<TrimmedNode | undefined>;
+  /** Claims a node name: a KubeError 409 when it is claimed already (ADR 0011). */
+  createClaim(claim: NodeNameClaim): Promise<NodeNameClaim>;
+  /** The claim on a node name as the API server has it now; undefined when none. */
+  readClaim(nodeName: string): Promise<NodeNameClaim | undefined>;
+  /** Replaces a claim at its resourceVersion (409 when stale). */
+  replaceClaim(claim: NodeNameClaim): Promise<NodeNameClaim>;
 }
 
 export function kubeControllerApi(kubeConfig: KubeConfig): ControllerApi {
@@ -65,5 +77,24 @@ export function kubeControllerApi(kubeConfig: KubeConfig): ControllerApi {
     deleteBootstrapSecret: (tokenId) => deleteBootstrapSecret(kubeConfig, tokenId),
     decideCsr: (csr, approve, reason, message) => decideCsr(kubeConfig, csr, approve, reason, message),
     flavoredTokenExists: (name) => flavoredTokenExists(kubeConfig, name),
+    readCsr: async (name) => {
+      try {
+        return trimCsr(
+          await kubeJson(
+            kubeConfig,
+            'GET',
+            `/apis/certificates.k8s.io/v1/certificatesigningrequests/${encodeURIComponent(name)}`,
+            { action: `read CSR ${name}` },
+          ),
+        );
+      } catch (error) {
+        if (error instanceof KubeError && error.status === 404) return undefined;
+        throw error;
+      }
+    },
+    readNode: (name) => readNode(kubeConfig, name),
+    createClaim: (claim) => createClaim(kubeConfig, claim),
+    readClaim: (nodeName) => readClaim(kubeConfig, nodeName),
+    replaceClaim: (claim) => replaceClaim(kubeConfig, claim),
   };
 }

@@ -3,6 +3,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
+import type { NodeNameClaim } from '../flavor/resources.ts';
 import type { EventType, InvolvedObject } from '../kube/events.ts';
 import type { StoredFlavorClass } from '../kube/flavor-classes.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
@@ -27,6 +28,8 @@ export interface Caches {
   csrs: Cache<CsrObject>;
   tokens: Cache<StoredToken>;
   classes: Cache<StoredFlavorClass>;
+  /** NodeNameClaims: who holds which node name (ADR 0011). */
+  claims: Cache<NodeNameClaim>;
 }
 
 /** Where reconcilers say what happened (src/kube/events.ts, deduplicated and aggregated). */
@@ -55,7 +58,7 @@ export interface ControllerContext {
   requeueNode: (name: string, afterMs: number) => void;
   enqueueToken: (name: string) => void;
   requeueToken: (name: string, afterMs: number) => void;
-  /** Hands a decision on a CSR (recorded first on its token) to the CSR reconciler. */
+  /** Asks the CSR reconciler to carry out what the CSR's token records about it. */
   enqueueCsr: (csrName: string) => void;
   requeueCsr: (csrName: string, afterMs: number) => void;
 }

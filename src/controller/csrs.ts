@@ -1,37 +1,69 @@
 // CSR reconciler (key: the CSR's name), the only writer of CSR approvals. A CSR made with one of
-// our tokens is decided by that token's reconciler, which records the binding (or the refusal)
-// on the token first and then hands the decision here; one made with a bootstrap token nodeflavor
-// did not issue is refused here (only in our bootstrap group: plain kubeadm tokens are left to
-// kube-controller-manager's auto-approval, untouched).
+// our tokens is judged by that token's reconciler, which records the outcome durably on the
+// token first (a binding, after claiming the node name; or a rejection); this reconciler carries
+// out what the token records, never a decision held in memory. A denial follows a recorded
+// rejection (final, fail closed). An approval is written only after re-reading, from the API
+// server, the token (still there, not revoked or being deleted, the binding recorded), the claim
+// on the node name (held by that token) and the name itself (no Node of it yet): a revocation, a
+// deletion or another claim that landed after the binding is never approved over (ADR 0011).
+// A CSR made with a bootstrap token nodeflavor did not issue is refused here (only in our
+// bootstrap group: plain kubeadm tokens are left to kube-controller-manager's auto-approval).
+import { approvalBlocker } from '../flavor/node-name-claim.ts';
 import { KubeError } from '../kube/kube-error.ts';
-import type { CsrObject } from '../kube/token-writes.ts';
+import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
 import type { ControllerContext } from './context.ts';
-import { csrTokenId } from './state.ts';
+import { csrTokenId, tokenFacts, tokenIdOf } from './state.ts';
 
 /** How long a CSR whose token exists but is not in our cache yet waits to be judged again. */
 const LAGGING_CACHE_RETRY_MS = 1_000;
+/** How long a CSR whose approval the fresh state did not allow waits to be looked at again. */
+const BLOCKED_APPROVAL_RETRY_MS = 1_000;
+
+type RecordedDecision =
+  | { kind: 'approve' }
+  | { kind: 'deny'; reason: string; message: string }
+  /** The token has not judged this CSR yet. */
+  | undefined;
+
+/** What the token's status (written by its reconciler before any CSR decision) says of a CSR. */
+export function recordedDecision(
+  token: StoredToken,
+  csrName: string,
+  nodeName: string | undefined,
+): RecordedDecision {
+  const rejection = token.status?.rejections?.find((r) => r.csrName === csrName);
+  if (rejection) return { kind: 'deny', reason: rejection.reason, message: rejection.message };
+  // This CSR's binding, or a retry of the same join before its Node registered.
+  const bound = token.status?.bindings?.some(
+    (b) => b.nodeName === nodeName && (b.csrName === csrName || b.nodeUID === undefined),
+  );
+  return bound ? { kind: 'approve' } : undefined;
+}
 
 export async function reconcileCsr(ctx: ControllerContext, csrName: string): Promise<void> {
   const csr = ctx.caches.csrs.get(csrName);
   if (!csr || csr.status?.conditions?.some((c) => c.type === 'Approved' || c.type === 'Denied')) return;
   const tokenId = csrTokenId(csr);
   if (!tokenId) return;
+  const facts = await ctx.indexes.csrFacts(csr);
+  const nodeName = facts.subject.ok ? facts.subject.nodeName : undefined;
   const tokenName = ctx.indexes.tokenNameById.get(tokenId);
-  if (tokenName) {
-    const decision = ctx.indexes.csrDecision(csrName);
-    // Not judged yet (or judged by an earlier leader): its token decides first, then hands it back.
+  const token = tokenName ? ctx.caches.tokens.get(tokenName) : undefined;
+  if (tokenName && token) {
+    if (!ctx.config.csrApprover) return;
+    const decision = recordedDecision(token, csrName, nodeName);
+    // Not judged yet (or its record was dropped): its token judges it, then hands it back.
     if (!decision) ctx.enqueueToken(tokenName);
-    else if (ctx.config.csrApprover)
-      await write(ctx, csr, decision.approve, decision.reason, decision.message);
+    else if (decision.kind === 'deny') await write(ctx, csr, false, decision.reason, decision.message);
+    else if (nodeName) await approveIfStillAllowed(ctx, csr, token, nodeName);
     return;
   }
-  const facts = await ctx.indexes.csrFacts(csr);
-  if (facts.subject.ok) {
-    ctx.indexes.setRejection(facts.subject.nodeName, csrName, {
+  if (nodeName) {
+    ctx.indexes.setRejection(nodeName, csrName, {
       reason: 'UnknownToken',
       message: `CSR ${csrName} was made with a bootstrap token nodeflavor did not issue`,
     });
-    ctx.enqueueNode(facts.subject.nodeName);
+    ctx.enqueueNode(nodeName);
   }
   if (!ctx.config.csrApprover || !csr.spec.groups?.includes(ctx.config.bootstrapGroup)) return;
   // A denial is final for the CSR: never deny from a cache that may lag (a new leader right
@@ -41,6 +73,50 @@ export async function reconcileCsr(ctx: ControllerContext, csrName: string): Pro
     return;
   }
   await write(ctx, csr, false, 'UnknownToken', 'the bootstrap token was not issued by nodeflavor');
+}
+
+/** Approves only if the token, its binding, the claim and the name still allow it, read just now. */
+async function approveIfStillAllowed(
+  ctx: ControllerContext,
+  csr: CsrObject,
+  cached: StoredToken,
+  nodeName: string,
+): Promise<void> {
+  const [token, claim, node] = await Promise.all([
+    ctx.api.readToken(cached.metadata.name),
+    ctx.api.readClaim(nodeName),
+    ctx.api.readNode(nodeName),
+  ]);
+  const blocker = approvalBlocker({
+    csrName: csr.metadata.name,
+    nodeName,
+    tokenUID: cached.metadata.uid,
+    ...(token
+      ? {
+          token: {
+            uid: token.metadata.uid,
+            tokenId: tokenIdOf(token) ?? '',
+            revoked: tokenFacts(token).revoked,
+            deleting: token.metadata.deletionTimestamp !== undefined,
+            bindings: token.status?.bindings ?? [],
+          },
+        }
+      : {}),
+    ...(claim ? { claim } : {}),
+    ...(node ? { node: { uid: node.metadata.uid } } : {}),
+  });
+  if (blocker === undefined) {
+    await write(ctx, csr, true, 'NodeflavorBound', `bound to token ${tokenIdOf(cached)}`);
+    return;
+  }
+  // Not approved: the token judges the CSR again from what was just read (and records a
+  // rejection, or a binding the fresh state allows), which hands the CSR back. Delayed: should
+  // the two disagree, they must not wake each other in a tight loop.
+  ctx.log.info({ csr: csr.metadata.name, node: nodeName, why: blocker }, 'approval withheld');
+  if (token) ctx.caches.tokens.assume(token);
+  if (claim) ctx.caches.claims.assume(claim);
+  if (node) ctx.caches.nodes.assume(node);
+  ctx.requeueToken(cached.metadata.name, BLOCKED_APPROVAL_RETRY_MS);
 }
 
 /** The decision, on the CSR as cached; a newer version (409) is decided again once the watch brings it. */

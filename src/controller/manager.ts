@@ -1,4 +1,4 @@
-// Wires the controller: four list/watch caches (every replica keeps them warm), four work queues
+// Wires the controller: five list/watch caches (every replica keeps them warm), four work queues
 // (tokens, nodes, CSRs, FlavorClass status: one owner each of FlavoredToken status, Nodes, CSR
 // approvals and FlavorClass status) that only the leader drains, the event → key mapping, periodic
 // resync, and leader election.
@@ -11,7 +11,7 @@ import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { type Config, controllerUsername } from '../config.ts';
-import { FLAVORED_TOKEN_PLURAL, GROUP, VERSION } from '../flavor/resources.ts';
+import { FLAVORED_TOKEN_PLURAL, GROUP, type NodeNameClaim, VERSION } from '../flavor/resources.ts';
 import { KUBELET_CLIENT_SIGNER, readVerificationRecord } from '../flavor/verdict.ts';
 import { prepareKubeConfig } from '../kube/config.ts';
 import { fencedKubeConfig } from '../kube/deadlines.ts';
@@ -22,6 +22,7 @@ import { KeyRingWatch } from '../kube/keyring-watch.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { electorFor, type Leadership, soleLeadership } from '../kube/leader.ts';
 import { ListWatch, type RestartReason, withoutManagedFields } from '../kube/listwatch.ts';
+import { CLAIMS_PATH } from '../kube/node-name-claims.ts';
 import { type TrimmedNode, trimNode } from '../kube/node-writes.ts';
 import { KubeReviews } from '../kube/reviews.ts';
 import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
@@ -181,12 +182,25 @@ export function startController(options: {
     },
     onRestart: restart('flavoredtokens'),
   });
+  const claims = new ListWatch<NodeNameClaim>({
+    kubeConfig,
+    path: CLAIMS_PATH,
+    transform: (raw) => withoutManagedFields<NodeNameClaim>(raw),
+    onEvent: (type, claim, previous) => {
+      indexes.onClaim(type === 'DELETED' ? undefined : claim, previous);
+      // A claimed name without a live binding keeps its Node quarantined (nodes.ts); its holder
+      // releases the claim if no binding of it backs the claim (claims.ts).
+      if (claim.metadata.name) nodeQueue.add(claim.metadata.name);
+      if (claim.spec.holder) tokenQueue.add(claim.spec.holder.tokenName);
+    },
+    onRestart: restart('nodenameclaims'),
+  });
   // The process's FlavorClass cache when it shares one (the issuer and the guard read it too).
   const ownClasses = options.classes === undefined;
   const classes = options.classes ?? flavorClassCache(kubeConfig);
   // Its restarts count in this controller's metric whoever owns it.
   const removeClassRestarts = classes.addRestartHandler(restart('flavorclasses'));
-  const caches: Caches = { nodes, csrs, tokens, classes };
+  const caches: Caches = { nodes, csrs, tokens, classes, claims };
   // The one writer of FlavorClass status (its own queue; fed by the Node and FlavorClass caches).
   const classStatus: FlavorClassStatusReconciler = new FlavorClassStatusReconciler({
     classes,
@@ -292,9 +306,10 @@ export function startController(options: {
     tokens.start(),
     csrs.start(),
     nodes.start(),
+    claims.start(),
   ]).then(() => {
     log.info(
-      { nodes: nodes.size, tokens: tokens.size, csrs: csrs.size, classes: classes.size },
+      { nodes: nodes.size, tokens: tokens.size, csrs: csrs.size, classes: classes.size, claims: claims.size },
       'caches synced',
     );
   });
@@ -342,7 +357,7 @@ export function startController(options: {
       unsubscribe?.();
       stopWorking();
       await ownElector?.stop();
-      for (const cache of [nodes, csrs, tokens]) cache.stop();
+      for (const cache of [nodes, csrs, tokens, claims]) cache.stop();
       removeClassHandler();
       removeClassRestarts();
       if (ownClasses) classes.stop();

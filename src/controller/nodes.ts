@@ -23,7 +23,7 @@ import {
   provenApplied,
 } from '../flavor/converge.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
-import type { FlavorClassSpec } from '../flavor/resources.ts';
+import { type FlavorClassSpec, JOINED_LABEL_KEY } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
 import {
   type BoundToken,
@@ -86,12 +86,14 @@ function converge(
   reading: AppliedRecordReading,
   keys: ManagedKeys,
   flavor: { flavorClass: FlavorClassSpec; annotation: string } | undefined,
+  joined: boolean,
 ): DesiredNodeState {
   return desiredNodeState({
     node: facts,
     applied: provenApplied(reading),
     flavor,
     keys,
+    joined,
     record: (applied) => signAppliedRecord(keyRing, facts.uid, applied),
   });
 }
@@ -147,12 +149,16 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
   const keys = managedKeys(classes.values());
   const now = ctx.now();
   const bindings = boundTokensFor(name, ctx.indexes, (n) => ctx.caches.tokens.get(n));
+  const nameClaimed = ctx.caches.claims.get(name) !== undefined;
+  // Every Node that came through nodeflavor carries the joined mark (kept, never removed).
+  const joined = nameClaimed || bindings.length > 0 || Object.hasOwn(facts.labels, JOINED_LABEL_KEY);
   const judge = (keyRing: KeyRing) => ({
     keyRing,
     verdict: decideNode({
       node: facts,
       bindings,
       rejectedClaims: ctx.indexes.rejectionsFor(name),
+      nameClaimed,
       flavorClasses: classes,
       keyRing,
       now,
@@ -197,10 +203,17 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
       }
       // Signed for this Node's UID with the active key: a rotation re-signs records as nodes are
       // reconciled, and a copy on another Node, or a hand-made one, proves nothing.
-      const desired = converge(facts, keyRing, applied, keys, {
-        flavorClass: verdict.flavorClass,
-        annotation: signedRecordAnnotation(keyRing, facts.uid, record),
-      });
+      const desired = converge(
+        facts,
+        keyRing,
+        applied,
+        keys,
+        {
+          flavorClass: verdict.flavorClass,
+          annotation: signedRecordAnnotation(keyRing, facts.uid, record),
+        },
+        true,
+      );
       ctx.indexes.setNodeFailure(name, undefined);
       if (nodeMatches(facts, desired)) {
         if (verdict.bound)
@@ -247,7 +260,7 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
         ctx.indexes.setNodeFailure(name, { uid: facts.uid, failure: verdict.failure });
         tellTokenOwner(ctx, own, { uid: facts.uid, failure: verdict.failure });
       }
-      const desired = converge(facts, keyRing, applied, keys, undefined);
+      const desired = converge(facts, keyRing, applied, keys, undefined, joined);
       const changed = !nodeMatches(facts, desired);
       if (changed && !(await write(ctx, node, desired))) return;
       if (changed) reportRecord(ctx, facts, applied);

@@ -2,7 +2,7 @@
 // FlavorClasses, plus the indexes the reconcilers need to stay O(1) per key at thousands of
 // nodes (token ID → token, token ID → CSRs, node name → tokens that bound it).
 import { parseKubeletCsr } from '../flavor/csr.ts';
-import type { TokenBinding } from '../flavor/resources.ts';
+import type { NodeNameClaim, TokenBinding } from '../flavor/resources.ts';
 import { TOKEN_ID_LABEL, tokenExpiry } from '../flavor/resources.ts';
 import type { BoundToken, CsrFacts, Failure, NodeFacts, TokenFacts } from '../flavor/verdict.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
@@ -114,17 +114,12 @@ export function trimCsr(raw: unknown): CsrObject {
   };
 }
 
-/** Approve or deny a kubelet client CSR, with the reason its condition carries. */
-export interface CsrDecision {
-  approve: boolean;
-  reason: string;
-  message: string;
-}
-
 export class Indexes {
   readonly tokenNameById = new Map<string, string>();
   readonly csrsByTokenId = new SetIndex();
   readonly tokensByNodeName = new SetIndex();
+  /** Token UID → the node names its claims hold (ADR 0011), for releasing them. */
+  readonly claimsByTokenUid = new SetIndex();
   /** Why CSRs naming a node were not bound (in memory; rebuilt as tokens are reconciled). */
   readonly rejections = new Map<string, Map<string, Failure>>();
   /** CSRs whose binding was released (their Node is gone): they never bind again. */
@@ -134,8 +129,6 @@ export class Indexes {
    * token reconciler records it on the binding. In memory: re-judging rebuilds it after a restart.
    */
   private readonly nodeFailures = new Map<string, { uid: string; failure: Failure }>();
-  /** The decision the token reconciler recorded for a CSR, for the CSR reconciler to carry out. */
-  private readonly csrDecisions = new Map<string, CsrDecision>();
   private readonly subjects = new Map<string, Promise<CsrFacts['subject']>>();
 
   onToken(token: StoredToken | undefined, previous: StoredToken | undefined): void {
@@ -153,13 +146,20 @@ export class Indexes {
     }
   }
 
+  onClaim(claim: NodeNameClaim | undefined, previous: NodeNameClaim | undefined): void {
+    const holder = previous?.spec.holder;
+    if (previous?.metadata.name && holder)
+      this.claimsByTokenUid.remove(holder.tokenUID, previous.metadata.name);
+    const next = claim?.spec.holder;
+    if (claim?.metadata.name && next) this.claimsByTokenUid.add(next.tokenUID, claim.metadata.name);
+  }
+
   onCsr(csr: CsrObject, deleted: boolean): void {
     const id = csrTokenId(csr);
     if (!id) return;
     if (deleted) {
       this.csrsByTokenId.remove(id, csr.metadata.name);
       this.releasedCsrs.delete(csr.metadata.name);
-      this.csrDecisions.delete(csr.metadata.name);
       this.subjects.delete(csr.metadata.uid);
     } else {
       this.csrsByTokenId.add(id, csr.metadata.name);
@@ -207,14 +207,6 @@ export class Indexes {
   nodeFailure(nodeName: string, uid: string): Failure | undefined {
     const outcome = this.nodeFailures.get(nodeName);
     return outcome?.uid === uid ? outcome.failure : undefined;
-  }
-
-  decideCsr(csrName: string, decision: CsrDecision): void {
-    this.csrDecisions.set(csrName, decision);
-  }
-
-  csrDecision(csrName: string): CsrDecision | undefined {
-    return this.csrDecisions.get(csrName);
   }
 
   private readonly lastReported = new Map<string, string>();

@@ -1,6 +1,9 @@
 // FlavoredToken reconciler (key: the FlavoredToken's name), the only writer of FlavoredToken
 // status. Binds the token's kubelet CSRs to node names (oldest first, so the first node to ask
-// gets a single-use token) and hands each CSR's decision to the CSR reconciler; copies onto each
+// gets a single-use token), each after claiming its name (claims.ts: one linearisation point per
+// name, durable before any approval), and asks the CSR reconciler to carry out what the status
+// now records (it re-checks an approval against fresh state); releases the claims of bindings
+// that ended; copies onto each
 // binding what its Node says (its UID, and its signed verification record or the node
 // reconciler's reason for refusing it); keeps uses and conditions true; deletes the bootstrap
 // Secret once it is no longer needed (revoked or expired: at once; consumed: once the bound
@@ -23,8 +26,9 @@ import {
 import { KubeError } from '../kube/kube-error.ts';
 import { type CsrObject, type StoredToken, TOKEN_FINALIZER } from '../kube/token-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
+import { claimNodeName, releaseDeadClaims } from './claims.ts';
 import type { ControllerContext } from './context.ts';
-import { type CsrDecision, nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
+import { nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
 import { secretDeletedRecorded, setCondition, updateTokenStatus, withSecretDeleted } from './token-status.ts';
 
 interface BindingOutcome {
@@ -38,6 +42,8 @@ interface BindingOutcome {
   consumed: boolean;
   expired: boolean;
   revoked: boolean;
+  /** A claim changed while it was judged: the token is judged again shortly. */
+  retryClaims: boolean;
 }
 
 /** A binding whose Node registered (nodeUID) and is gone now: no Node of that name has that UID. */
@@ -47,21 +53,14 @@ function nodeGone(ctx: ControllerContext, binding: TokenBinding): boolean {
   );
 }
 
-/** What the caches say about a node name that `tokenName`'s CSR asks for. */
-function nameFacts(ctx: ControllerContext, nodeName: string, tokenName: string): NameFacts {
+/**
+ * What the cache says of the Node a CSR's name asks for. Whether another token holds the name is
+ * not read from a cache: the claim on the name says it (claims.ts), created before any binding.
+ */
+function nameFacts(ctx: ControllerContext, nodeName: string): NameFacts {
   const node = ctx.caches.nodes.get(nodeName);
-  const boundByOtherToken = ctx.indexes.tokensByNodeName.get(nodeName).some((other) => {
-    if (other === tokenName) return false;
-    const token = ctx.caches.tokens.get(other);
-    const binding = token?.status?.bindings?.find((b) => b.nodeName === nodeName);
-    if (!token || !binding) return false;
-    // Registered: live while its Node is. Not yet: live until its token is revoked or deleted.
-    if (binding.nodeUID) return node?.metadata.uid === binding.nodeUID;
-    const facts = tokenFacts(token);
-    return !facts.revoked && !facts.deleting;
-  });
   return {
-    boundByOtherToken,
+    boundByOtherToken: false,
     node: node ? { uid: node.metadata.uid, createdAt: new Date(node.metadata.creationTimestamp) } : undefined,
   };
 }
@@ -70,13 +69,20 @@ const hasCondition = (csr: CsrObject, ...types: string[]) =>
   csr.status?.conditions?.some((c) => types.includes(c.type)) ?? false;
 
 /**
- * A CSR binds at most once. Never again: one denied or failed (its decision is final), one whose
- * binding was released (its Node is gone; a replacement makes a CSR of its own), nor, where we
- * are the approver of its group, one approved without a binding of this token (approved by us
- * before its binding was released, or by someone else: not ours to bind).
+ * A CSR binds at most once. Never again: one denied or failed, or refused on this token already
+ * (a recorded refusal is final: its denial may simply not be written yet), one whose binding was
+ * released (its Node is gone; a replacement makes a CSR of its own), nor, where we are the
+ * approver of its group, one approved without a binding of this token (approved by us before its
+ * binding was released, or by someone else: not ours to bind).
  */
-function bindable(ctx: ControllerContext, csr: CsrObject, live: TokenBinding[]): boolean {
+function bindable(
+  ctx: ControllerContext,
+  csr: CsrObject,
+  live: TokenBinding[],
+  refused: ReadonlySet<string>,
+): boolean {
   if (hasCondition(csr, 'Denied', 'Failed') || ctx.indexes.releasedCsrs.has(csr.metadata.name)) return false;
+  if (refused.has(csr.metadata.name)) return false;
   const ours = ctx.config.csrApprover && (csr.spec.groups ?? []).includes(ctx.config.bootstrapGroup);
   return !(ours && hasCondition(csr, 'Approved') && !live.some((b) => b.csrName === csr.metadata.name));
 }
@@ -100,6 +106,33 @@ function nodeOutcome(
   return failure ? { uid, failure } : undefined;
 }
 
+/**
+ * A binding not yet registered whose CSR we have not approved, while a Node of its name exists:
+ * that Node is another machine's (this one has no certificate yet), so the binding ends and its
+ * CSR is refused. Where we approve (our group), confirmed from the API server first: a cache may
+ * show our own approval late.
+ */
+async function supersededByNode(ctx: ControllerContext, binding: TokenBinding): Promise<boolean> {
+  if (binding.nodeUID !== undefined || !ctx.caches.nodes.get(binding.nodeName)) return false;
+  if (!awaitsApproval(ctx, binding)) return false;
+  const [csr, node] = await Promise.all([
+    ctx.api.readCsr(binding.csrName),
+    ctx.api.readNode(binding.nodeName),
+  ]);
+  return csr !== undefined && !hasCondition(csr, 'Approved', 'Denied', 'Failed') && node !== undefined;
+}
+
+/** The CSR still waits for our decision (we approve its group, and have not decided it yet). */
+function awaitsApproval(ctx: ControllerContext, of: { csrName: string }): boolean {
+  const csr = ctx.caches.csrs.get(of.csrName);
+  return (
+    csr !== undefined &&
+    ctx.config.csrApprover &&
+    (csr.spec.groups ?? []).includes(ctx.config.bootstrapGroup) &&
+    !hasCondition(csr, 'Approved', 'Denied', 'Failed')
+  );
+}
+
 /** The status the token should have after judging its CSRs (and which CSRs never bind again). */
 async function judge(
   ctx: ControllerContext,
@@ -111,24 +144,86 @@ async function judge(
   const tokenId = facts.tokenId;
   const released = facts.bindings.filter((b) => nodeGone(ctx, b));
   for (const binding of released) ctx.indexes.releasedCsrs.add(binding.csrName);
-  const bindings = facts.bindings
-    .filter((b) => !released.includes(b))
-    .map((b) => bindingWithNodeOutcome(b, nodeOutcome(ctx, b, facts, keyRing), rfc3339(now)));
   const bound: TokenBinding[] = [];
   const alreadyBound: string[] = [];
   const rejected: BindingOutcome['rejected'] = [];
+  const kept: TokenBinding[] = [];
+  let retryClaims = false;
+  for (const binding of facts.bindings) {
+    if (released.includes(binding)) continue;
+    if (await supersededByNode(ctx, binding)) {
+      rejected.push({
+        csrName: binding.csrName,
+        nodeName: binding.nodeName,
+        failure: {
+          reason: 'NameTaken',
+          message: `node "${binding.nodeName}" was registered by another machine before CSR ${binding.csrName} was approved: token ${tokenId} did not create it`,
+        },
+      });
+      continue;
+    }
+    // Revoked before its CSR was approved: never approved now; its name is free again.
+    if ((facts.revoked || facts.deleting) && binding.nodeUID === undefined && awaitsApproval(ctx, binding)) {
+      rejected.push({
+        csrName: binding.csrName,
+        nodeName: binding.nodeName,
+        failure: {
+          reason: 'Revoked',
+          message: `token ${tokenId} was revoked before CSR ${binding.csrName} was approved`,
+        },
+      });
+      continue;
+    }
+    // Still waiting for its approval: its claim must still be this token's (an admin may have
+    // deleted it, and another token claimed the name since).
+    if (binding.nodeUID === undefined && awaitsApproval(ctx, binding)) {
+      const claim = await claimNodeName(ctx, binding.nodeName, token, binding.csrName);
+      if (claim.kind === 'retry') retryClaims = true;
+      if (claim.kind === 'taken') {
+        rejected.push({
+          csrName: binding.csrName,
+          nodeName: binding.nodeName,
+          failure: {
+            reason: 'NameTaken',
+            message: `node name "${binding.nodeName}" is bound to another token: token ${tokenId} cannot claim it`,
+          },
+        });
+        continue;
+      }
+    }
+    kept.push(bindingWithNodeOutcome(binding, nodeOutcome(ctx, binding, facts, keyRing), rfc3339(now)));
+  }
+  const bindings = kept;
+  const refused = new Set([
+    ...(token.status?.rejections ?? []).map((r) => r.csrName),
+    ...rejected.map((r) => r.csrName),
+  ]);
   const csrs = ctx.indexes.csrsByTokenId
     .get(tokenId)
     .map((name) => ctx.caches.csrs.get(name))
-    .filter((csr): csr is CsrObject => csr !== undefined && bindable(ctx, csr, bindings))
+    .filter((csr): csr is CsrObject => csr !== undefined && bindable(ctx, csr, bindings, refused))
     .sort((a, b) => a.metadata.creationTimestamp.localeCompare(b.metadata.creationTimestamp));
   let uses = facts.uses;
   for (const csr of csrs) {
     const csrFacts = await ctx.indexes.csrFacts(csr);
     const name = csrFacts.subject.ok
-      ? nameFacts(ctx, csrFacts.subject.nodeName, token.metadata.name)
+      ? nameFacts(ctx, csrFacts.subject.nodeName)
       : { boundByOtherToken: false };
-    const decision = decideBinding(csrFacts, { ...facts, bindings, uses }, name);
+    let decision = decideBinding(csrFacts, { ...facts, bindings, uses }, name);
+    if (decision.kind === 'bind') {
+      // The one linearisation point per name: durable before the binding is, and before any approval.
+      const claim = await claimNodeName(ctx, decision.nodeName, token, csr.metadata.name);
+      if (claim.kind === 'retry') {
+        retryClaims = true;
+        continue;
+      }
+      if (claim.kind === 'taken')
+        decision = decideBinding(
+          csrFacts,
+          { ...facts, bindings, uses },
+          { ...name, boundByOtherToken: true },
+        );
+    }
     // An approved CSR is decided: only one still waiting for its approval needs one.
     if (decision.kind === 'already-bound' && !hasCondition(csr, 'Approved'))
       alreadyBound.push(csr.metadata.name);
@@ -201,7 +296,7 @@ async function judge(
     conditions,
     observedGeneration: generation,
   };
-  return { status, bound, alreadyBound, released, rejected, consumed, expired, revoked };
+  return { status, bound, alreadyBound, released, rejected, consumed, expired, revoked, retryClaims };
 }
 
 /**
@@ -247,10 +342,23 @@ async function removeIfHalfMade(
   return true;
 }
 
-/** Records the decision on a CSR (its token's status says it already) for the CSR reconciler. */
-function decide(ctx: ControllerContext, csrName: string, decision: CsrDecision): void {
-  ctx.indexes.decideCsr(csrName, decision);
-  ctx.enqueueCsr(csrName);
+/** The status without these bindings, each refused (Revoked) instead: their CSRs are denied. */
+function withRefusals(
+  status: FlavoredTokenStatus,
+  refused: readonly TokenBinding[],
+  message: string,
+  now: Date,
+): FlavoredTokenStatus {
+  const csrNames = new Set(refused.map((b) => b.csrName));
+  return {
+    ...status,
+    bindings: (status.bindings ?? []).filter((b) => !csrNames.has(b.csrName)),
+    rejections: withRejections(
+      status.rejections ?? [],
+      refused.map((b) => ({ csrName: b.csrName, nodeName: b.nodeName, reason: 'Revoked', message })),
+      rfc3339(now),
+    ),
+  };
 }
 
 /** Whether the node still carries a verification record naming this token. */
@@ -277,6 +385,27 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
         withSecretDeleted(fresh.status ?? {}, fresh.metadata.generation, ctx.now()),
       );
     }
+    // A CSR bound before the deletion and not approved yet is never approved now: refused on the
+    // record, and the record stays until the CSR reconciler has denied it from there.
+    const pending = (cached.status?.bindings ?? []).filter(
+      (b) => b.nodeUID === undefined && awaitsApproval(ctx, b),
+    );
+    if (pending.length > 0) {
+      await updateTokenStatus(ctx, name, async (fresh) =>
+        withRefusals(
+          fresh.status ?? {},
+          pending,
+          `token ${tokenId} was revoked before the CSR was approved`,
+          ctx.now(),
+        ),
+      );
+    }
+    const undecided = (cached.status?.rejections ?? []).filter((r) => awaitsApproval(ctx, r));
+    if (pending.length > 0 || undecided.length > 0) {
+      for (const csrName of [...pending, ...undecided].map((b) => b.csrName)) ctx.enqueueCsr(csrName);
+      ctx.requeueToken(name, 500);
+      return;
+    }
     const bindings = cached.status?.bindings ?? [];
     for (const binding of bindings) ctx.enqueueNode(binding.nodeName);
     if (
@@ -286,6 +415,9 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
       ctx.requeueToken(name, 500);
       return;
     }
+    // Names bound by nodes that never registered are free again; a registered node keeps its
+    // name while it exists (a claim whose token is gone is taken over once that node is gone).
+    await releaseDeadClaims(ctx, cached);
     await ctx.api.setFinalizer(cached, false);
     return;
   }
@@ -305,7 +437,7 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
   const keyRing = await ctx.keyRing().catch(() => undefined);
   let outcome: BindingOutcome | undefined;
   let secretDeleted = false;
-  await updateTokenStatus(ctx, name, async (fresh) => {
+  const written = await updateTokenStatus(ctx, name, async (fresh) => {
     outcome = await judge(ctx, fresh, now, keyRing);
     const deleteAfter = bootstrapSecretDeleteAfterMs(outcome, outcome.status.bindings ?? [], now);
     if (deleteAfter === 0 && !secretDeletedRecorded(outcome.status)) {
@@ -326,11 +458,8 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     // Logged, not an Event: the node's own Verified (or Warning) Event is the one people read,
     // and at thousands of joins every write the API server is spared counts.
     ctx.log.debug({ token: tokenId, node: binding.nodeName, csr: binding.csrName }, 'token bound');
-    decide(ctx, binding.csrName, {
-      approve: true,
-      reason: 'NodeflavorBound',
-      message: `bound to token ${tokenId}`,
-    });
+    // The status records the binding now: the CSR reconciler approves from it (re-checked fresh).
+    ctx.enqueueCsr(binding.csrName);
     ctx.enqueueNode(binding.nodeName);
   }
   for (const binding of outcome.released) {
@@ -344,8 +473,7 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     );
     ctx.enqueueNode(binding.nodeName);
   }
-  for (const csrName of outcome.alreadyBound)
-    decide(ctx, csrName, { approve: true, reason: 'NodeflavorBound', message: `bound to token ${tokenId}` });
+  for (const csrName of outcome.alreadyBound) ctx.enqueueCsr(csrName);
   for (const rejection of outcome.rejected) {
     if (rejection.nodeName) {
       const known = ctx.indexes
@@ -356,8 +484,11 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
       ctx.enqueueNode(rejection.nodeName);
     }
     ctx.events.emit(involved, 'Warning', rejection.failure.reason, rejection.failure.message);
-    decide(ctx, rejection.csrName, { approve: false, ...rejection.failure });
+    ctx.enqueueCsr(rejection.csrName);
   }
+  if (outcome.retryClaims) ctx.requeueToken(name, 500);
+  // After the status write: a claim this pass made is backed by the binding just written, or by none.
+  if (!(await releaseDeadClaims(ctx, written ?? cached))) ctx.requeueToken(name, 1_000);
   if (secretDeleted) {
     const why = outcome.revoked ? 'revoked' : outcome.consumed ? 'consumed' : 'expired';
     // The Consumed/Expired/Revoked and SecretDeleted conditions record this on the token itself.

@@ -20,7 +20,7 @@ import {
   normalizeApplied,
   type TaintId,
 } from './applied-record.ts';
-import type { FlavorClassSpec } from './resources.ts';
+import { type FlavorClassSpec, JOINED_LABEL_KEY, JOINED_LABEL_VALUE } from './resources.ts';
 import { VERIFIED_ANNOTATION } from './verification-record.ts';
 
 type Taint = { key: string; value?: string; effect: string };
@@ -48,6 +48,11 @@ interface ConvergeInput {
   /** The class to apply and the signed verification annotation; undefined: no flavor, quarantine. */
   flavor: { flavorClass: FlavorClassSpec; annotation: string } | undefined;
   keys: ManagedKeys;
+  /**
+   * The Node joined through nodeflavor (its name was claimed, it is bound, verified, or already
+   * marked): it carries JOINED_LABEL_KEY, which keeps the operator's own pods off it.
+   */
+  joined?: boolean;
   /** The record annotation for what this write applies (the caller signs it for this Node). */
   record: (applied: AppliedKeys) => string;
 }
@@ -85,7 +90,8 @@ export function provenApplied(reading: AppliedRecordReading): AppliedKeys {
 export function desiredNodeState(input: ConvergeInput): DesiredNodeState {
   const { node, flavor, keys } = input;
   const applied = flavor ? classKeys(flavor.flavorClass) : NOTHING_APPLIED;
-  const labels = { ...(flavor?.flavorClass.labels ?? {}) };
+  const labels: Record<string, string> = { ...(flavor?.flavorClass.labels ?? {}) };
+  if (input.joined) labels[JOINED_LABEL_KEY] = JOINED_LABEL_VALUE;
   const annotations: Record<string, string> = { ...(flavor?.flavorClass.annotations ?? {}) };
   if (flavor) annotations[VERIFIED_ANNOTATION] = flavor.annotation;
   // No record when nothing is applied: an absent record and an empty one prove the same.
@@ -114,11 +120,13 @@ export function desiredNodeState(input: ConvergeInput): DesiredNodeState {
     annotations,
     taints,
     // Unflavored, the token label stays: it is the node's only way to be verified once the cause
-    // (a missing FlavorClass, a late CSR) is fixed. Verified, it goes: its job is done.
+    // (a missing FlavorClass, a late CSR) is fixed. Verified, it goes: its job is done. The joined
+    // mark never goes: a machine that once joined through nodeflavor stays one (fail closed).
     removeLabels: Object.keys(node.labels).filter(
       (k) =>
         (keys.isProtectedLabel(k) || recorded.labels.has(k)) &&
         !Object.hasOwn(labels, k) &&
+        k !== JOINED_LABEL_KEY &&
         (flavor !== undefined || k !== TOKEN_LABEL_KEY),
     ),
     removeAnnotations: Object.keys(node.annotations).filter(

@@ -1,4 +1,4 @@
-// The two custom resources of nodeflavor.io/v1alpha1, FlavorClass and FlavoredToken: constants,
+// The custom resources of nodeflavor.io/v1alpha1 (FlavorClass, FlavoredToken, NodeNameClaim): constants,
 // zod schemas and TypeScript types that mirror deploy/crds/*.yaml (the CRDs are the source of
 // truth; test/unit/resources.test.ts checks that the two agree), plus the pure helpers every
 // component needs: Go-style duration parsing for spec.ttl, the token's expiry, and node-name
@@ -22,7 +22,12 @@ export const FLAVORED_TOKEN_PLURAL = 'flavoredtokens';
 export const FLAVORED_TOKEN_SINGULAR = 'flavoredtoken';
 export const FLAVORED_TOKEN_SHORT_NAME = 'ft';
 
-/** The category both kinds belong to: `kubectl get nodeflavor`. */
+export const NODE_NAME_CLAIM_KIND = 'NodeNameClaim';
+export const NODE_NAME_CLAIM_PLURAL = 'nodenameclaims';
+export const NODE_NAME_CLAIM_SINGULAR = 'nodenameclaim';
+export const NODE_NAME_CLAIM_SHORT_NAME = 'nnc';
+
+/** The category every kind belongs to: `kubectl get nodeflavor`. */
 export const CATEGORY = 'nodeflavor';
 /** A kubelet's user name is this prefix and its node name; its group is NODES_GROUP. */
 export const NODE_USER_PREFIX = 'system:node:';
@@ -49,6 +54,13 @@ export const TOKEN_FINALIZER = 'nodeflavor.io/revoke';
 export const TOKEN_LABEL_KEY = 'nodeflavor.io/token';
 /** Quarantine taint key for nodes not (yet) verified. Reserved in FlavorClass taints. */
 export const QUARANTINE_TAINT_KEY = 'nodeflavor.io/unverified';
+/**
+ * Label every Node that joined through nodeflavor carries from its first version (admission adds
+ * it at registration, the controller keeps it): the operator's own pods never run on such a node.
+ * Reserved in FlavorClass labels.
+ */
+export const JOINED_LABEL_KEY = 'nodeflavor.io/joined';
+export const JOINED_LABEL_VALUE = 'true';
 
 /** The ttl the issuer applies when a FlavoredToken sets neither ttl nor expiresAt. */
 export const DEFAULT_TTL = '24h';
@@ -222,9 +234,13 @@ function ownKey() {
     .refine((k) => !isReservedKubernetesKey(k), { message: RESERVED_DOMAIN_MESSAGE });
 }
 
-const LabelKeySchema = ownKey().refine((k) => k !== TOKEN_LABEL_KEY, {
-  message: `the label key ${TOKEN_LABEL_KEY} is reserved: a joining node presents its flavor token under it`,
-});
+const LabelKeySchema = ownKey()
+  .refine((k) => k !== TOKEN_LABEL_KEY, {
+    message: `the label key ${TOKEN_LABEL_KEY} is reserved: a joining node presents its flavor token under it`,
+  })
+  .refine((k) => k !== JOINED_LABEL_KEY, {
+    message: `the label key ${JOINED_LABEL_KEY} is reserved: it marks every node that joined through nodeflavor`,
+  });
 const LabelValueSchema = z.string().max(63).refine(isLabelValue, { message: LABEL_VALUE_MESSAGE });
 const AnnotationKeySchema = ownKey();
 const AnnotationValueSchema = z.string().max(LIMITS.annotationValueLength);
@@ -458,6 +474,34 @@ export const FlavoredTokenSchema = z.object({
 });
 export type FlavoredToken = z.infer<typeof FlavoredTokenSchema>;
 export type FlavoredTokenInput = z.input<typeof FlavoredTokenSchema>;
+
+// ---------------------------------------------------------------------------------------------
+// NodeNameClaim
+
+/** The token whose binding holds a node name. */
+const ClaimHolderSchema = z.object({
+  tokenName: z.string().max(253),
+  tokenUID: z.string().max(128),
+  tokenID: z.string().regex(TOKEN_ID_RE),
+  csrName: z.string().max(253),
+  claimedAt: DateTimeSchema,
+});
+export type ClaimHolder = z.infer<typeof ClaimHolderSchema>;
+
+export const NodeNameClaimSpecSchema = z.object({
+  /** Absent once released: the name may be claimed again, and is still quarantined at registration. */
+  holder: ClaimHolderSchema.optional(),
+  releasedAt: DateTimeSchema.optional(),
+});
+
+/** A node name claimed through nodeflavor (ADR 0011); its name is the node name. */
+export const NodeNameClaimSchema = z.object({
+  apiVersion: z.literal(API_VERSION),
+  kind: z.literal(NODE_NAME_CLAIM_KIND),
+  metadata: ObjectMetaSchema,
+  spec: NodeNameClaimSpecSchema,
+});
+export type NodeNameClaim = z.infer<typeof NodeNameClaimSchema>;
 
 // ---------------------------------------------------------------------------------------------
 // Durations and expiry

@@ -326,6 +326,12 @@ export interface NodeDecisionInput {
   carriesTrustedKeys: boolean;
   /** Whether a FlavoredToken with this token ID exists (deleted tokens leave records behind). */
   tokenExists: (tokenId: string) => boolean;
+  /**
+   * Whether the node's name is claimed through nodeflavor (a NodeNameClaim, held or released): a
+   * machine got a kubelet certificate for it from a nodeflavor token, so a Node of that name is
+   * never unmanaged, whatever its kubelet presents.
+   */
+  nameClaimed?: boolean;
 }
 
 /** The Node's verification record as written (not yet checked: see recordIsGenuine). */
@@ -381,7 +387,8 @@ function decideUnbound(input: NodeDecisionInput): NodeVerdict {
   }
   // A node that claims nothing of ours (no token label, no trusted keys) is not ours to judge,
   // even if its CSR came from a token we did not issue: plain kubeadm joins stay untouched.
-  if (!hasTokenLabel(node) && !input.carriesTrustedKeys && !record) return { kind: 'unmanaged' };
+  if (!hasTokenLabel(node) && !input.carriesTrustedKeys && !record && !input.nameClaimed)
+    return { kind: 'unmanaged' };
   const claim = input.rejectedClaims[0];
   if (claim) return { kind: 'unflavored', failure: claim };
   if (hasTokenLabel(node)) {
@@ -400,7 +407,9 @@ function decideUnbound(input: NodeDecisionInput): NodeVerdict {
     kind: 'unflavored',
     failure: {
       reason: 'NoBinding',
-      message: `node ${node.name} carries trusted keys without a verified binding`,
+      message: input.nameClaimed
+        ? `node ${node.name} registered under a name claimed through nodeflavor, with no live binding (a machine that joined before, or its Node re-created): it stays quarantined`
+        : `node ${node.name} carries trusted keys without a verified binding`,
     },
   };
 }

@@ -18,7 +18,12 @@ import { reconcileToken } from '../../src/controller/tokens.ts';
 import type { DesiredNodeState } from '../../src/flavor/converge.ts';
 import { deriveFlavorToken } from '../../src/flavor/flavor-token.ts';
 import { newKeyRing } from '../../src/flavor/keyring.ts';
-import { type FlavoredTokenStatus, ISSUED_ANNOTATION, TOKEN_ID_LABEL } from '../../src/flavor/resources.ts';
+import {
+  type FlavoredTokenStatus,
+  ISSUED_ANNOTATION,
+  type NodeNameClaim,
+  TOKEN_ID_LABEL,
+} from '../../src/flavor/resources.ts';
 import { rfc3339 } from '../../src/flavor/rfc3339.ts';
 import type { StoredFlavorClass } from '../../src/kube/flavor-classes.ts';
 import { KubeError } from '../../src/kube/kube-error.ts';
@@ -60,7 +65,13 @@ class FakeApi implements ControllerApi {
   readonly nodes = new Map<string, TrimmedNode>();
   readonly csrs = new Map<string, CsrObject>();
   readonly secrets = new Set<string>();
+  readonly claims = new Map<string, NodeNameClaim>();
   readonly writes: string[] = [];
+  /** Runs before each call named here resolves: a test's hook to interleave another actor. */
+  readonly before = new Map<string, () => Promise<void> | void>();
+  private async hook(call: string) {
+    await this.before.get(call)?.();
+  }
   nextRv() {
     return String(++this.rv);
   }
@@ -76,6 +87,7 @@ class FakeApi implements ControllerApi {
     return clone(written);
   }
   async writeTokenStatus(token: StoredToken, status: FlavoredTokenStatus) {
+    await this.hook('writeTokenStatus');
     const stored = this.tokens.get(token.metadata.name);
     if (!stored || stored.metadata.resourceVersion !== token.metadata.resourceVersion)
       throw new KubeError(409, 'Conflict', 'token changed');
@@ -86,6 +98,7 @@ class FakeApi implements ControllerApi {
     return clone(written);
   }
   async readToken(name: string) {
+    await this.hook('readToken');
     return clone(this.tokens.get(name));
   }
   async deleteTokenVersion(token: StoredToken) {
@@ -106,6 +119,7 @@ class FakeApi implements ControllerApi {
     return this.secrets.delete(tokenId);
   }
   async decideCsr(csr: CsrObject, approve: boolean, reason: string) {
+    await this.hook('decideCsr');
     const stored = this.csrs.get(csr.metadata.name) as CsrObject;
     if (stored.metadata.resourceVersion !== csr.metadata.resourceVersion)
       throw new KubeError(409, 'Conflict', 'csr changed');
@@ -116,6 +130,42 @@ class FakeApi implements ControllerApi {
   }
   async flavoredTokenExists(name: string) {
     return this.tokens.has(name);
+  }
+  async readCsr(name: string) {
+    await this.hook('readCsr');
+    return clone(this.csrs.get(name));
+  }
+  async readNode(name: string) {
+    await this.hook('readNode');
+    return clone(this.nodes.get(name));
+  }
+  async createClaim(claim: NodeNameClaim) {
+    await this.hook('createClaim');
+    const name = claim.metadata.name as string;
+    if (this.claims.has(name)) throw new KubeError(409, 'AlreadyExists', `claim ${name} exists`);
+    const written = clone(claim);
+    written.metadata = { ...written.metadata, uid: `uid-claim-${name}`, resourceVersion: this.nextRv() };
+    this.claims.set(name, written);
+    this.writes.push(`claim ${name} ${claim.spec.holder?.tokenID}`);
+    return clone(written);
+  }
+  async readClaim(name: string) {
+    await this.hook('readClaim');
+    return clone(this.claims.get(name));
+  }
+  async replaceClaim(claim: NodeNameClaim) {
+    await this.hook('replaceClaim');
+    const name = claim.metadata.name as string;
+    const stored = this.claims.get(name);
+    if (!stored || stored.metadata.resourceVersion !== claim.metadata.resourceVersion)
+      throw new KubeError(409, 'Conflict', 'claim changed');
+    const written = clone(claim);
+    written.metadata.resourceVersion = this.nextRv();
+    this.claims.set(name, written);
+    this.writes.push(
+      `${claim.spec.holder ? `claim ${name} ${claim.spec.holder.tokenID}` : `release ${name}`}`,
+    );
+    return clone(written);
   }
 }
 
@@ -153,6 +203,7 @@ class Harness {
     csrs: new LaggingCache<CsrObject>(),
     tokens: new LaggingCache<StoredToken>(),
     classes: new LaggingCache<StoredFlavorClass>(),
+    claims: new LaggingCache<NodeNameClaim & { metadata: { name: string } }>(),
   };
   readonly indexes = new Indexes();
   readonly events: string[] = [];
@@ -163,7 +214,8 @@ class Harness {
   readonly api: FakeApi;
   readonly keyRing = RING;
   /** Watches that lag: they deliver nothing until released. */
-  readonly held = new Set<'tokens' | 'nodes' | 'csrs'>();
+  readonly held = new Set<'tokens' | 'nodes' | 'csrs' | 'claims'>();
+  private readonly lastDeliveredClaim = new Map<string, NodeNameClaim>();
   private readonly delivered = new Map<string, string>();
   private readonly lastDeliveredToken = new Map<string, StoredToken>();
   private readonly lastDeliveredNodes = new Set<string>();
@@ -232,6 +284,16 @@ class Harness {
       this.queues.nodes.add(name);
       if (added)
         for (const tokenName of this.indexes.tokensByNodeName.get(name)) this.queues.tokens.add(tokenName);
+    }
+    for (const [name, claim] of held.has('claims') ? [] : this.api.claims) {
+      const named = claim as NodeNameClaim & { metadata: { name: string } };
+      if (!changed(this.caches.claims, named)) continue;
+      events += 1;
+      this.indexes.onClaim(clone(claim), this.lastDeliveredClaim.get(name));
+      this.lastDeliveredClaim.set(name, clone(claim));
+      this.caches.claims.objects.set(name, clone(named));
+      this.queues.nodes.add(name);
+      if (claim.spec.holder) this.queues.tokens.add(claim.spec.holder.tokenName);
     }
     for (const [name, csr] of held.has('csrs') ? [] : this.api.csrs) {
       if (!changed(this.caches.csrs, csr)) continue;
@@ -304,9 +366,14 @@ function issueToken(api: FakeApi, at = T0) {
   return { name, tokenId, flavorToken: deriveFlavorToken(RING.active, tokenId, FLAVOR).reveal() };
 }
 
-async function kubeletCsr(api: FakeApi, tokenId: string, nodeName: string, at: number): Promise<string> {
+async function kubeletCsr(
+  api: FakeApi,
+  tokenId: string,
+  nodeName: string,
+  at: number,
+  name = `csr-${nodeName}`,
+): Promise<string> {
   const { csrPem } = await createCertificateRequest(`system:node:${nodeName}`, ['system:nodes']);
-  const name = `csr-${nodeName}`;
   api.csrs.set(name, {
     metadata: {
       name,
@@ -344,6 +411,7 @@ function assertFlavored(api: FakeApi, nodeName: string, tokenName: string): void
   const node = api.nodes.get(nodeName) as TrimmedNode;
   assert.equal(node.metadata.labels?.['nodeflavor.io/flavor'], FLAVOR, 'flavored');
   assert.equal(node.metadata.labels?.['nodeflavor.io/token'], undefined, 'token label removed');
+  assert.equal(node.metadata.labels?.['nodeflavor.io/joined'], 'true', 'marked as joined through nodeflavor');
   assert.deepEqual(node.spec.taints, [], 'quarantine lifted');
   const status = (api.tokens.get(tokenName) as StoredToken).status;
   assert.equal(status?.uses, 1);
@@ -389,11 +457,15 @@ describe('reconcilers on event sequences (fake API, lagging caches, fake clock)'
     const csr = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
     h.deliver();
     await h.settle();
-    assert.deepEqual(api.writes, [`status ${t.name}`, `approve ${csr} NodeflavorBound`]);
+    assert.deepEqual(api.writes, [
+      `claim n1 ${t.tokenId}`,
+      `status ${t.name}`,
+      `approve ${csr} NodeflavorBound`,
+    ]);
     registerNode(api, 'n1', t.flavorToken, T0 + 2000);
     h.deliver();
     await h.settle();
-    assert.deepEqual(api.writes.slice(2), ['node n1', `delete-secret ${t.tokenId}`, `status ${t.name}`]);
+    assert.deepEqual(api.writes.slice(3), ['node n1', `delete-secret ${t.tokenId}`, `status ${t.name}`]);
     assertFlavored(api, 'n1', t.name);
     assert.ok(!api.secrets.has(t.tokenId));
     assert.ok(h.events.includes('Normal Verified Node/n1'));
@@ -499,5 +571,208 @@ describe('reconcilers on event sequences (fake API, lagging caches, fake clock)'
     assert.equal(node.metadata.labels?.['nodeflavor.io/flavor'], undefined, 'stripped');
     assert.deepEqual(node.spec.taints, [QUARANTINE], 'quarantined again');
     await assertQuiescent(h);
+  });
+});
+
+/** The condition a CSR was decided with, as the API server has it. */
+function decisionOf(api: FakeApi, csrName: string): string | undefined {
+  const condition = api.csrs.get(csrName)?.status?.conditions?.[0];
+  return condition ? `${condition.type} ${condition.reason}` : undefined;
+}
+
+/** Revokes a token on the API server's side (the issuer's spec.revoked), as another actor would. */
+function revoke(api: FakeApi, tokenName: string): void {
+  const token = api.tokens.get(tokenName) as StoredToken;
+  (token.spec as Record<string, unknown>).revoked = true;
+  token.metadata.resourceVersion = api.nextRv();
+}
+
+describe('one node name, two tokens at the same instant: a name is claimed exactly once (ADR 0011)', () => {
+  // Token B's whole pass (bind, then its CSR's approval) runs while token A's pass waits at each
+  // of its API calls in turn: every way the two can interleave at the API, with caches that
+  // deliver nothing in between (the watch has not brought either token's binding to the other).
+  const points = ['createClaim', 'readClaim', 'writeTokenStatus', 'readToken', 'readNode', 'decideCsr'];
+  const cases = [
+    { name: 'A whole, then B whole, no watch event in between', point: undefined, nth: 0 },
+    ...points.flatMap((point) =>
+      [1, 2].map((nth) => ({ name: `B runs at A's ${nth}. ${point}`, point, nth })),
+    ),
+  ];
+  for (const { name, point, nth } of cases) {
+    it(name, async () => {
+      const api = new FakeApi();
+      const h = new Harness(api);
+      const a = issueToken(api);
+      const b = issueToken(api);
+      const csrA = await kubeletCsr(api, a.tokenId, 'n1', T0 + 1000, 'csr-a');
+      const csrB = await kubeletCsr(api, b.tokenId, 'n1', T0 + 1000, 'csr-b');
+      h.now = T0 + 1000;
+      h.deliver();
+      const runB = async () => {
+        await reconcileToken(h.ctx, b.name);
+        await reconcileCsr(h.ctx, csrB);
+      };
+      if (point) {
+        let seen = 0;
+        api.before.set(point, async () => {
+          if (++seen !== nth) return;
+          api.before.clear();
+          await runB();
+        });
+      }
+      await reconcileToken(h.ctx, a.name);
+      await reconcileCsr(h.ctx, csrA);
+      api.before.clear();
+      if (!point) await runB();
+      await h.settle();
+      h.advance(5_000);
+      await h.settle();
+
+      const decisions = [decisionOf(api, csrA), decisionOf(api, csrB)];
+      const approvedCount = decisions.filter((d) => d?.startsWith('Approved')).length;
+      assert.equal(approvedCount, 1, `exactly one CSR approved: ${JSON.stringify(decisions)}`);
+      assert.ok(
+        decisions.some((d) => d === 'Denied NameTaken'),
+        `the other is denied NameTaken: ${JSON.stringify(decisions)}`,
+      );
+      const winner = decisions[0]?.startsWith('Approved') ? a : b;
+      assert.equal(api.claims.get('n1')?.spec.holder?.tokenName, winner.name, 'the claim names the winner');
+      const boundBy = [a, b].filter((t) =>
+        (api.tokens.get(t.name)?.status?.bindings ?? []).some((binding) => binding.nodeName === 'n1'),
+      );
+      assert.deepEqual(
+        boundBy.map((t) => t.name),
+        [winner.name],
+        'only the winner records a binding of the name',
+      );
+    });
+  }
+
+  it('many rounds, random order of the two passes and of the watch: never two approvals', async () => {
+    for (let round = 0; round < 40; round++) {
+      const api = new FakeApi();
+      const h = new Harness(api);
+      const tokens = [issueToken(api), issueToken(api)];
+      const csrs = await Promise.all(
+        tokens.map((t, i) => kubeletCsr(api, t.tokenId, `r${round}`, T0 + 1000, `csr-${round}-${i}`)),
+      );
+      h.now = T0 + 1000;
+      h.deliver();
+      const order = round % 2 === 0 ? [0, 1] : [1, 0];
+      const pick = (round >> 1) % points.length;
+      const first = order[0] as number;
+      const second = order[1] as number;
+      api.before.set(points[pick] as string, async () => {
+        api.before.clear();
+        if (round % 3 === 0) h.deliver();
+        await reconcileToken(h.ctx, (tokens[second] as { name: string }).name);
+        await reconcileCsr(h.ctx, csrs[second] as string);
+      });
+      await reconcileToken(h.ctx, (tokens[first] as { name: string }).name);
+      await reconcileCsr(h.ctx, csrs[first] as string);
+      api.before.clear();
+      await h.settle();
+      h.advance(5_000);
+      await h.settle();
+      const approvedCount = csrs.filter((c) => decisionOf(api, c)?.startsWith('Approved')).length;
+      assert.equal(approvedCount, 1, `round ${round}: ${csrs.map((c) => decisionOf(api, c)).join(', ')}`);
+    }
+  });
+});
+
+describe('an approval is carried out only from fresh state', () => {
+  it('a revocation that lands between the binding and the approval: never approved; denied, name released', async () => {
+    const api = new FakeApi();
+    const h = new Harness(api);
+    const t = issueToken(api);
+    const csr = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
+    h.now = T0 + 1000;
+    h.deliver();
+    api.before.set('readToken', () => {
+      api.before.clear();
+      revoke(api, t.name);
+    });
+    await h.settle();
+    h.advance(5_000);
+    await h.settle();
+    assert.equal(decisionOf(api, csr), 'Denied Revoked');
+    assert.ok(!api.writes.some((w) => w.startsWith(`approve ${csr}`)), 'never approved');
+    assert.equal(api.claims.get('n1')?.spec.holder, undefined, 'the name is free again');
+    assert.ok(api.claims.get('n1')?.spec.releasedAt, 'the claim records its release');
+  });
+
+  it('a token deleted between the binding and the approval: never approved', async () => {
+    const api = new FakeApi();
+    const h = new Harness(api);
+    const t = issueToken(api);
+    const csr = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
+    h.now = T0 + 1000;
+    h.deliver();
+    api.before.set('readToken', () => {
+      api.before.clear();
+      const token = api.tokens.get(t.name) as StoredToken;
+      token.metadata.deletionTimestamp = rfc3339(new Date(h.now));
+      token.metadata.resourceVersion = api.nextRv();
+    });
+    await h.settle();
+    h.advance(5_000);
+    await h.settle();
+    assert.ok(!api.writes.some((w) => w.startsWith(`approve ${csr}`)), 'never approved');
+    assert.equal(decisionOf(api, csr), 'Denied Revoked');
+  });
+
+  it('a Node of the name registered by another machine before the approval: never approved; denied NameTaken', async () => {
+    const api = new FakeApi();
+    const h = new Harness(api);
+    const t = issueToken(api);
+    const other = issueToken(api);
+    const csr = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
+    h.now = T0 + 1000;
+    h.deliver();
+    api.before.set('readNode', () => {
+      api.before.clear();
+      registerNode(api, 'n1', other.flavorToken, h.now);
+    });
+    await h.settle();
+    h.advance(5_000);
+    await h.settle();
+    assert.ok(!api.writes.some((w) => w.startsWith(`approve ${csr}`)), 'never approved');
+    assert.equal(decisionOf(api, csr), 'Denied NameTaken');
+    assert.equal(api.claims.get('n1')?.spec.holder, undefined, 'the name is released');
+  });
+
+  it('a claim taken away (deleted by an admin and claimed by another token) before the approval: never approved', async () => {
+    const api = new FakeApi();
+    const h = new Harness(api);
+    const t = issueToken(api);
+    const csr = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
+    h.now = T0 + 1000;
+    h.deliver();
+    const other = issueToken(api);
+    api.before.set('readClaim', () => {
+      api.before.clear();
+      // The other token holds the name now, with a live binding of its own.
+      const claim = api.claims.get('n1') as NodeNameClaim;
+      const boundAt = rfc3339(new Date(h.now));
+      claim.spec = {
+        holder: {
+          tokenName: other.name,
+          tokenUID: `uid-${other.name}`,
+          tokenID: other.tokenId,
+          csrName: 'csr-other',
+          claimedAt: boundAt,
+        },
+      };
+      claim.metadata.resourceVersion = api.nextRv();
+      const token = api.tokens.get(other.name) as StoredToken;
+      token.status = { bindings: [{ nodeName: 'n1', csrName: 'csr-other', boundAt }], uses: 1 };
+      token.metadata.resourceVersion = api.nextRv();
+    });
+    await h.settle();
+    h.advance(5_000);
+    await h.settle();
+    assert.ok(!api.writes.some((w) => w.startsWith(`approve ${csr}`)), 'never approved');
+    assert.equal(decisionOf(api, csr), 'Denied NameTaken');
+    assert.equal(api.claims.get('n1')?.spec.holder?.tokenName, other.name, 'the other token keeps the name');
   });
 });
