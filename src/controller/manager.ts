@@ -11,7 +11,13 @@ import { hostname } from 'node:os';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { type Config, controllerUsername } from '../config.ts';
-import { FLAVORED_TOKEN_PLURAL, GROUP, type NodeNameClaim, VERSION } from '../flavor/resources.ts';
+import {
+  FLAVORED_TOKEN_PLURAL,
+  type FlavorClassSpec,
+  GROUP,
+  type NodeNameClaim,
+  VERSION,
+} from '../flavor/resources.ts';
 import { KUBELET_CLIENT_SIGNER, readVerificationRecord } from '../flavor/verdict.ts';
 import { prepareKubeConfig } from '../kube/config.ts';
 import { fencedKubeConfig } from '../kube/deadlines.ts';
@@ -36,6 +42,17 @@ import { reconcileNode } from './nodes.ts';
 import { WorkQueue } from './queue.ts';
 import { csrTokenId, Indexes, nodeFacts, trimCsr } from './state.ts';
 import { reconcileToken } from './tokens.ts';
+
+/** Whether a Node carries any label, annotation or taint key the class names. */
+function classKeyTest(spec: FlavorClassSpec | undefined): (node: TrimmedNode) => boolean {
+  const labels = Object.keys(spec?.labels ?? {});
+  const annotations = Object.keys(spec?.annotations ?? {});
+  const taints = new Set((spec?.taints ?? []).map((t) => t.key));
+  return (node) =>
+    labels.some((k) => Object.hasOwn(node.metadata.labels ?? {}, k)) ||
+    annotations.some((k) => Object.hasOwn(node.metadata.annotations ?? {}, k)) ||
+    (node.spec.taints ?? []).some((t) => taints.has(t.key));
+}
 
 export interface ControllerHandle {
   /** Resolves when every cache has its first full list. */
@@ -219,9 +236,15 @@ export function startController(options: {
       if (token.spec.flavorClassName !== flavorClass.metadata.name) continue;
       for (const binding of token.status?.bindings ?? []) nodeQueue.add(binding.nodeName);
     }
-    // Nodes whose token is gone (deleted with Keep) carry the class in their record.
+    // Nodes whose token is gone (deleted with Keep) carry the class in their record; and a Node
+    // that carries one of the class's keys already (set before the class named it, when nothing
+    // guarded it) is judged now, not at the next resync: it has no right to the key.
+    const claimed = classKeyTest(flavorClass.spec);
     for (const node of nodes.list()) {
-      if (readVerificationRecord(nodeFacts(node))?.flavorClass === flavorClass.metadata.name)
+      if (
+        readVerificationRecord(nodeFacts(node))?.flavorClass === flavorClass.metadata.name ||
+        claimed(node)
+      )
         nodeQueue.add(node.metadata.name);
     }
   });

@@ -7,11 +7,19 @@
 
 export const PROTECTED_PREFIX = 'nodeflavor.io/';
 
-// The one protected label a kubelet may set (only when it creates its Node; its value is
-// secret), and the taint it may register with (only the controller lifts it).
-import { NODE_USER_PREFIX, NODES_GROUP, QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from './resources.ts';
+// The protected label a kubelet may set (only when it creates its Node; its value is secret),
+// the taint it may register with (only the controller lifts it), and the joined mark (admission
+// adds it at registration to a Node whose name was claimed through nodeflavor; a kubelet that
+// sets it itself only keeps the operator off its own node).
+import {
+  JOINED_LABEL_KEY,
+  NODE_USER_PREFIX,
+  NODES_GROUP,
+  QUARANTINE_TAINT_KEY,
+  TOKEN_LABEL_KEY,
+} from './resources.ts';
 
-export { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY };
+export { JOINED_LABEL_KEY, QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY };
 
 export interface NodeTaint {
   key: string;
@@ -189,7 +197,7 @@ function describeChange(change: ProtectedChange): string {
 }
 
 const CONTROLLER_ONLY = 'only the nodeflavor controller may set, change or remove it';
-const KUBELET_ALLOWANCE = `kubelets may set only label ${TOKEN_LABEL_KEY} and taint ${QUARANTINE_TAINT_KEY}, when they register their Node`;
+const KUBELET_ALLOWANCE = `kubelets may set only labels ${TOKEN_LABEL_KEY} and ${JOINED_LABEL_KEY} and taint ${QUARANTINE_TAINT_KEY}, when they register their Node`;
 
 export function decideNodeAdmission(
   request: NodeAdmissionRequest,
@@ -257,6 +265,7 @@ function kubeletViolation(change: ProtectedChange, operation: AdmissionOperation
       message: `${what} on update: kubelets may set it only when they register (create) their Node; the nodeflavor controller removes it`,
     };
   }
+  if (change.kind === 'label' && change.key === JOINED_LABEL_KEY && registering) return undefined;
   if (change.kind === 'taint' && change.key === QUARANTINE_TAINT_KEY) {
     if (registering) return undefined;
     if (change.change === 'removed') {

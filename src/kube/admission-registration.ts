@@ -1,5 +1,5 @@
-// Keeps the admission registration true: applies the desired ValidatingWebhookConfiguration and/or
-// ValidatingAdmissionPolicy + binding (server-side apply, field manager `nodeflavor`, forced, so a
+// Keeps the admission registration true: applies the desired webhook configurations and/or
+// admission policies + bindings (server-side apply, field manager `nodeflavor`, forced, so a
 // field someone else took is taken back), removes the other mode's objects, and does it again
 // whenever the desired state changes (FlavorClass keys, the CA), whenever someone edits the objects
 // (watched), and periodically. Server-side apply cannot remove what another manager ADDED (an extra
@@ -17,6 +17,7 @@ import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import { FIELD_MANAGER } from '../flavor/resources.ts';
 import { CoalescedRun } from '../ops/coalesced-run.ts';
+import { classKeysPolicyName } from '../webhook/class-keys-policy.ts';
 import {
   type DesiredRegistration,
   liveRevision,
@@ -24,6 +25,7 @@ import {
   type OwnerReference,
   type RegistrationKind,
   type RegistrationObject,
+  WEBHOOK_KINDS,
 } from '../webhook/desired-registration.ts';
 import { fencedKubeConfig } from './deadlines.ts';
 import { kubeJson } from './fetch.ts';
@@ -37,6 +39,9 @@ const COLLECTION: Record<RegistrationKind, string> = {
   ValidatingWebhookConfiguration: `${API_PREFIX}/validatingwebhookconfigurations`,
   ValidatingAdmissionPolicy: `${API_PREFIX}/validatingadmissionpolicies`,
   ValidatingAdmissionPolicyBinding: `${API_PREFIX}/validatingadmissionpolicybindings`,
+  MutatingWebhookConfiguration: `${API_PREFIX}/mutatingwebhookconfigurations`,
+  MutatingAdmissionPolicy: `${API_PREFIX}/mutatingadmissionpolicies`,
+  MutatingAdmissionPolicyBinding: `${API_PREFIX}/mutatingadmissionpolicybindings`,
 };
 /** The label our objects carry; we only ever delete objects that have it. */
 const OWNED_LABEL = ['app.kubernetes.io/name', 'nodeflavor'] as const;
@@ -286,7 +291,7 @@ export function driftedFields(desired: RegistrationObject, live: LiveObject): st
 }
 
 function withoutInjectedCaBundle(desired: RegistrationObject, live: LiveObject): Record<string, unknown> {
-  if (desired.kind !== 'ValidatingWebhookConfiguration') return live;
+  if (!WEBHOOK_KINDS.has(desired.kind)) return live;
   const ourWebhooks = (desired as unknown as { webhooks: { clientConfig: { caBundle?: string } }[] })
     .webhooks;
   const webhooks = (live['webhooks'] as { clientConfig?: Record<string, unknown> }[] | undefined)?.map(
@@ -302,7 +307,7 @@ function withoutInjectedCaBundle(desired: RegistrationObject, live: LiveObject):
 /** Ours, with the live metadata (resourceVersion for optimistic concurrency) and any injected caBundle. */
 function overwrite(desired: RegistrationObject, live: LiveObject): object {
   const replacement = structuredClone(desired) as unknown as Record<string, unknown>;
-  if (desired.kind === 'ValidatingWebhookConfiguration') {
+  if (WEBHOOK_KINDS.has(desired.kind)) {
     const liveWebhooks = live['webhooks'] as { clientConfig?: { caBundle?: string } }[] | undefined;
     const webhooks = replacement['webhooks'] as { clientConfig: { caBundle?: string } }[];
     webhooks.forEach((w, i) => {
@@ -352,6 +357,8 @@ async function removeOwned(
 /** Deletes every registration object named `name` that nodeflavor made (uninstall hooks, tests). */
 export async function removeAdmissionRegistration(kubeConfig: KubeConfig, name: string): Promise<void> {
   for (const kind of Object.keys(COLLECTION) as RegistrationKind[]) await removeOwned(kubeConfig, kind, name);
+  await removeOwned(kubeConfig, 'ValidatingAdmissionPolicy', classKeysPolicyName(name));
+  await removeOwned(kubeConfig, 'ValidatingAdmissionPolicyBinding', classKeysPolicyName(name));
 }
 
 /** The owner reference to ClusterRole `name` (its uid read now), for config.registrationOwner. */

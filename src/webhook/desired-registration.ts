@@ -6,17 +6,32 @@
 // upgrade an older release never rolls back a newer release's registration (registrationRule).
 import { type Config, controllerUsername } from '../config.ts';
 import type { ProtectedKeys } from '../flavor/admission.ts';
+import { classKeysPolicy, classKeysPolicyBinding } from './class-keys-policy.ts';
+import {
+  mutatingWebhookConfiguration,
+  quarantineAdmissionPolicy,
+  quarantineAdmissionPolicyBinding,
+} from './quarantine-registration.ts';
 import {
   validatingAdmissionPolicy,
   validatingAdmissionPolicyBinding,
   validatingWebhookConfiguration,
 } from './registration.ts';
-import { VALIDATE_NODES_PATH } from './server.ts';
+import { MUTATE_NODES_PATH, VALIDATE_NODES_PATH } from './server.ts';
 
 export type RegistrationKind =
   | 'ValidatingWebhookConfiguration'
   | 'ValidatingAdmissionPolicy'
-  | 'ValidatingAdmissionPolicyBinding';
+  | 'ValidatingAdmissionPolicyBinding'
+  | 'MutatingWebhookConfiguration'
+  | 'MutatingAdmissionPolicy'
+  | 'MutatingAdmissionPolicyBinding';
+
+/** The kinds whose webhooks carry a clientConfig (and so a caBundle, ours or injected). */
+export const WEBHOOK_KINDS: ReadonlySet<RegistrationKind> = new Set([
+  'ValidatingWebhookConfiguration',
+  'MutatingWebhookConfiguration',
+]);
 
 export interface OwnerReference {
   apiVersion: string;
@@ -46,7 +61,7 @@ export interface DesiredRegistration {
  * registration.ts) generates changes: an older release leaves a newer revision alone, and the
  * unit test pinning the generated objects fails until it is bumped.
  */
-export const REGISTRATION_REVISION = 1;
+export const REGISTRATION_REVISION = 2;
 /** Where an object says which revision generated it; absent: older than revision 1. */
 export const REGISTRATION_REVISION_ANNOTATION = 'nodeflavor.io/registration-revision';
 
@@ -89,42 +104,55 @@ export function desiredRegistration(
   const remove: DesiredRegistration['remove'] = [];
 
   if (webhook) {
-    const endpoint =
+    const endpoint = (path: string) =>
       config.webhookUrl === undefined
         ? {
             service: {
               namespace: config.namespace,
               name: config.webhookService,
               port: WEBHOOK_SERVICE_PORT,
-              path: VALIDATE_NODES_PATH,
+              path,
             },
           }
-        : { url: webhookUrl(config.webhookUrl) };
+        : { url: webhookUrl(config.webhookUrl, path) };
     const selfManaged = config.tlsMode === 'self';
     const caBundle =
       selfManaged && caPem !== undefined ? { caBundle: Buffer.from(caPem).toString('base64') } : {};
-    const object: RegistrationObject = validatingWebhookConfiguration({
-      name,
-      ...guard,
-      ...endpoint,
-      ...caBundle,
-    });
-    if (!selfManaged)
-      object.metadata.annotations = { [INJECT_CA_ANNOTATION]: `${config.namespace}/${config.tlsSecret}` };
-    apply.push(object);
+    const objects: RegistrationObject[] = [
+      validatingWebhookConfiguration({ name, ...guard, ...endpoint(VALIDATE_NODES_PATH), ...caBundle }),
+      // Quarantine from a Node's first version (ADR 0012).
+      mutatingWebhookConfiguration({ name, ...endpoint(MUTATE_NODES_PATH), ...caBundle }),
+    ];
+    for (const object of objects) {
+      if (!selfManaged)
+        object.metadata.annotations = { [INJECT_CA_ANNOTATION]: `${config.namespace}/${config.tlsSecret}` };
+      apply.push(object);
+    }
   } else {
-    remove.push({ kind: 'ValidatingWebhookConfiguration', name });
+    remove.push(
+      { kind: 'ValidatingWebhookConfiguration', name },
+      { kind: 'MutatingWebhookConfiguration', name },
+    );
   }
 
   if (policy) {
     apply.push(validatingAdmissionPolicy({ name, ...guard }));
     apply.push(validatingAdmissionPolicyBinding({ name, policyName: name }));
+    apply.push(quarantineAdmissionPolicy({ name }));
+    apply.push(quarantineAdmissionPolicyBinding({ name, policyName: name }));
   } else {
     remove.push(
       { kind: 'ValidatingAdmissionPolicy', name },
       { kind: 'ValidatingAdmissionPolicyBinding', name },
+      { kind: 'MutatingAdmissionPolicy', name },
+      { kind: 'MutatingAdmissionPolicyBinding', name },
     );
   }
+  // In every mode: a new FlavorClass's keys are guarded by the API server from its first second.
+  apply.push(
+    classKeysPolicy({ name, controllerUsername: guard.controllerUsername, adminGroups: guard.adminGroups }),
+  );
+  apply.push(classKeysPolicyBinding({ name }));
   for (const object of apply) {
     object.metadata.annotations = {
       ...object.metadata.annotations,
@@ -152,9 +180,13 @@ export function mayWriteRegistration(
   return live === undefined || liveRevision(live.metadata.annotations) <= revision;
 }
 
-/** A configured URL without a path gets the webhook's path; one with a path is used as it is. */
-export function webhookUrl(configured: string): string {
+/**
+ * A configured URL without a path gets each webhook's path; one with a path is the validating
+ * webhook's as it is, and the mutating webhook's path replaces its last segment.
+ */
+export function webhookUrl(configured: string, path: string = VALIDATE_NODES_PATH): string {
   const url = new URL(configured);
-  if (url.pathname === '/' || url.pathname === '') url.pathname = VALIDATE_NODES_PATH;
+  if (url.pathname === '/' || url.pathname === '') url.pathname = path;
+  else if (path !== VALIDATE_NODES_PATH) url.pathname = url.pathname.replace(/[^/]*$/, path.slice(1));
   return url.toString();
 }

@@ -13,6 +13,7 @@ import { AdmissionRegistrar, clusterRoleOwner } from '../kube/admission-registra
 import { prepareKubeConfig } from '../kube/config.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { Leadership } from '../kube/leader.ts';
+import { readClaim } from '../kube/node-name-claims.ts';
 import type { ProtectedKeysSource } from '../kube/protected-keys-source.ts';
 import { WebhookTlsStore } from '../kube/webhook-tls-store.ts';
 import { faultValue } from '../ops/failpoints.ts';
@@ -77,7 +78,16 @@ export function startAdmission(options: AdmissionOptions): RunningAdmission {
       if (stopped) return;
       waitingFor = 'the webhook server to listen';
       const { host, port } = listenAddress(config.webhookAddress);
-      server = await startWebhookServer({ host, port, certificate: first, policy, metrics, logger });
+      server = await startWebhookServer({
+        host,
+        port,
+        certificate: first,
+        policy,
+        metrics,
+        logger,
+        // Read from the API server for each registration it judges: never a cached answer.
+        nameClaimed: async (nodeName) => (await readClaim(options.kubeConfig, nodeName)) !== undefined,
+      });
       if (stopped) {
         await server.close();
         return;

@@ -8,14 +8,22 @@
 //     the policy when FlavorClasses change.
 // Every CEL expression is guarded so it cannot error on a missing field: with failurePolicy Fail an
 // evaluation error would reject the write.
-import { type ProtectedKeys, QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from '../flavor/admission.ts';
+import {
+  JOINED_LABEL_KEY,
+  type ProtectedKeys,
+  QUARANTINE_TAINT_KEY,
+  TOKEN_LABEL_KEY,
+} from '../flavor/admission.ts';
 
 export const NODE_WEBHOOK_NAME = 'nodes.nodeflavor.io';
-const API_VERSION = 'admissionregistration.k8s.io/v1';
-const DEFAULT_TIMEOUT_SECONDS = 5;
-const COMMON_LABELS = { 'app.kubernetes.io/name': 'nodeflavor', 'app.kubernetes.io/component': 'admission' };
+export const API_VERSION = 'admissionregistration.k8s.io/v1';
+export const DEFAULT_TIMEOUT_SECONDS = 5;
+export const COMMON_LABELS = {
+  'app.kubernetes.io/name': 'nodeflavor',
+  'app.kubernetes.io/component': 'admission',
+};
 
-interface MatchCondition {
+export interface MatchCondition {
   name: string;
   expression: string;
 }
@@ -28,7 +36,7 @@ interface NodeRule {
   scope: 'Cluster';
 }
 
-interface WebhookServiceReference {
+export interface WebhookServiceReference {
   namespace: string;
   name: string;
   port: number;
@@ -190,11 +198,11 @@ function checkGuardOptions(opts: GuardRuleOptions): void {
 // ---- CEL text -------------------------------------------------------------------------------
 
 /** A CEL string literal: every escape JSON emits (\" \\ \n \uXXXX) is also a CEL escape. */
-function lit(value: string): string {
+export function lit(value: string): string {
   return JSON.stringify(value);
 }
 
-function litList(values: readonly string[]): string {
+export function litList(values: readonly string[]): string {
   return `[${values.map(lit).join(', ')}]`;
 }
 
@@ -224,15 +232,15 @@ function keyTests(keys: ProtectedKeys): KeyTests {
 
 // Maps and lists that read as empty when absent. oldObject is null on CREATE, so it is only
 // touched behind the operation check (CEL's && does not evaluate past a false left side).
-const newMap = (field: 'labels' | 'annotations') =>
+export const newMap = (field: 'labels' | 'annotations') =>
   `(has(object.metadata.${field}) ? object.metadata.${field} : {})`;
-const oldMap = (field: 'labels' | 'annotations') =>
+export const oldMap = (field: 'labels' | 'annotations') =>
   `(request.operation == "UPDATE" && has(oldObject.metadata.${field}) ? oldObject.metadata.${field} : {})`;
-const NEW_TAINTS = '(has(object.spec) && has(object.spec.taints) ? object.spec.taints : [])';
-const OLD_TAINTS =
+export const NEW_TAINTS = '(has(object.spec) && has(object.spec.taints) ? object.spec.taints : [])';
+export const OLD_TAINTS =
   '(request.operation == "UPDATE" && has(oldObject.spec) && has(oldObject.spec.taints) ? oldObject.spec.taints : [])';
 /** A taint's value, absent read as "" (the API server omits empty values). */
-const taintValue = (t: string) => `(has(${t}.value) ? ${t}.value : "")`;
+export const taintValue = (t: string) => `(has(${t}.value) ? ${t}.value : "")`;
 
 function mapTouched(field: 'labels' | 'annotations', isProtected: (v: string) => string): string {
   const after = newMap(field);
@@ -261,7 +269,7 @@ export function touchesProtectedKeysExpression(keys: ProtectedKeys): string {
 }
 
 /** CEL: the request comes from a kubelet (the Node authorizer's identity), as decideNodeAdmission's isKubelet. */
-const IS_KUBELET =
+export const IS_KUBELET =
   'has(request.userInfo.username) && request.userInfo.username.startsWith("system:node:") && size(request.userInfo.username) > 12' +
   ' && has(request.userInfo.groups) && "system:nodes" in request.userInfo.groups';
 
@@ -308,6 +316,7 @@ function described(source: string, kind: Kind, change: Change, keep?: string): s
 function policyVariables(opts: GuardRuleOptions): { name: string; expression: string }[] {
   const tests = keyTests(opts.protectedKeys);
   const token = lit(TOKEN_LABEL_KEY);
+  const joined = lit(JOINED_LABEL_KEY);
   const quarantine = lit(QUARANTINE_TAINT_KEY);
   const mapDiff = (field: 'labels' | 'annotations', test: (v: string) => string) => {
     const Field = field === 'labels' ? 'Labels' : 'Annotations'; // newLabels, labelsAdded, ...
@@ -381,7 +390,12 @@ function policyVariables(opts: GuardRuleOptions): { name: string; expression: st
       // (token label on update, quarantine removal): mirrors kubeletViolation's KubeletProtectedKey.
       name: 'kubeletForbidden',
       expression: [
-        described('variables.labelsAdded', 'label', 'added', `x != ${token}`),
+        described(
+          'variables.labelsAdded',
+          'label',
+          'added',
+          `x != ${token} && (variables.isUpdate || x != ${joined})`,
+        ),
         described('variables.labelsChanged', 'label', 'changed', `x != ${token}`),
         described('variables.labelsRemoved', 'label', 'removed', `x != ${token}`),
         ...allChanges('annotation', 'annotations'),
@@ -423,8 +437,8 @@ function policyValidations(): ValidatingAdmissionPolicy['spec']['validations'] {
     ),
     rule(
       '!variables.asKubelet || size(variables.kubeletForbidden) == 0',
-      `'KubeletProtectedKey: ' + variables.kubeletForbidden.join(', ') + ': only the nodeflavor controller may set, change or remove it; kubelets may set only label ${TOKEN_LABEL_KEY} and taint ${QUARANTINE_TAINT_KEY}, when they register their Node'`,
-      `KubeletProtectedKey: kubelets may set only label ${TOKEN_LABEL_KEY} and taint ${QUARANTINE_TAINT_KEY}, when they register their Node`,
+      `'KubeletProtectedKey: ' + variables.kubeletForbidden.join(', ') + ': only the nodeflavor controller may set, change or remove it; kubelets may set only labels ${TOKEN_LABEL_KEY} and ${JOINED_LABEL_KEY} and taint ${QUARANTINE_TAINT_KEY}, when they register their Node'`,
+      `KubeletProtectedKey: kubelets may set only labels ${TOKEN_LABEL_KEY} and ${JOINED_LABEL_KEY} and taint ${QUARANTINE_TAINT_KEY}, when they register their Node`,
     ),
   ];
 }

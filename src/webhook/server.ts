@@ -1,17 +1,27 @@
-// The webhook's HTTPS endpoint: bytes in, reviewNodeAdmission (pure, src/webhook/review.ts), bytes
-// out, plus counting and logging. Plain node:https rather than a framework: two routes, and every
-// microsecond per review is the API server's (and so every Node write's) latency. The serving
-// certificate swaps in place (setSecureContext): new handshakes get the new one, connections open
-// on the old one carry on, so a renewal drops nothing.
+// The webhook's HTTPS endpoint: bytes in, reviewNodeAdmission (pure, src/webhook/review.ts) or
+// reviewNodeRegistration (the mutating half, registration-review.ts), bytes out, plus counting and
+// logging. Plain node:https rather than a framework: three routes, and every microsecond per review
+// is the API server's (and so every Node write's) latency. The serving certificate swaps in place
+// (setSecureContext): new handshakes get the new one, connections open on the old one carry on,
+// so a renewal drops nothing.
+//
+// The port is reachable from the pod network, so from any node: the process also holds the
+// controller's Lease, whose renewals must not wait behind a flood of large bodies. Connections
+// are capped, bodies being read are capped (beyond: 503 at once, nothing read), and bodies are
+// parsed one per event-loop turn (parse-queue.ts), so a renewal's timer and I/O get a turn
+// between any two parses however many arrive at once.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { AdmissionPolicy } from '../flavor/admission.ts';
 import type { AdmissionMetrics } from './metrics.ts';
+import { ParseQueue } from './parse-queue.ts';
+import { reviewNodeRegistration } from './registration-review.ts';
 import { reviewNodeAdmission } from './review.ts';
 
 export const VALIDATE_NODES_PATH = '/validate-nodes';
+export const MUTATE_NODES_PATH = '/mutate-nodes';
 const HEALTH_PATH = '/healthz';
 /**
  * A review carries the Node twice (object and oldObject); etcd stores objects up to 1.5 MiB, so a
@@ -25,6 +35,13 @@ const MAX_BODY_BYTES = 4 * 1024 * 1024;
  */
 const KEEP_ALIVE_TIMEOUT_MS = 120_000;
 const MAX_LOGGED_LENGTH = 256;
+/**
+ * Open connections at most (the API server keeps a pool per replica; far below the process's file
+ * descriptors). Beyond it, new connections are closed at once.
+ */
+const MAX_CONNECTIONS = 512;
+/** Bodies being read or waiting to be parsed at most; beyond it a request gets 503 unread. */
+const MAX_REQUESTS_IN_FLIGHT = 64;
 
 interface KeyPair {
   certPem: string;
@@ -40,6 +57,20 @@ interface WebhookServerOptions {
   metrics: AdmissionMetrics;
   logger: Logger;
   maxBodyBytes?: number;
+  /**
+   * Whether a node name is claimed through nodeflavor, read from the API server (the mutating
+   * route); without it the route answers 404.
+   */
+  nameClaimed?: (nodeName: string) => Promise<boolean>;
+  maxConnections?: number;
+  maxRequestsInFlight?: number;
+}
+
+/** What every request handler shares: the options and the bounded parsing. */
+interface ServerState {
+  options: WebhookServerOptions;
+  parser: ParseQueue;
+  inFlight: number;
 }
 
 export interface WebhookServer {
@@ -61,8 +92,10 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
       headersTimeout: 10_000,
       requestTimeout: 30_000,
     },
-    (req, res) => handle(req, res, options),
+    (req, res) => handle(req, res, state),
   );
+  const state: ServerState = { options, parser: new ParseQueue(), inFlight: 0 };
+  server.maxConnections = options.maxConnections ?? MAX_CONNECTIONS;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {
@@ -96,14 +129,15 @@ function closeServer(server: Server): Promise<void> {
   });
 }
 
-function handle(req: IncomingMessage, res: ServerResponse, options: WebhookServerOptions): void {
+function handle(req: IncomingMessage, res: ServerResponse, state: ServerState): void {
+  const { options } = state;
   const started = performance.now();
   const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
   if (path === HEALTH_PATH && (req.method === 'GET' || req.method === 'HEAD')) {
     res.writeHead(200, { 'Content-Type': 'text/plain' }).end('ok\n');
     return;
   }
-  const refusal = routeRefusal(req, path);
+  const refusal = routeRefusal(req, path, options);
   if (refusal !== undefined) {
     if (refusal.status === 405) res.setHeader('Allow', 'POST');
     reject(res, options, refusal.status, refusal.message);
@@ -114,6 +148,19 @@ function handle(req: IncomingMessage, res: ServerResponse, options: WebhookServe
     tooLarge(req, res, options, limit);
     return;
   }
+  if (state.inFlight >= (options.maxRequestsInFlight ?? MAX_REQUESTS_IN_FLIGHT)) {
+    // Do not read it: the API server retries (failurePolicy) or the client was never it.
+    dropUnread(req, res, options, 503, 'too many admission requests in flight: retry');
+    return;
+  }
+  state.inFlight += 1;
+  let done = false;
+  const finish = () => {
+    if (done) return;
+    done = true;
+    state.inFlight -= 1;
+  };
+  res.once('close', finish);
   const chunks: Buffer[] = [];
   let size = 0;
   req.on('data', (chunk: Buffer) => {
@@ -127,20 +174,34 @@ function handle(req: IncomingMessage, res: ServerResponse, options: WebhookServe
   });
   req.on('end', () => {
     if (size > limit) return;
-    let body: unknown;
-    try {
-      body = JSON.parse(Buffer.concat(chunks, size).toString('utf8'));
-    } catch {
-      reject(res, options, 400, 'the body is not valid JSON');
-      return;
-    }
-    answer(body, res, options, started);
+    const text = Buffer.concat(chunks, size).toString('utf8');
+    chunks.length = 0;
+    state.parser
+      .parse(text)
+      .then(
+        (body) =>
+          path === MUTATE_NODES_PATH
+            ? answerRegistration(body, res, options, started)
+            : answer(body, res, options, started),
+        () => reject(res, options, 400, 'the body is not valid JSON'),
+      )
+      .catch((error: Error) => {
+        options.logger.error({ err: error.message }, 'webhook handler failed');
+        reject(res, options, 500, 'internal error');
+      })
+      .finally(finish);
   });
 }
 
-function routeRefusal(req: IncomingMessage, path: string): { status: number; message: string } | undefined {
-  if (path !== VALIDATE_NODES_PATH) return { status: 404, message: `no route ${path.slice(0, 100)}` };
-  if (req.method !== 'POST') return { status: 405, message: `${VALIDATE_NODES_PATH} takes POST` };
+function routeRefusal(
+  req: IncomingMessage,
+  path: string,
+  options: WebhookServerOptions,
+): { status: number; message: string } | undefined {
+  const known =
+    path === VALIDATE_NODES_PATH || (path === MUTATE_NODES_PATH && options.nameClaimed !== undefined);
+  if (!known) return { status: 404, message: `no route ${path.slice(0, 100)}` };
+  if (req.method !== 'POST') return { status: 405, message: `${path} takes POST` };
   if (!isJson(req.headers['content-type'])) {
     return { status: 415, message: 'an AdmissionReview must be sent as Content-Type: application/json' };
   }
@@ -168,6 +229,31 @@ function answer(body: unknown, res: ServerResponse, options: WebhookServerOption
   }
 }
 
+async function answerRegistration(
+  body: unknown,
+  res: ServerResponse,
+  options: WebhookServerOptions,
+  started: number,
+): Promise<void> {
+  const nameClaimed = options.nameClaimed as (nodeName: string) => Promise<boolean>;
+  const outcome = await reviewNodeRegistration(body, nameClaimed);
+  if (outcome.httpStatus === 400) {
+    reject(res, options, 400, outcome.error);
+    return;
+  }
+  const payload = JSON.stringify(outcome.body);
+  res
+    .writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) })
+    .end(payload);
+  const result = outcome.body.response.allowed ? 'mutated' : 'denied';
+  options.metrics.decisions.inc({ result, reason: outcome.result });
+  options.metrics.duration.observe((performance.now() - started) / 1000);
+  const level = outcome.result === 'ClaimUnreadable' ? 'warn' : 'debug';
+  if (options.logger.isLevelEnabled(level)) {
+    options.logger[level]({ ...requestFacts(body), result: outcome.result }, 'registration reviewed');
+  }
+}
+
 function reject(res: ServerResponse, options: WebhookServerOptions, status: number, message: string): void {
   options.metrics.rejectedRequests.inc({ status: String(status) });
   options.logger.warn({ status, message }, 'webhook request rejected');
@@ -184,6 +270,20 @@ function tooLarge(
   // Do not read (or keep) the rest: answer, then drop the connection.
   res.shouldKeepAlive = false;
   reject(res, options, 413, `the body exceeds ${limit} bytes`);
+  req.pause();
+  res.once('finish', () => req.socket.destroy());
+}
+
+/** Answers without reading the body, and closes the connection (its unread body is in the way). */
+function dropUnread(
+  req: IncomingMessage,
+  res: ServerResponse,
+  options: WebhookServerOptions,
+  status: number,
+  message: string,
+): void {
+  res.shouldKeepAlive = false;
+  reject(res, options, status, message);
   req.pause();
   res.once('finish', () => req.socket.destroy());
 }

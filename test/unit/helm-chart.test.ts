@@ -124,6 +124,7 @@ const BASE_CLUSTER_GRANTS = [
   'nodeflavor.io flavorclasses/status *any*: update',
   'nodeflavor.io flavoredtokens *any*: create,delete,get,list,patch,watch',
   'nodeflavor.io flavoredtokens/status *any*: update',
+  'nodeflavor.io nodenameclaims *any*: create,get,list,update,watch',
 ];
 const CSR_APPROVER_GRANTS = [
   'certificates.k8s.io certificatesigningrequests/approval *any*: update',
@@ -135,11 +136,20 @@ const ADMISSION_GRANTS = [
   'validatingwebhookconfigurations',
   'validatingadmissionpolicies',
   'validatingadmissionpolicybindings',
+  'mutatingwebhookconfigurations',
+  'mutatingadmissionpolicies',
+  'mutatingadmissionpolicybindings',
 ]
   .flatMap((r) => [
     `admissionregistration.k8s.io ${r} *any*: create`,
     `admissionregistration.k8s.io ${r} ${RELEASE}: delete,get,list,patch,update,watch`,
   ])
+  // The FlavorClass-keys policy and its binding, in every mode (never deleted by the process).
+  .concat(
+    ['validatingadmissionpolicies', 'validatingadmissionpolicybindings'].map(
+      (r) => `admissionregistration.k8s.io ${r} ${RELEASE}-class-keys: get,list,patch,update,watch`,
+    ),
+  )
   // Its own ClusterRole, by name: the registration's owner (--registration-owner).
   .concat([`rbac.authorization.k8s.io clusterroles ${RELEASE}: get`]);
 

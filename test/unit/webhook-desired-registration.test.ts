@@ -28,16 +28,28 @@ const webhookOf = (objects: RegistrationObject[]) =>
   ).webhooks[0]!;
 
 describe('desiredRegistration', () => {
-  test('mode webhook: the webhook configuration; the policy and binding are to be removed', () => {
+  test('mode webhook: both webhook configurations and the class-keys policy; the policies are to be removed', () => {
     const desired = desiredRegistration(parseConfig({ admissionMode: 'webhook' }), keys, CA);
     assert.deepEqual(
-      desired.apply.map((o) => o.kind),
-      ['ValidatingWebhookConfiguration'],
+      desired.apply.map((o) => [o.kind, o.metadata.name]),
+      [
+        ['ValidatingWebhookConfiguration', 'nodeflavor'],
+        ['MutatingWebhookConfiguration', 'nodeflavor'],
+        ['ValidatingAdmissionPolicy', 'nodeflavor-class-keys'],
+        ['ValidatingAdmissionPolicyBinding', 'nodeflavor-class-keys'],
+      ],
     );
     assert.deepEqual(desired.remove, [
       { kind: 'ValidatingAdmissionPolicy', name: 'nodeflavor' },
       { kind: 'ValidatingAdmissionPolicyBinding', name: 'nodeflavor' },
+      { kind: 'MutatingAdmissionPolicy', name: 'nodeflavor' },
+      { kind: 'MutatingAdmissionPolicyBinding', name: 'nodeflavor' },
     ]);
+    const mutating = desired.apply.find((o) => o.kind === 'MutatingWebhookConfiguration') as unknown as {
+      webhooks: { clientConfig: { service: { path: string } }; failurePolicy: string; rules: unknown[] }[];
+    };
+    assert.equal(mutating.webhooks[0]?.clientConfig.service.path, '/mutate-nodes');
+    assert.equal(mutating.webhooks[0]?.failurePolicy, 'Fail');
     const webhook = webhookOf(desired.apply);
     assert.deepEqual(webhook.clientConfig.service, {
       namespace: 'nodeflavor',
@@ -61,14 +73,21 @@ describe('desiredRegistration', () => {
       [
         ['ValidatingAdmissionPolicy', 'g'],
         ['ValidatingAdmissionPolicyBinding', 'g'],
+        ['MutatingAdmissionPolicy', 'g'],
+        ['MutatingAdmissionPolicyBinding', 'g'],
+        ['ValidatingAdmissionPolicy', 'g-class-keys'],
+        ['ValidatingAdmissionPolicyBinding', 'g-class-keys'],
       ],
     );
-    assert.deepEqual(desired.remove, [{ kind: 'ValidatingWebhookConfiguration', name: 'g' }]);
+    assert.deepEqual(desired.remove, [
+      { kind: 'ValidatingWebhookConfiguration', name: 'g' },
+      { kind: 'MutatingWebhookConfiguration', name: 'g' },
+    ]);
   });
 
-  test('mode both: all three, nothing removed', () => {
+  test('mode both: all eight, nothing removed', () => {
     const desired = desiredRegistration(parseConfig({ admissionMode: 'both' }), keys, CA);
-    assert.equal(desired.apply.length, 3);
+    assert.equal(desired.apply.length, 8);
     assert.deepEqual(desired.remove, []);
   });
 
@@ -76,10 +95,11 @@ describe('desiredRegistration', () => {
     const config = parseConfig({ tlsMode: 'cert-manager', namespace: 'nf', tlsSecret: 'hook-tls' });
     const desired = desiredRegistration(config, keys, CA);
     assert.equal(webhookOf(desired.apply).clientConfig.caBundle, undefined);
-    assert.deepEqual(desired.apply[0]?.metadata.annotations, {
-      [INJECT_CA_ANNOTATION]: 'nf/hook-tls',
-      [REGISTRATION_REVISION_ANNOTATION]: String(REGISTRATION_REVISION),
-    });
+    for (const webhooks of desired.apply.slice(0, 2))
+      assert.deepEqual(webhooks.metadata.annotations, {
+        [INJECT_CA_ANNOTATION]: 'nf/hook-tls',
+        [REGISTRATION_REVISION_ANNOTATION]: String(REGISTRATION_REVISION),
+      });
   });
 
   test('a webhook URL replaces the Service reference; a bare URL gets the path', () => {
@@ -88,6 +108,7 @@ describe('desiredRegistration', () => {
     assert.equal(webhook.clientConfig.url, 'https://127.0.0.1:9443/validate-nodes');
     assert.equal(webhook.clientConfig.service, undefined);
     assert.equal(webhookUrl('https://h:1/custom'), 'https://h:1/custom');
+    assert.equal(webhookUrl('https://127.0.0.1:9443', '/mutate-nodes'), 'https://127.0.0.1:9443/mutate-nodes');
   });
 });
 
