@@ -119,7 +119,7 @@ const BASE_CLUSTER_GRANTS = [
   'authorization.k8s.io subjectaccessreviews *any*: create',
   'certificates.k8s.io certificatesigningrequests *any*: list,watch',
   'core events *any*: create,get,patch',
-  'core nodes *any*: list,patch,watch',
+  'core nodes *any*: get,list,patch,watch',
   'nodeflavor.io flavorclasses *any*: get,list,watch',
   'nodeflavor.io flavorclasses/status *any*: update',
   'nodeflavor.io flavoredtokens *any*: create,delete,get,list,patch,watch',
@@ -127,6 +127,7 @@ const BASE_CLUSTER_GRANTS = [
   'nodeflavor.io nodenameclaims *any*: create,get,list,update,watch',
 ];
 const CSR_APPROVER_GRANTS = [
+  'certificates.k8s.io certificatesigningrequests *any*: get',
   'certificates.k8s.io certificatesigningrequests/approval *any*: update',
   'certificates.k8s.io signers kubernetes.io/kube-apiserver-client-kubelet: approve',
 ];
