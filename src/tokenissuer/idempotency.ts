@@ -1,10 +1,10 @@
 // Idempotency-Key for POST /v1/tokens: a retry with the same key, by the same caller, with the
 // same body gets the answer of the first request instead of a second token; the same key with a
-// different body is a conflict. Answers are kept in memory for a TTL and the cache is bounded.
-// It is per replica: a retry that lands on another replica mints a second token (portals that
-// need more should pin retries to one replica or revoke the extra token).
-// Concurrent duplicates share one in-flight issuance. Failures are not kept, so a retry after a
-// failure tries again.
+// different body is a conflict. "The same caller" is its identity (Caller.owner), never a name
+// another caller could share: the answer holds the token's secrets. Answers are kept in memory
+// for a TTL and the cache is bounded. This cache is per replica and only spares the work and
+// shares a request in flight; what makes a retry on another replica safe is
+// idempotent-issue.ts (ADR 0005). Failures are not kept, so a retry after a failure tries again.
 import { createHash } from 'node:crypto';
 import { BoundedCache } from './bounded-cache.ts';
 import { IssuerError } from './errors.ts';
@@ -35,7 +35,7 @@ export class IdempotencyCache<V> {
   }
 
   async run(
-    caller: string,
+    owner: string,
     key: string,
     request: unknown,
     produce: () => Promise<V>,
@@ -45,7 +45,7 @@ export class IdempotencyCache<V> {
         { field: 'Idempotency-Key', message: 'must be 1 to 255 visible ASCII characters' },
       ]);
     }
-    const cacheKey = `${caller}\u0000${key}`;
+    const cacheKey = `${owner}\u0000${key}`;
     const fingerprint = requestFingerprint(request);
     const existing = this.#cache.get(cacheKey, this.#now());
     if (existing) {

@@ -149,7 +149,8 @@ async function authenticate(ctx: IssuerContext, request: FastifyRequest, reply: 
     }
     throw error;
   }
-  const decision = ctx.callerLimiter.take(caller.username);
+  // Per identity (owner), not per name: see Caller.username.
+  const decision = ctx.callerLimiter.take(caller.owner);
   if (!decision.allowed) {
     ctx.metrics.rateLimited.inc({ scope: 'caller' });
     throw new IssuerError(
@@ -211,7 +212,7 @@ async function watchToken(
   }
   const caller = requireCaller(request);
   const token = await authorisedToken(ctx, request, request.params.id, 'get');
-  const release = ctx.watches.acquire(caller.username);
+  const release = ctx.watches.acquire(caller.owner);
   const name = token.metadata.name ?? '';
   const stream = tokenEventStream({
     token,
@@ -317,7 +318,7 @@ async function postToken(
     };
     const { value, replayed } =
       typeof key === 'string'
-        ? await ctx.idempotency.run(caller.username, key, valid, produce)
+        ? await ctx.idempotency.run(caller.owner, key, valid, produce)
         : { value: await produce(), replayed: false };
     result = replayed || replayedByAnother ? 'replayed' : 'issued';
     request.log.info({ tokenID: value.tokenID, caller: caller.username, replayed }, 'token issued');

@@ -15,6 +15,7 @@ import type { BootstrapSecretRequest, TokenKube } from '../../../src/kube/tokens
 import { createCertificateAuthority } from '../../../src/pki/certs.ts';
 import type { Reviews } from '../../../src/tokenissuer/auth.ts';
 import { DEFAULT_ISSUER_AUDIENCE } from '../../../src/tokenissuer/config.ts';
+import type { TokenFeed } from '../../../src/tokenissuer/token-feed.ts';
 import { seededRandomBytes } from './random.ts';
 
 export interface StoredSecret {
@@ -188,4 +189,31 @@ export class FakeReviews implements Reviews {
 export function fakeKeyRing(seed = 'ring'): { loaded: boolean; get(): Promise<KeyRing> } {
   const ring = newKeyRing(seededRandomBytes(seed));
   return { loaded: true, get: async () => ring };
+}
+
+/** The issuer's FlavoredToken watch over a FakeTokenKube's records; `change` plays a watch event. */
+export class FakeFeed implements TokenFeed {
+  synced = true;
+  readonly listeners = new Map<string, Set<(t: FlavoredToken | undefined) => void>>();
+  readonly kube: FakeTokenKube;
+  constructor(kube: FakeTokenKube) {
+    this.kube = kube;
+  }
+  list() {
+    return [...this.kube.tokens.values()];
+  }
+  get(name: string) {
+    return this.kube.tokens.get(name);
+  }
+  subscribe(name: string, listener: (t: FlavoredToken | undefined) => void) {
+    const set = this.listeners.get(name) ?? new Set();
+    set.add(listener);
+    this.listeners.set(name, set);
+    return () => set.delete(listener);
+  }
+  change(name: string, token: FlavoredToken | undefined) {
+    if (token) this.kube.tokens.set(name, token);
+    else this.kube.tokens.delete(name);
+    for (const listener of this.listeners.get(name) ?? []) listener(token);
+  }
 }
