@@ -34,11 +34,17 @@ export class IdempotencyCache<V> {
     this.#now = options.now ?? Date.now;
   }
 
+  /**
+   * The answer to `owner`'s request with `key`: the one remembered, or `produce()`'s. With
+   * `stillCurrent`, a remembered answer it rejects (its token was revoked or deleted since) is
+   * forgotten and the request answered as a new one, by `produce()`.
+   */
   async run(
     owner: string,
     key: string,
     request: unknown,
     produce: () => Promise<V>,
+    stillCurrent?: (value: V) => Promise<boolean>,
   ): Promise<IdempotentResult<V>> {
     if (!IDEMPOTENCY_KEY_PATTERN.test(key)) {
       throw new IssuerError('InvalidRequest', 'Idempotency-Key must be 1 to 255 visible ASCII characters', [
@@ -55,7 +61,12 @@ export class IdempotencyCache<V> {
           'this Idempotency-Key was already used with a different request body: use a new key for a new request',
         );
       }
-      return { value: await existing.result, replayed: true };
+      const value = await existing.result;
+      if (!stillCurrent || (await stillCurrent(value))) return { value, replayed: true };
+      if (this.#cache.get(cacheKey, this.#now())?.result === existing.result) this.#cache.delete(cacheKey);
+      // A concurrent replay may have begun producing already: share it.
+      const other = this.#cache.get(cacheKey, this.#now());
+      if (other && other.fingerprint === fingerprint) return { value: await other.result, replayed: true };
     }
     const result = produce();
     this.#cache.set(cacheKey, { fingerprint, result }, this.#ttlMs, this.#now());

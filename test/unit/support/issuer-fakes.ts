@@ -103,14 +103,37 @@ export class FakeTokenKube implements TokenKube {
     if (!token) throw new KubeError(404, 'NotFound', 'not found');
     if (resourceVersion !== undefined && resourceVersion !== token.metadata.resourceVersion)
       throw new KubeError(409, 'Conflict', 'the object has been modified');
+    // The API server would take it; tests assert it never happens.
+    if (token.spec.revoked || token.metadata.deletionTimestamp) this.markedWithdrawn.push(name);
     token.metadata.annotations = { ...token.metadata.annotations, 'nodeflavor.io/issued': at };
     token.metadata.resourceVersion = String(++this.#version);
   }
+  /** Records marked issued while revoked or being deleted. */
+  readonly markedWithdrawn: string[] = [];
   async markFlavoredTokenRevoked(name: string) {
     const token = this.tokens.get(name);
     if (!token) throw new KubeError(404, 'NotFound', 'not found');
     token.spec.revoked = true;
-    return token;
+    token.metadata.resourceVersion = String(++this.#version);
+    return structuredClone(token);
+  }
+  /** `kubectl delete`: the revocation finalizer holds the record, now marked deleting. */
+  async beginDeletion(name: string) {
+    const token = this.tokens.get(name);
+    if (!token) return;
+    token.metadata.deletionTimestamp ??= '2030-01-01T00:00:10Z';
+    token.metadata.resourceVersion = String(++this.#version);
+  }
+  /** The controller released the finalizer of a record being deleted: it is gone. */
+  async finishDeletion(name: string) {
+    if (this.tokens.get(name)?.metadata.deletionTimestamp) this.tokens.delete(name);
+  }
+  /** A write that changes nothing issuance cares about (the controller's status write). */
+  async writeStatus(name: string) {
+    const token = this.tokens.get(name);
+    if (!token) return;
+    token.status = { ...token.status, tokenID: token.metadata.labels?.[TOKEN_ID_LABEL] ?? '' };
+    token.metadata.resourceVersion = String(++this.#version);
   }
   async deleteFlavoredToken(name: string, uid: string) {
     this.#maybeFail('deleteFlavoredToken');
