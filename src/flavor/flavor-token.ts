@@ -12,14 +12,6 @@ import { Secret } from './secret.ts';
 export const FLAVOR_TOKEN_LENGTH = 52;
 export const FLAVOR_TOKEN_PATTERN = /^[a-z2-7]{52}$/;
 
-/**
- * Whether `value` has a flavor token's form (what a table that must never hold one refuses). The
- * length is checked first: on hot paths most strings are turned away without the pattern.
- */
-export function mayBeFlavorToken(value: string): boolean {
-  return value.length === FLAVOR_TOKEN_LENGTH && FLAVOR_TOKEN_PATTERN.test(value);
-}
-
 /** Domain separation: an HMAC computed for any other purpose with the same key never collides. */
 const DOMAIN = 'nodeflavor/v1';
 

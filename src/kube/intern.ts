@@ -11,7 +11,7 @@
 // of secret-bearing keys are never interned (whatever they hold, a malformed token included), and
 // intern() itself refuses any string shaped like a flavor token (whatever key or caller it comes
 // from).
-import { mayBeFlavorToken } from '../flavor/flavor-token.ts';
+import { FLAVOR_TOKEN_LENGTH, FLAVOR_TOKEN_PATTERN } from '../flavor/flavor-token.ts';
 import { SECRET_VALUED_KEYS } from '../flavor/resources.ts';
 
 /**
@@ -23,6 +23,11 @@ const MAX_LENGTH = 80;
 const MAX_ENTRIES = 50_000;
 
 const table = new Map<string, string>();
+
+/** A flavor token's form; the length first, so that most strings skip the pattern. */
+function mayBeFlavorToken(value: string): boolean {
+  return value.length === FLAVOR_TOKEN_LENGTH && FLAVOR_TOKEN_PATTERN.test(value);
+}
 
 export function intern(value: string): string {
   if (value.length > MAX_LENGTH || mayBeFlavorToken(value)) return value;
