@@ -52,6 +52,11 @@ export const ISSUED_ANNOTATION = 'nodeflavor.io/issued';
 export const TOKEN_FINALIZER = 'nodeflavor.io/revoke';
 /** Node label under which a joining node presents its flavor token. Reserved in FlavorClass labels. */
 export const TOKEN_LABEL_KEY = 'nodeflavor.io/token';
+/**
+ * Object keys (labels, annotations, fields) whose values are secrets wherever they appear: kept out
+ * of anything long-lived and shared, such as the string intern table (src/kube/intern.ts).
+ */
+export const SECRET_VALUED_KEYS: ReadonlySet<string> = new Set([TOKEN_LABEL_KEY]);
 /** Quarantine taint key for nodes not (yet) verified. Reserved in FlavorClass taints. */
 export const QUARANTINE_TAINT_KEY = 'nodeflavor.io/unverified';
 /**

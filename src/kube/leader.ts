@@ -10,7 +10,10 @@
 // AbortSignal that fires on stepping down: work done under the term (fencedKubeConfig) is cut
 // off with it, so a replica that lost the Lease writes nothing more. Since a standby acquires
 // only leaseDuration after it last saw a renewal, and the leader gave up at renewDeadline, the
-// gap between them (3 s with the defaults) is what keeps two leaders' writes apart.
+// gap between them (3 s with the defaults) is what keeps two leaders' writes apart. For that the
+// leader counts its renew deadline from when it *sent* the renewal (the renewTime it writes), never
+// from when the answer came: a standby starts its count only once it sees the new renewTime, so an
+// answer that arrives late must not stretch the leader's term past what the standby grants.
 
 import { FenceClosedError } from './deadlines.ts';
 import { kubeFetch } from './fetch.ts';
@@ -172,11 +175,15 @@ export class LeaderElector implements Leadership {
     let next = retryPeriodMs;
     try {
       if (budget <= 0) throw new Error('the renew deadline passed before the attempt started');
-      const attempt = await this.tryAcquireOrRenew(AbortSignal.timeout(budget));
+      const sentAt = Date.now();
+      const attempt = await this.tryAcquireOrRenew(AbortSignal.timeout(budget), new Date(sentAt));
       if (this.stopped) return;
       if (attempt.held) {
-        this.lastRenewal = Date.now();
-        this.armWatchdog();
+        // From when it was sent (see the top of the file), so a slow answer buys no extra time.
+        this.lastRenewal = sentAt;
+        const left = sentAt + renewDeadlineMs - Date.now();
+        if (left <= 0) throw new Error('the lease was renewed, but the answer came after the renew deadline');
+        this.armWatchdog(left);
         if (!this.currentTerm) this.startTerm();
       } else {
         if (this.currentTerm) this.stepDown('another replica holds the lease');
@@ -191,12 +198,12 @@ export class LeaderElector implements Leadership {
     this.schedule(next);
   }
 
-  /** Steps down at the renew deadline even while a renewal request hangs. */
-  private armWatchdog(): void {
+  /** Steps down at the renew deadline, `delayMs` from now, even while a renewal request hangs. */
+  private armWatchdog(delayMs: number): void {
     if (this.watchdog) clearTimeout(this.watchdog);
     this.watchdog = setTimeout(
       () => this.stepDown('the lease could not be renewed within the renew deadline'),
-      this.options.renewDeadlineMs,
+      delayMs,
     );
     this.watchdog.unref();
   }
@@ -219,8 +226,8 @@ export class LeaderElector implements Leadership {
     for (const listener of this.listeners) listener(undefined);
   }
 
-  private async tryAcquireOrRenew(signal: AbortSignal): Promise<Attempt> {
-    const now = new Date();
+  /** One attempt, begun at `now` (the renewTime it writes). */
+  private async tryAcquireOrRenew(signal: AbortSignal, now: Date): Promise<Attempt> {
     const { kubeConfig, identity } = this.options;
     const response = await kubeFetch(kubeConfig, this.path(), { signal });
     if (response.status === 404) {

@@ -22,15 +22,22 @@ import { IssuerError } from './errors.ts';
 import { JwksFile } from './jwks-file.ts';
 
 export interface Caller {
-  /** A name for logs, rate limits and the audit annotation; never a credential. */
+  /**
+   * A name for logs, messages and the requested-by annotation; never a credential, and never the
+   * key of anything kept per caller: for JWT callers it comes from a configurable claim that two
+   * subjects may share, and a Kubernetes name outlives the ServiceAccount it named. Use `owner`.
+   */
   username: string;
   via: 'kubernetes' | 'jwt';
   kubeUser?: KubeUser;
   /** JWT callers: the flavors the claim grants. */
   flavors?: ReadonlySet<string>;
   /**
-   * Who owns the tokens this caller issues (recorded on each FlavoredToken): a digest of the
-   * Kubernetes username and uid, or of the JWT's iss and sub. Not a credential.
+   * The caller's identity: a digest of the Kubernetes username and uid, or of the JWT's iss and
+   * sub. Everything kept per caller is keyed by it (the tokens it owns, recorded on each
+   * FlavoredToken; its rate limit, watch slots and idempotent answers), so a ServiceAccount
+   * re-created under the same name, or another subject with the same username claim, is someone
+   * else. Not a credential.
    */
   owner: string;
 }
@@ -127,7 +134,8 @@ function jwtVerifier(config: JwtConfig, now: () => number): JwtVerifier {
           issuer: config.issuer,
           audience: config.audience,
           algorithms,
-          requiredClaims: ['exp'],
+          // `sub` is the identity (owner): a token without one names nobody in particular.
+          requiredClaims: ['exp', 'sub'],
           clockTolerance: 30,
         };
         ({ payload } =
@@ -137,16 +145,19 @@ function jwtVerifier(config: JwtConfig, now: () => number): JwtVerifier {
       } catch {
         return undefined;
       }
+      // Never a fallback to the username claim: that claim is configurable and not unique, so
+      // two subjects sharing it would share an owner, and with it each other's tokens.
+      const subject = payload.sub;
+      if (typeof subject !== 'string' || subject === '') return undefined;
       const username = payload[config.usernameClaim];
       if (typeof username !== 'string' || username === '') return undefined;
       const claim = payload[config.flavorsClaim];
       const flavors = Array.isArray(claim) ? claim.filter((f): f is string => typeof f === 'string') : [];
-      const subject = typeof payload.sub === 'string' && payload.sub !== '' ? payload.sub : username;
       return {
         username: `jwt:${username}`,
         via: 'jwt',
         flavors: new Set(flavors),
-        owner: ownerOf(['jwt', config.issuer, subject]),
+        owner: jwtOwner(config.issuer, subject),
       };
     },
   };
@@ -162,6 +173,11 @@ function unverifiedIssuer(token: string): string | undefined {
 
 function ownerOf(parts: string[]): string {
   return `sha256:${createHash('sha256').update(JSON.stringify(parts)).digest('base64url')}`;
+}
+
+/** The owner digest of a JWT subject: its issuer and `sub`, never a configurable claim. */
+export function jwtOwner(issuer: string, subject: string): string {
+  return ownerOf(['jwt', issuer, subject]);
 }
 
 /** The owner digest of a Kubernetes user (exported for tests and tools that record tokens). */

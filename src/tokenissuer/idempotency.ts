@@ -1,10 +1,10 @@
 // Idempotency-Key for POST /v1/tokens: a retry with the same key, by the same caller, with the
 // same body gets the answer of the first request instead of a second token; the same key with a
-// different body is a conflict. Answers are kept in memory for a TTL and the cache is bounded.
-// It is per replica: a retry that lands on another replica mints a second token (portals that
-// need more should pin retries to one replica or revoke the extra token).
-// Concurrent duplicates share one in-flight issuance. Failures are not kept, so a retry after a
-// failure tries again.
+// different body is a conflict. "The same caller" is its identity (Caller.owner), never a name
+// another caller could share: the answer holds the token's secrets. Answers are kept in memory
+// for a TTL and the cache is bounded. This cache is per replica and only spares the work and
+// shares a request in flight; what makes a retry on another replica safe is
+// idempotent-issue.ts (ADR 0005). Failures are not kept, so a retry after a failure tries again.
 import { createHash } from 'node:crypto';
 import { BoundedCache } from './bounded-cache.ts';
 import { IssuerError } from './errors.ts';
@@ -34,18 +34,24 @@ export class IdempotencyCache<V> {
     this.#now = options.now ?? Date.now;
   }
 
+  /**
+   * The answer to `owner`'s request with `key`: the one remembered, or `produce()`'s. With
+   * `stillCurrent`, a remembered answer it rejects (its token was revoked or deleted since) is
+   * forgotten and the request answered as a new one, by `produce()`.
+   */
   async run(
-    caller: string,
+    owner: string,
     key: string,
     request: unknown,
     produce: () => Promise<V>,
+    stillCurrent?: (value: V) => Promise<boolean>,
   ): Promise<IdempotentResult<V>> {
     if (!IDEMPOTENCY_KEY_PATTERN.test(key)) {
       throw new IssuerError('InvalidRequest', 'Idempotency-Key must be 1 to 255 visible ASCII characters', [
         { field: 'Idempotency-Key', message: 'must be 1 to 255 visible ASCII characters' },
       ]);
     }
-    const cacheKey = `${caller}\u0000${key}`;
+    const cacheKey = `${owner}\u0000${key}`;
     const fingerprint = requestFingerprint(request);
     const existing = this.#cache.get(cacheKey, this.#now());
     if (existing) {
@@ -55,7 +61,12 @@ export class IdempotencyCache<V> {
           'this Idempotency-Key was already used with a different request body: use a new key for a new request',
         );
       }
-      return { value: await existing.result, replayed: true };
+      const value = await existing.result;
+      if (!stillCurrent || (await stillCurrent(value))) return { value, replayed: true };
+      if (this.#cache.get(cacheKey, this.#now())?.result === existing.result) this.#cache.delete(cacheKey);
+      // A concurrent replay may have begun producing already: share it.
+      const other = this.#cache.get(cacheKey, this.#now());
+      if (other && other.fingerprint === fingerprint) return { value: await other.result, replayed: true };
     }
     const result = produce();
     this.#cache.set(cacheKey, { fingerprint, result }, this.#ttlMs, this.#now());

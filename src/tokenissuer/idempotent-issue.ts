@@ -13,6 +13,9 @@
 // An attempt that fails midway is not rolled back: the portal's retry (with the same key) resumes
 // it, and a record never marked issued is deleted by the controller after --orphan-grace. Nothing
 // is answered before the mark, so no material is ever handed out for a record that then goes.
+// Revocation is final (src/flavor/withdrawal.ts): a replay of a revoked record, or of one being
+// deleted, is a 409 and writes nothing (no Secret is made again for it); an attempt whose record
+// is withdrawn between its read and its mark deletes the Secret it made and answers no material.
 import { deriveFlavorToken } from '../flavor/flavor-token.ts';
 import {
   IDEMPOTENCY_ANNOTATION,
@@ -25,7 +28,8 @@ import {
 import type { HmacKey } from '../flavor/keyring.ts';
 import { type FlavoredToken, ISSUED_ANNOTATION } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
-import { isAlreadyExists, KubeError } from '../kube/kube-error.ts';
+import { type Withdrawal, withdrawal } from '../flavor/withdrawal.ts';
+import { isAlreadyExists } from '../kube/kube-error.ts';
 import { IssuerError } from './errors.ts';
 import { requestFingerprint } from './idempotency.ts';
 import {
@@ -35,6 +39,7 @@ import {
   type IssuanceDeps,
   type IssuedToken,
   type IssueInput,
+  markIssuedUnlessWithdrawn,
   type PreparedIssuance,
   prepareIssuance,
   recordExpiry,
@@ -108,16 +113,59 @@ async function resume(
   const expiresAt = recordExpiry(record, record.spec, prepared.now);
   const material = renderMaterial(deps, prepared.facts, token, flavorToken, expiresAt);
   if (record.metadata.annotations?.[ISSUED_ANNOTATION] === undefined) {
+    let created = false;
     try {
       await deps.kube.createBootstrapSecret(bootstrapSecretRequest(deps, token, record, expiresAt));
+      created = true;
     } catch (error) {
       // Made by an earlier attempt at this very record (the same derived content): done. Reading
       // it back to be sure would need `get` on every Secret in kube-system (ADR 0005).
       if (!isAlreadyExists(error)) throw error;
     }
-    await markIssued(deps, record, prepared.now());
+    const withdrawn = await markIssuedUnlessWithdrawn(deps, record, rfc3339(prepared.now()));
+    if (withdrawn) {
+      // Revoked or deleted since it was read: the Secret goes again (a revocation may have deleted
+      // it before it was made). Under another record's name only if this attempt made it: one
+      // already there may be that record's own; the garbage collector removes ours (owned by a
+      // record that is gone) either way.
+      if (created || withdrawn !== 'gone')
+        await deps.kube.deleteBootstrapSecret(tokenId).catch(() => undefined);
+      throw withdrawnError(withdrawn, true);
+    }
   }
-  return { name, tokenId, expiresAt: material.expiresAt, material, bootstrapToken: token, flavorToken };
+  return {
+    name,
+    recordUid: record.metadata.uid ?? '',
+    tokenId,
+    expiresAt: material.expiresAt,
+    material,
+    bootstrapToken: token,
+    flavorToken,
+  };
+}
+
+/**
+ * Why the record of this key is not answered: revoked or being deleted (409: a new key is a new
+ * request), gone (503: a retry makes a new token). `whileIssuing`: found at the mark.
+ */
+function withdrawnError(why: Withdrawal, whileIssuing: boolean): IssuerError {
+  switch (why) {
+    case 'revoked':
+      return new IssuerError(
+        'Conflict',
+        `the token for this Idempotency-Key was revoked${whileIssuing ? ' while it was being issued' : ''}: a revoked token is never issued or answered again; ${NEW_KEY}`,
+      );
+    case 'deleting':
+      return new IssuerError(
+        'Conflict',
+        `the token issued for this Idempotency-Key is being deleted: ${NEW_KEY}`,
+      );
+    case 'gone':
+      return new IssuerError(
+        'Unavailable',
+        'the token for this Idempotency-Key was deleted meanwhile: retry',
+      );
+  }
 }
 
 /** The ring key the record was issued under, when it is this request's and may be replayed. */
@@ -138,11 +186,10 @@ function claimedKey(
       'Conflict',
       'this Idempotency-Key was already used with a different request body: use a new key for a new request',
     );
-  if (record.metadata.deletionTimestamp)
-    throw new IssuerError(
-      'Conflict',
-      `the token issued for this Idempotency-Key is being deleted: ${NEW_KEY}`,
-    );
+  // Revocation is final: a record revoked or being deleted is never completed (no Secret made
+  // again) nor answered, though its material could be derived again.
+  const withdrawn = withdrawal(record, record.metadata.uid);
+  if (withdrawn) throw withdrawnError(withdrawn, false);
   const created = Date.parse(record.metadata.creationTimestamp ?? '');
   if (Number.isFinite(created) && created + ttlMs < prepared.now().getTime())
     throw new IssuerError(
@@ -150,24 +197,4 @@ function claimedKey(
       `this Idempotency-Key was first used more than ${Math.round(ttlMs / 1000)} s ago: ${NEW_KEY}`,
     );
   return match.key;
-}
-
-/** The issued mark, on the record as read: a record deleted or changed meanwhile is not answered. */
-async function markIssued(deps: IssuanceDeps, record: FlavoredToken, now: Date): Promise<void> {
-  const name = record.metadata.name ?? '';
-  const at = rfc3339(now);
-  try {
-    await deps.kube.markFlavoredTokenIssued(name, at, record.metadata.resourceVersion);
-    return;
-  } catch (error) {
-    if (!(error instanceof KubeError && (error.status === 409 || error.status === 404))) throw error;
-  }
-  // Changed since we read it: a concurrent attempt marked it (fine), or it is going (not fine).
-  const current = await deps.kube.getFlavoredToken(name);
-  if (current && current.metadata.uid === record.metadata.uid && !current.metadata.deletionTimestamp) {
-    if (current.metadata.annotations?.[ISSUED_ANNOTATION] !== undefined) return;
-    await deps.kube.markFlavoredTokenIssued(name, at, current.metadata.resourceVersion);
-    return;
-  }
-  throw new IssuerError('Unavailable', 'the token for this Idempotency-Key was deleted meanwhile: retry');
 }

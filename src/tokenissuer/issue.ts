@@ -8,6 +8,11 @@
 // The record comes first so that a Secret never exists without one: a node holding a token the
 // controller cannot trace would get no flavor, but it would still join. Nothing in either object,
 // nor in the join material, names the flavor where a token holder could read it.
+// Revocation is final (src/flavor/withdrawal.ts): the issued mark is written with the record's
+// resourceVersion as a precondition, so it lands only on a record neither revoked nor being
+// deleted; an issuance that finds its record withdrawn deletes the Secret it made and answers no
+// material. revokeToken deletes the Secret both before and after it sets spec.revoked, so a Secret
+// an issuance made in between (and marked before the revocation) goes too.
 import { randomBytes as cryptoRandomBytes } from 'node:crypto';
 import {
   type BootstrapToken,
@@ -23,6 +28,7 @@ import {
   FLAVORED_TOKEN_KIND,
   type FlavoredToken,
   type FlavoredTokenInput,
+  ISSUED_ANNOTATION,
   isDnsSubdomain,
   TOKEN_FINALIZER,
   TOKEN_ID_LABEL,
@@ -31,6 +37,7 @@ import {
 import { rfc3339 } from '../flavor/rfc3339.ts';
 import type { Secret } from '../flavor/secret.ts';
 import { type TokenNode, type TokenPhase, tokenLifecycle } from '../flavor/token-lifecycle.ts';
+import { type Withdrawal, withdrawal } from '../flavor/withdrawal.ts';
 import { isAlreadyExists, KubeError } from '../kube/kube-error.ts';
 import type { BootstrapSecretRequest, TokenKube } from '../kube/tokens.ts';
 import { type ClusterJoinFacts, clusterInfoFullReason, clusterJoinFacts } from './cluster-info.ts';
@@ -51,6 +58,11 @@ export const OWNER_ANNOTATION = 'nodeflavor.io/owner';
 
 /** Token IDs are 6 random characters: a clash with an existing token is rare, a second one rarer. */
 const MAX_ATTEMPTS = 3;
+/**
+ * Writes of the issued mark: the controller's first status writes land in the same moments and
+ * change the resourceVersion the mark is conditioned on (harmless: each conflict re-reads).
+ */
+const MAX_MARK_ATTEMPTS = 5;
 
 export interface IssuanceDeps {
   kube: TokenKube;
@@ -71,6 +83,8 @@ export interface IssueInput extends IssueRequest {
 export interface IssuedToken {
   /** The FlavoredToken's name, ft-<tokenID>: the handle for status and revocation. */
   name: string;
+  /** The FlavoredToken's uid: which record this material is of (a name can be reused). */
+  recordUid: string;
   tokenId: string;
   /** RFC 3339, whole seconds. */
   expiresAt: string;
@@ -188,11 +202,17 @@ export async function issueToken(deps: IssuanceDeps, input: IssueInput): Promise
     const token = generateBootstrapToken(deps.randomBytes ?? cryptoRandomBytes);
     const flavorToken = deriveFlavorToken(ring.active, token.id, request.flavorClassName);
     try {
-      const { name, material } = await writeTokenObjects(deps, token, spec, annotations, now, (expiresAt) =>
-        renderMaterial(deps, facts, token, flavorToken, expiresAt),
+      const { name, recordUid, material } = await writeTokenObjects(
+        deps,
+        token,
+        spec,
+        annotations,
+        now,
+        (expiresAt) => renderMaterial(deps, facts, token, flavorToken, expiresAt),
       );
       return {
         name,
+        recordUid,
         tokenId: token.id,
         expiresAt: material.expiresAt,
         material,
@@ -261,7 +281,7 @@ async function writeTokenObjects(
   annotations: Record<string, string>,
   now: () => Date,
   render: (expiresAt: Date) => JoinMaterial,
-): Promise<{ name: string; material: JoinMaterial }> {
+): Promise<{ name: string; recordUid: string; material: JoinMaterial }> {
   const name = flavoredTokenName(token.id);
   let record: FlavoredToken;
   try {
@@ -281,13 +301,11 @@ async function writeTokenObjects(
     await deps.kube.createBootstrapSecret(bootstrapSecretRequest(deps, token, record, expiresAt));
     secretCreated = true;
     // Issuance is complete only with this mark; the controller deletes unmarked, unused records.
-    await deps.kube.markFlavoredTokenIssued(
-      name,
-      now()
-        .toISOString()
-        .replace(/\.\d{3}Z$/, 'Z'),
-    );
-    return { name, material };
+    // A record revoked or deleted since it was created gets no mark and no answer: the rollback
+    // below deletes the Secret just made (a revocation may have deleted it before it existed).
+    const withdrawn = await markIssuedUnlessWithdrawn(deps, record, rfc3339(now()));
+    if (withdrawn) throw withdrawnWhileIssuing(name, withdrawn);
+    return { name, recordUid: record.metadata.uid ?? '', material };
   } catch (error) {
     // Roll back so that a failed issuance leaves nothing: the Secret (if made) and the record
     // (its revocation finalizer released: the Secret it guards is gone and no node used it).
@@ -298,6 +316,51 @@ async function writeTokenObjects(
     if (isAlreadyExists(error)) throw new TokenIdTaken();
     throw error;
   }
+}
+
+/**
+ * Marks `record` issued, on the version read: a 409 (the controller's status write, a label) or
+ * 404 re-reads it and tries again on the fresh version, unless the record was withdrawn (revoked,
+ * being deleted, gone or replaced): then nothing is marked and the reason is returned. Marked by a
+ * concurrent attempt at the same record (an idempotent retry) counts as marked. Since each mark is
+ * conditioned on a version that was read as issuable, a mark never lands on a withdrawn record.
+ */
+export async function markIssuedUnlessWithdrawn(
+  deps: Pick<IssuanceDeps, 'kube'>,
+  record: FlavoredToken,
+  at: string,
+): Promise<Withdrawal | undefined> {
+  const name = record.metadata.name ?? '';
+  const uid = record.metadata.uid;
+  let current: FlavoredToken | undefined = record;
+  for (let attempt = 1; ; attempt++) {
+    const why = withdrawal(current, uid);
+    if (why !== undefined) return why;
+    if (current === undefined) return 'gone'; // (withdrawal says so; this tells the compiler)
+    if (current.metadata.annotations?.[ISSUED_ANNOTATION] !== undefined) return undefined;
+    try {
+      await deps.kube.markFlavoredTokenIssued(name, at, current.metadata.resourceVersion);
+      return undefined;
+    } catch (error) {
+      if (!(error instanceof KubeError && (error.status === 409 || error.status === 404))) throw error;
+      if (attempt >= MAX_MARK_ATTEMPTS) {
+        throw new IssuerError(
+          'Unavailable',
+          `FlavoredToken '${name}' kept changing while it was being marked issued: retry`,
+        );
+      }
+    }
+    current = await deps.kube.getFlavoredToken(name);
+  }
+}
+
+/** The answer to an issuance (without Idempotency-Key) whose record was withdrawn meanwhile. */
+function withdrawnWhileIssuing(name: string, why: Withdrawal): IssuerError {
+  const what = why === 'revoked' ? 'revoked' : 'deleted';
+  return new IssuerError(
+    'Conflict',
+    `token '${name}' was ${what} while it was being issued: nothing was issued (request a new token if you still need one)`,
+  );
 }
 
 /** The FlavoredToken an issuance creates: its record, never a secret. */
@@ -386,8 +449,8 @@ export async function listTokens(deps: Pick<IssuanceDeps, 'kube' | 'now'>): Prom
 
 /**
  * Revokes a token: its bootstrap Secret goes at once (no node can authenticate with it from now
- * on), then spec.revoked is set; the controller does the rest (conditions, StripNodes). Safe to
- * repeat: a Secret already gone is fine.
+ * on), then spec.revoked is set, then the Secret is deleted once more (see below); the controller
+ * does the rest (conditions, StripNodes). Safe to repeat: a Secret already gone is fine.
  */
 export async function revokeToken(
   deps: Pick<IssuanceDeps, 'kube' | 'now'>,
@@ -397,15 +460,20 @@ export async function revokeToken(
   const name = token.metadata.name ?? '';
   const tokenId = tokenIdOf(token);
   if (tokenId) await deps.kube.deleteBootstrapSecret(tokenId);
+  if (token.spec.revoked) return tokenStatusView(token, (deps.now ?? (() => new Date()))());
   let revoked: FlavoredToken;
   try {
-    revoked = token.spec.revoked ? token : await deps.kube.markFlavoredTokenRevoked(name);
+    revoked = await deps.kube.markFlavoredTokenRevoked(name);
   } catch (error) {
     if (error instanceof KubeError && error.status === 404) {
       throw new IssuerError('NotFound', `token '${name}' not found: it was deleted meanwhile`);
     }
     throw error;
   }
+  // Once more, now that the record says revoked: an issuance still under way may have made the
+  // Secret after the first delete and marked the record before spec.revoked landed. Any issuance
+  // from here on finds the record revoked and makes nothing (markIssuedUnlessWithdrawn).
+  if (tokenId) await deps.kube.deleteBootstrapSecret(tokenId);
   return tokenStatusView(revoked, (deps.now ?? (() => new Date()))());
 }
 

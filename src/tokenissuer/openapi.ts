@@ -141,7 +141,9 @@ export const OPENAPI_DOCUMENT = {
           ...errors,
           '404': errorResponse('The FlavorClass does not exist.'),
           '409': errorResponse(
-            'The Idempotency-Key was used with a different body, or first used longer ago than the idempotency TTL.',
+            'The Idempotency-Key was used with a different body, or first used longer ago than the idempotency ' +
+              'TTL, or its token was revoked or is being deleted (never answered again); or the token was revoked ' +
+              'or deleted while it was being issued (nothing was issued).',
           ),
           '413': errorResponse('The body is larger than the limit (16 KiB by default).'),
           '415': errorResponse('The body is not application/json.'),

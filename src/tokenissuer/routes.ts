@@ -6,6 +6,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { TOKEN_ID_PATTERN } from '../flavor/bootstrap-token.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import type { FlavoredToken } from '../flavor/resources.ts';
+import { withdrawal } from '../flavor/withdrawal.ts';
 import { KeyRingUnavailableError } from '../kube/keyring-store.ts';
 import type { Caller, CallerAuth } from './auth.ts';
 import { addressKey, clientAddress, type TrustedProxies } from './client-address.ts';
@@ -39,11 +40,18 @@ import {
   type WatchSlots,
 } from './token-watch.ts';
 
+/** What a replica remembers of an answer to a request with an Idempotency-Key. */
+export interface RememberedIssue {
+  response: IssueResponse;
+  /** The FlavoredToken it is of: replayed only while that very record is neither revoked nor going. */
+  recordUid: string;
+}
+
 interface IssuerContext {
   config: IssuerConfig;
   issuance: IssuanceDeps;
   auth: CallerAuth;
-  idempotency: IdempotencyCache<IssueResponse>;
+  idempotency: IdempotencyCache<RememberedIssue>;
   callerLimiter: RateLimiter;
   trustedProxies: TrustedProxies;
   metrics: IssuerMetrics;
@@ -149,7 +157,8 @@ async function authenticate(ctx: IssuerContext, request: FastifyRequest, reply: 
     }
     throw error;
   }
-  const decision = ctx.callerLimiter.take(caller.username);
+  // Per identity (owner), not per name: see Caller.username.
+  const decision = ctx.callerLimiter.take(caller.owner);
   if (!decision.allowed) {
     ctx.metrics.rateLimited.inc({ scope: 'caller' });
     throw new IssuerError(
@@ -211,7 +220,7 @@ async function watchToken(
   }
   const caller = requireCaller(request);
   const token = await authorisedToken(ctx, request, request.params.id, 'get');
-  const release = ctx.watches.acquire(caller.username);
+  const release = ctx.watches.acquire(caller.owner);
   const name = token.metadata.name ?? '';
   const stream = tokenEventStream({
     token,
@@ -308,17 +317,24 @@ async function postToken(
     // With a key, the token is derived and recorded so that a retry on any replica gets it again
     // (ADR 0005); this replica's cache only spares it the work and shares a request in flight.
     let replayedByAnother = false;
-    const produce = async () => {
-      if (typeof key !== 'string') return issueResponse(await issueToken(ctx.issuance, input));
-      const ttlMs = ctx.config.idempotency.ttlSeconds * 1000;
-      const { issued, replayed } = await issueIdempotently(ctx.issuance, input, key, ttlMs);
-      replayedByAnother = replayed;
-      return issueResponse(issued);
+    const produce = async (): Promise<RememberedIssue> => {
+      const issued =
+        typeof key === 'string'
+          ? await issueIdempotently(ctx.issuance, input, key, ctx.config.idempotency.ttlSeconds * 1000)
+          : { issued: await issueToken(ctx.issuance, input), replayed: false };
+      replayedByAnother = issued.replayed;
+      return { response: issueResponse(issued.issued), recordUid: issued.issued.recordUid };
     };
-    const { value, replayed } =
+    // Revocation is final for remembered answers too: one whose record was revoked or deleted
+    // since is not replayed; the request is answered as the record says (issueIdempotently: 409).
+    const stillCurrent = async (remembered: RememberedIssue) =>
+      withdrawal(await ctx.issuance.kube.getFlavoredToken(remembered.response.id), remembered.recordUid) ===
+      undefined;
+    const { value: answer, replayed } =
       typeof key === 'string'
-        ? await ctx.idempotency.run(caller.username, key, valid, produce)
+        ? await ctx.idempotency.run(caller.owner, key, valid, produce, stillCurrent)
         : { value: await produce(), replayed: false };
+    const value = answer.response;
     result = replayed || replayedByAnother ? 'replayed' : 'issued';
     request.log.info({ tokenID: value.tokenID, caller: caller.username, replayed }, 'token issued');
     reply.code(201).header('Cache-Control', 'no-store').header('Location', `/v1/tokens/${value.id}`);

@@ -35,8 +35,7 @@ import { IdempotencyCache } from './idempotency.ts';
 import { createIssuerLogger } from './log.ts';
 import { IssuerMetrics } from './metrics.ts';
 import { RateLimiter } from './rate-limit.ts';
-import type { IssueResponse } from './response.ts';
-import { callerOf, registerRoutes } from './routes.ts';
+import { callerOf, type RememberedIssue, registerRoutes } from './routes.ts';
 import { serverTimeouts } from './server-options.ts';
 import type { TokenFeed } from './token-feed.ts';
 import { WatchSlots } from './token-watch.ts';
@@ -154,7 +153,7 @@ export function buildIssuerApp(
       },
       onReview: (result) => metrics.reviews.inc({ result }),
     }),
-    idempotency: new IdempotencyCache<IssueResponse>({
+    idempotency: new IdempotencyCache<RememberedIssue>({
       ttlMs: config.idempotency.ttlSeconds * 1000,
       maxEntries: config.idempotency.maxEntries,
       now: () => now().getTime(),

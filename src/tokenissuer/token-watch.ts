@@ -51,7 +51,7 @@ export function sseEvent(event: string, data: unknown): string {
   return `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
-/** Open watches per caller and in all; beyond either, 429. */
+/** Open watches per caller (by its identity, Caller.owner) and in all; beyond either, 429. */
 export class WatchSlots {
   readonly #perCaller: number;
   readonly #max: number;
@@ -64,8 +64,8 @@ export class WatchSlots {
   }
 
   /** A release function, or IssuerError RateLimited. */
-  acquire(caller: string): () => void {
-    const mine = this.#open.get(caller) ?? 0;
+  acquire(owner: string): () => void {
+    const mine = this.#open.get(owner) ?? 0;
     if (mine >= this.#perCaller || this.#total >= this.#max) {
       throw new IssuerError(
         'RateLimited',
@@ -76,16 +76,16 @@ export class WatchSlots {
         { retryAfterSeconds: 5 },
       );
     }
-    this.#open.set(caller, mine + 1);
+    this.#open.set(owner, mine + 1);
     this.#total += 1;
     let released = false;
     return () => {
       if (released) return;
       released = true;
       this.#total -= 1;
-      const left = (this.#open.get(caller) ?? 1) - 1;
-      if (left > 0) this.#open.set(caller, left);
-      else this.#open.delete(caller);
+      const left = (this.#open.get(owner) ?? 1) - 1;
+      if (left > 0) this.#open.set(owner, left);
+      else this.#open.delete(owner);
     };
   }
 

@@ -171,6 +171,11 @@ describe('the self-service page in headless Chromium', { skip }, () => {
       },
     );
     const answer = (await (await answered).json()) as IssueResponse;
+    assert.match(
+      (await answered).request().headers()['idempotency-key'] ?? '',
+      /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
+      'the page sends a fresh Idempotency-Key (a UUID) with its token request',
+    );
     assert.equal(answer.discovery, 'file', 'file discovery is the default');
     const joinConfiguration = await material.inputValue();
     assert.equal(joinConfiguration, answer.joinConfiguration);

@@ -2,7 +2,9 @@
 // strict CSP and no-store; and the page's own files keep the rules the CSP enforces and the
 // docs promise: no inline script or style, no event-handler attributes, no browser storage or
 // cookies, no credential in a URL; and the pure decision of which formats of the join material
-// it offers, with what instructions (formats.js). The page in a real browser: test/e2e/portal.test.ts.
+// it offers, with what instructions (formats.js); and, with the page's script running on a fake
+// document (support/fake-page.ts), the Idempotency-Key its token requests carry: one per intent.
+// The page in a real browser: test/e2e/portal.test.ts.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,6 +13,7 @@ import { parseIssuerConfig } from '../../src/tokenissuer/config.ts';
 import { FORMATS, materialFormats } from '../../src/tokenissuer/portal/formats.js';
 import { PORTAL_CSP } from '../../src/tokenissuer/portal-routes.ts';
 import { buildIssuerApp } from '../../src/tokenissuer/server.ts';
+import { FakePage, portalHtml, type SentRequest, until } from './support/fake-page.ts';
 import { clusterInfoKubeconfig, FakeReviews, FakeTokenKube, fakeKeyRing } from './support/issuer-fakes.ts';
 
 const dir = join(import.meta.dirname, '..', '..', 'src', 'tokenissuer', 'portal');
@@ -185,5 +188,141 @@ describe("the page's formats of the join material", () => {
       html,
       /<label hidden><input type="radio" name="format" value="discoveryKubeconfig" disabled \/>/,
     );
+  });
+});
+
+describe("the page's token requests carry an Idempotency-Key, one per intent", () => {
+  const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+  const json = (status: number, body: unknown) =>
+    new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json' } });
+  const issued = (id: string) =>
+    json(201, {
+      id,
+      tokenID: id.slice(3),
+      joinConfiguration: 'kind: JoinConfiguration',
+      cloudInit: '#cloud-config',
+      joinCommand: 'kubeadm join --config join.yaml',
+      discovery: 'file',
+      discoveryKubeconfig: 'apiVersion: v1',
+      discoveryKubeconfigPath: '/etc/kubernetes/nodeflavor-discovery.conf',
+    });
+  const failed = (status: number, code: string, message: string) =>
+    json(status, { error: { code, message } });
+  let pages = 0;
+
+  /** The page, loaded and signed in; `posts` answers its POST /v1/tokens in turn. */
+  async function signedIn(posts: (Response | Error)[]) {
+    const page = new FakePage(portalHtml());
+    const uninstall = page.install();
+    page.answer = (request: SentRequest) => {
+      const path = new URL(request.url, 'https://issuer.example').pathname;
+      if (request.method === 'POST' && path === '/v1/tokens')
+        return posts.shift() ?? new Error('no more answers');
+      if (path === '/v1/flavors') return json(200, { items: [{ name: 'sweet', description: null }] });
+      if (path === '/v1/tokens') return json(200, { items: [], continue: null });
+      // The watch of a token just issued: it is verified at once, which ends the watch.
+      const view = {
+        id: path.slice(11),
+        nodes: [],
+        phase: 'Verified',
+        reason: null,
+        message: null,
+        phaseSince: null,
+      };
+      return new Response(`event: token\ndata: ${JSON.stringify(view)}\n\n`, { status: 200 });
+    };
+    await import(`../../src/tokenissuer/portal/portal.js?page=${++pages}`);
+    page.loaded();
+    page.element('bearer').value = 'portal-bearer';
+    page.element('signin-form').dispatch('submit');
+    await until('the request form', () => !page.element('request-section').hidden);
+    const tokenPosts = () => page.sent.filter((r) => r.method === 'POST');
+    /** Submits the form and waits for the answer to be shown (or the error). */
+    const submit = async () => {
+      const before = tokenPosts().length;
+      page.element('request-form').dispatch('submit');
+      assert.equal(tokenPosts().length, before + 1, 'the submission sent no request');
+      await until('the answer', () => !page.element('request-button').disabled);
+      return tokenPosts().at(-1) as SentRequest;
+    };
+    return { page, uninstall, submit };
+  }
+
+  it('a retry of the same request reuses its key; an answered, changed or refused request starts a new one', async () => {
+    const { page, uninstall, submit } = await signedIn([
+      new TypeError('Failed to fetch'), // the answer is lost: was a token made?
+      issued('ft-aaaaa1'),
+      failed(503, 'Unavailable', 'the Kubernetes API is unavailable: retry'),
+      failed(
+        409,
+        'Conflict',
+        'this Idempotency-Key was first used more than 3600 s ago: use a new Idempotency-Key for a new request',
+      ),
+      issued('ft-aaaaa2'),
+    ]);
+    try {
+      page.element('node').value = 'edge-1';
+      const lost = await submit();
+      const key = lost.headers['Idempotency-Key'] ?? '';
+      assert.match(key, UUID, 'the token request carries a random Idempotency-Key');
+      assert.deepEqual(JSON.parse(lost.body ?? ''), {
+        flavorClassName: 'sweet',
+        maxUses: 1,
+        ttl: '2h',
+        nodeName: 'edge-1',
+      });
+      assert.equal(page.element('request-error').textContent, 'Failed to fetch');
+
+      const retried = await submit();
+      assert.equal(retried.headers['Idempotency-Key'], key, 'the retry of the same request reuses the key');
+      assert.equal(retried.body, lost.body);
+      assert.equal(page.element('material').value, 'kind: JoinConfiguration');
+
+      const next = await submit();
+      const nextKey = next.headers['Idempotency-Key'] ?? '';
+      assert.match(nextKey, UUID);
+      assert.notEqual(nextKey, key, 'a new request after an answered one gets a new key');
+
+      page.element('node').value = 'edge-2';
+      const changed = await submit();
+      assert.notEqual(changed.headers['Idempotency-Key'], nextKey, 'a changed request is a new intent');
+
+      const again = await submit();
+      assert.notEqual(
+        again.headers['Idempotency-Key'],
+        changed.headers['Idempotency-Key'],
+        'after a 409 the key is not used again',
+      );
+      assert.equal(again.body, changed.body);
+      assert.equal(
+        new Set(page.sent.filter((r) => r.method === 'POST').map((r) => r.headers['Idempotency-Key'])).size,
+        4,
+      );
+    } finally {
+      page.element('signout-button').dispatch('click');
+      uninstall();
+    }
+  });
+
+  it('signing out ends the intent: the next user of the page gets a key of their own', async () => {
+    const { page, uninstall, submit } = await signedIn([
+      failed(503, 'Unavailable', 'retry'),
+      failed(503, 'Unavailable', 'retry'),
+    ]);
+    try {
+      page.element('node').value = 'edge-1';
+      const first = await submit();
+      page.element('signout-button').dispatch('click');
+      page.element('bearer').value = 'other-bearer';
+      page.element('signin-form').dispatch('submit');
+      await until('the request form', () => !page.element('request-section').hidden);
+      page.element('node').value = 'edge-1';
+      const second = await submit();
+      assert.equal(second.headers.Authorization, 'Bearer other-bearer');
+      assert.notEqual(second.headers['Idempotency-Key'], first.headers['Idempotency-Key']);
+    } finally {
+      page.element('signout-button').dispatch('click');
+      uninstall();
+    }
   });
 });

@@ -7,36 +7,15 @@ import type { FlavoredToken } from '../../src/flavor/resources.ts';
 import { kubernetesOwner } from '../../src/tokenissuer/auth.ts';
 import { parseIssuerConfig } from '../../src/tokenissuer/config.ts';
 import { buildIssuerApp } from '../../src/tokenissuer/server.ts';
-import type { TokenFeed } from '../../src/tokenissuer/token-feed.ts';
 import { parseTokenListQuery, tokenPage } from '../../src/tokenissuer/token-list.ts';
 import { sseEvent } from '../../src/tokenissuer/token-watch.ts';
-import { clusterInfoKubeconfig, FakeReviews, FakeTokenKube, fakeKeyRing } from './support/issuer-fakes.ts';
-
-class FakeFeed implements TokenFeed {
-  synced = true;
-  readonly listeners = new Map<string, Set<(t: FlavoredToken | undefined) => void>>();
-  readonly kube: FakeTokenKube;
-  constructor(kube: FakeTokenKube) {
-    this.kube = kube;
-  }
-  list() {
-    return [...this.kube.tokens.values()];
-  }
-  get(name: string) {
-    return this.kube.tokens.get(name);
-  }
-  subscribe(name: string, listener: (t: FlavoredToken | undefined) => void) {
-    const set = this.listeners.get(name) ?? new Set();
-    set.add(listener);
-    this.listeners.set(name, set);
-    return () => set.delete(listener);
-  }
-  change(name: string, token: FlavoredToken | undefined) {
-    if (token) this.kube.tokens.set(name, token);
-    else this.kube.tokens.delete(name);
-    for (const listener of this.listeners.get(name) ?? []) listener(token);
-  }
-}
+import {
+  clusterInfoKubeconfig,
+  FakeFeed,
+  FakeReviews,
+  FakeTokenKube,
+  fakeKeyRing,
+} from './support/issuer-fakes.ts';
 
 function stored(
   name: string,

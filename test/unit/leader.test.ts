@@ -20,6 +20,10 @@ class FakeLeases {
   server: Server;
   other: Server;
   hang = false;
+  /** The next PUT is written at once but answered only this long after; then every request hangs. */
+  slowNextPutMs: number | undefined;
+  /** When that slow PUT was written. */
+  slowPutAt: number | undefined;
   lease: (Record<string, unknown> & { metadata: Record<string, unknown> }) | undefined;
   version = 0;
   writes: { at: number; holder: unknown }[] = [];
@@ -47,6 +51,13 @@ class FakeLeases {
       at: Date.now(),
       holder: (incoming.spec as { holderIdentity?: string }).holderIdentity,
     });
+    if (req.method === 'PUT' && hangable && this.slowNextPutMs !== undefined) {
+      const delayMs = this.slowNextPutMs;
+      this.slowNextPutMs = undefined;
+      this.slowPutAt = Date.now();
+      this.hang = true;
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+    }
     return send(req.method === 'POST' ? 201 : 200, this.lease);
   }
 }
@@ -160,6 +171,45 @@ describe('LeaderElector', () => {
     );
     await Promise.all(electors.splice(0).map((e) => e.stop()));
     assert.equal(fake.lease?.spec && (fake.lease.spec as { holderIdentity?: string }).holderIdentity, '');
+  });
+
+  it('counts the renew deadline from when the renewal was sent: a slow answer does not extend the term', async () => {
+    // A second API server of its own, so the first test's electors are not in the way.
+    const slow = new FakeLeases();
+    await new Promise<void>((resolve) => slow.server.listen(0, '127.0.0.1', () => resolve()));
+    const timings = { leaseDurationMs: 3000, renewDeadlineMs: 2000, retryPeriodMs: 250 };
+    const answerDelayMs = 1200;
+    const leader = new LeaderElector({
+      kubeConfig: kubeConfigFor((slow.server.address() as { port: number }).port),
+      namespace: 'ns',
+      name: 'lease',
+      identity: 'slow',
+      ...timings,
+    });
+    try {
+      leader.start();
+      await until('it to lead', () => leader.isLeader);
+      // The next renewal reaches the API server (a standby sees its renewTime from then on), but
+      // its answer takes 1.2 s; after it, the API server answers nothing more.
+      slow.slowNextPutMs = answerDelayMs;
+      await until('the slow renewal to be written', () => slow.slowPutAt !== undefined);
+      const writtenAt = slow.slowPutAt ?? 0;
+      await until('it to stop leading', () => !leader.isLeader, 10_000);
+      const steppedDownMs = Date.now() - writtenAt;
+      // Sent at most a GET before it was written: down by written + renewDeadline, where a standby
+      // counting from the renewTime it saw gives up waiting at written + leaseDuration. Counting
+      // from the answer would step down only at written + 1.2 s + renewDeadline.
+      assert.ok(
+        steppedDownMs <= timings.renewDeadlineMs + 500,
+        `stepped down ${steppedDownMs} ms after the renewal was written (renew deadline ${timings.renewDeadlineMs} ms, answer after ${answerDelayMs} ms)`,
+      );
+    } finally {
+      slow.hang = false;
+      await leader.stop();
+      slow.server.closeAllConnections();
+      slow.server.close();
+      slow.other.close();
+    }
   });
 
   it('refuses timings where a leader could outlive its lease', () => {

@@ -6,7 +6,10 @@
 //   credential by itself and a page on another site cannot make a request in the user's name;
 // - the join material is put in a read-only text field (never parsed as HTML), shown once, and
 //   removed from the page on request, on sign-out, and when the next token is requested;
-// - nothing is built from strings into HTML: every answer is untrusted text.
+// - nothing is built from strings into HTML: every answer is untrusted text;
+// - every token request carries an Idempotency-Key, one per intent (see `intent`): a retry of
+//   the same request (a second click after an error, a lost answer) gets the token the first
+//   attempt may already have made, never a second live one.
 // Which formats of the material it offers, and the text that goes with each: formats.js.
 
 import { materialFormats } from './formats.js';
@@ -21,6 +24,14 @@ let session = null;
 let material = null;
 /** The watch in progress (aborted on sign-out or a new request). */
 let watching = null;
+/**
+ * The token request the user is trying to make and its Idempotency-Key, until it is answered.
+ * Submitting the same request again reuses the key (the issuer then answers the token it made,
+ * if it made one); an answer, a different request, a 409 (the key cannot be used again) or
+ * signing out ends the intent, and the next submission gets a new key.
+ * @type {{ key: string, body: string } | null}
+ */
+let intent = null;
 
 const $ = (id) => {
   const element = document.getElementById(id);
@@ -35,9 +46,9 @@ class ApiError extends Error {
   }
 }
 
-async function api(method, path, body) {
+async function api(method, path, body, extraHeaders = {}) {
   if (!session) throw new ApiError(401, 'not signed in');
-  const headers = { Authorization: `Bearer ${session.bearer}`, Accept: 'application/json' };
+  const headers = { ...extraHeaders, Authorization: `Bearer ${session.bearer}`, Accept: 'application/json' };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const response = await fetch(path, {
     method,
@@ -116,6 +127,7 @@ async function signIn(event) {
 
 function signOut() {
   session = null;
+  intent = null;
   stopWatching();
   forgetMaterial();
   $('flavors').replaceChildren();
@@ -186,10 +198,15 @@ async function requestToken(event) {
   }
   stopWatching();
   forgetMaterial();
+  const body = requestBody();
+  const text = JSON.stringify(body);
+  if (intent?.body !== text) intent = { key: crypto.randomUUID(), body: text };
+  const current = intent;
   const button = $('request-button');
   busy(button, true);
   try {
-    const issued = await api('POST', '/v1/tokens', requestBody());
+    const issued = await api('POST', '/v1/tokens', body, { 'Idempotency-Key': current.key });
+    if (intent === current) intent = null;
     material = {
       id: issued.id,
       joinConfiguration: issued.joinConfiguration,
@@ -205,6 +222,9 @@ async function requestToken(event) {
     startWatching(issued.id);
     void refreshTokens();
   } catch (error) {
+    // 409: this key is spent (used for another body, too old, or its token revoked); anything else
+    // may be retried as it is, with the same key.
+    if (error.status === 409 && intent === current) intent = null;
     say('request-error', error.message);
   } finally {
     busy(button, false);
@@ -412,6 +432,7 @@ document.addEventListener('DOMContentLoaded', () => {
   // A page restored from the back/forward cache must not show what the user left behind.
   window.addEventListener('pagehide', () => {
     session = null;
+    intent = null;
     forgetMaterial();
   });
 });

@@ -15,6 +15,7 @@ import type { BootstrapSecretRequest, TokenKube } from '../../../src/kube/tokens
 import { createCertificateAuthority } from '../../../src/pki/certs.ts';
 import type { Reviews } from '../../../src/tokenissuer/auth.ts';
 import { DEFAULT_ISSUER_AUDIENCE } from '../../../src/tokenissuer/config.ts';
+import type { TokenFeed } from '../../../src/tokenissuer/token-feed.ts';
 import { seededRandomBytes } from './random.ts';
 
 export interface StoredSecret {
@@ -102,14 +103,37 @@ export class FakeTokenKube implements TokenKube {
     if (!token) throw new KubeError(404, 'NotFound', 'not found');
     if (resourceVersion !== undefined && resourceVersion !== token.metadata.resourceVersion)
       throw new KubeError(409, 'Conflict', 'the object has been modified');
+    // The API server would take it; tests assert it never happens.
+    if (token.spec.revoked || token.metadata.deletionTimestamp) this.markedWithdrawn.push(name);
     token.metadata.annotations = { ...token.metadata.annotations, 'nodeflavor.io/issued': at };
     token.metadata.resourceVersion = String(++this.#version);
   }
+  /** Records marked issued while revoked or being deleted. */
+  readonly markedWithdrawn: string[] = [];
   async markFlavoredTokenRevoked(name: string) {
     const token = this.tokens.get(name);
     if (!token) throw new KubeError(404, 'NotFound', 'not found');
     token.spec.revoked = true;
-    return token;
+    token.metadata.resourceVersion = String(++this.#version);
+    return structuredClone(token);
+  }
+  /** `kubectl delete`: the revocation finalizer holds the record, now marked deleting. */
+  async beginDeletion(name: string) {
+    const token = this.tokens.get(name);
+    if (!token) return;
+    token.metadata.deletionTimestamp ??= '2030-01-01T00:00:10Z';
+    token.metadata.resourceVersion = String(++this.#version);
+  }
+  /** The controller released the finalizer of a record being deleted: it is gone. */
+  async finishDeletion(name: string) {
+    if (this.tokens.get(name)?.metadata.deletionTimestamp) this.tokens.delete(name);
+  }
+  /** A write that changes nothing issuance cares about (the controller's status write). */
+  async writeStatus(name: string) {
+    const token = this.tokens.get(name);
+    if (!token) return;
+    token.status = { ...token.status, tokenID: token.metadata.labels?.[TOKEN_ID_LABEL] ?? '' };
+    token.metadata.resourceVersion = String(++this.#version);
   }
   async deleteFlavoredToken(name: string, uid: string) {
     this.#maybeFail('deleteFlavoredToken');
@@ -188,4 +212,31 @@ export class FakeReviews implements Reviews {
 export function fakeKeyRing(seed = 'ring'): { loaded: boolean; get(): Promise<KeyRing> } {
   const ring = newKeyRing(seededRandomBytes(seed));
   return { loaded: true, get: async () => ring };
+}
+
+/** The issuer's FlavoredToken watch over a FakeTokenKube's records; `change` plays a watch event. */
+export class FakeFeed implements TokenFeed {
+  synced = true;
+  readonly listeners = new Map<string, Set<(t: FlavoredToken | undefined) => void>>();
+  readonly kube: FakeTokenKube;
+  constructor(kube: FakeTokenKube) {
+    this.kube = kube;
+  }
+  list() {
+    return [...this.kube.tokens.values()];
+  }
+  get(name: string) {
+    return this.kube.tokens.get(name);
+  }
+  subscribe(name: string, listener: (t: FlavoredToken | undefined) => void) {
+    const set = this.listeners.get(name) ?? new Set();
+    set.add(listener);
+    this.listeners.set(name, set);
+    return () => set.delete(listener);
+  }
+  change(name: string, token: FlavoredToken | undefined) {
+    if (token) this.kube.tokens.set(name, token);
+    else this.kube.tokens.delete(name);
+    for (const listener of this.listeners.get(name) ?? []) listener(token);
+  }
 }
