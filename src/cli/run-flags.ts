@@ -20,7 +20,10 @@ interface Setting {
 }
 
 /** Lists whose flag takes one item per use under a singular name too: --admin-group G ... */
-const SINGULAR_FLAGS: Partial<Record<SettingKey, string>> = { adminGroups: 'admin-group' };
+const SINGULAR_FLAGS: Partial<Record<SettingKey, string>> = {
+  adminGroups: 'admin-group',
+  trustedNodeLabels: 'trusted-node-label',
+};
 
 /** What the setting's schema takes, seen through its default, optional and pipe wrappers. */
 function kindOf(schema: z.ZodType): TextKind {
@@ -117,6 +120,8 @@ export function parseRunFlags(args: string[], env: NodeJS.ProcessEnv): Record<st
     if (text !== undefined) raw[setting.key] = settingValue(setting, text, setting.envName);
   }
   if (env.POD_NAMESPACE && raw.namespace === undefined) raw.namespace = env.POD_NAMESPACE;
+  // The chart's downward API: the Node the pod was scheduled to.
+  if (env.NODE_NAME && raw.nodeName === undefined) raw.nodeName = env.NODE_NAME;
 
   const normalized = booleanValuesAsFlags(args);
   let tokens: ReturnType<typeof parseArgs>['tokens'];

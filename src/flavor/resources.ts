@@ -49,6 +49,13 @@ export const TOKEN_FINALIZER = 'nodeflavor.io/revoke';
 export const TOKEN_LABEL_KEY = 'nodeflavor.io/token';
 /** Quarantine taint key for nodes not (yet) verified. Reserved in FlavorClass taints. */
 export const QUARANTINE_TAINT_KEY = 'nodeflavor.io/unverified';
+/**
+ * Label every Node that joined through nodeflavor carries from its first version (admission adds
+ * it at registration, the controller keeps it): the operator's own pods never run on such a node.
+ * Reserved in FlavorClass labels.
+ */
+export const JOINED_LABEL_KEY = 'nodeflavor.io/joined';
+export const JOINED_LABEL_VALUE = 'true';
 
 /** The ttl the issuer applies when a FlavoredToken sets neither ttl nor expiresAt. */
 export const DEFAULT_TTL = '24h';
