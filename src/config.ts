@@ -69,9 +69,10 @@ export const ConfigSchema = z.object({
   serviceAccount: z.string().min(1).default('nodeflavor'),
   controller: z.boolean().default(true),
   /**
-   * The Node this process runs on (in a Pod: NODE_NAME from the downward API). When set, the
-   * process reads that Node at start and refuses to run on one that is not trusted (see
-   * trustedNodeLabels). Unset (out of the cluster): no such check.
+   * The Node this process runs on (the chart passes `--node-name=$(NODE_NAME)`, spec.nodeName
+   * from the downward API). When set, the process reads that Node at start and refuses to run on
+   * one that is not trusted (see trustedNodeLabels). Unset (out of the cluster): no such check.
+   * Not read from a bare NODE_NAME: CI agents (Jenkins) set that variable to their own name.
    */
   nodeName: z.string().min(1).optional(),
   /**

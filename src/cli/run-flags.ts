@@ -120,8 +120,6 @@ export function parseRunFlags(args: string[], env: NodeJS.ProcessEnv): Record<st
     if (text !== undefined) raw[setting.key] = settingValue(setting, text, setting.envName);
   }
   if (env.POD_NAMESPACE && raw.namespace === undefined) raw.namespace = env.POD_NAMESPACE;
-  // The chart's downward API: the Node the pod was scheduled to.
-  if (env.NODE_NAME && raw.nodeName === undefined) raw.nodeName = env.NODE_NAME;
 
   const normalized = booleanValuesAsFlags(args);
   let tokens: ReturnType<typeof parseArgs>['tokens'];

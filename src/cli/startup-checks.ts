@@ -33,7 +33,7 @@ export interface PlacementDecision {
  * Whether this process may run on the Node it was scheduled to (`node`: that Node as read at
  * start, undefined when it does not exist). It holds the key ring: on a Node that joined through
  * nodeflavor, is quarantined, or that no admin marked trusted, the node's administrator could read
- * the keys and mint any flavor. Outside a Pod (no --node-name / NODE_NAME) there is nothing to check.
+ * the keys and mint any flavor. Without --node-name (outside a Pod) there is nothing to check.
  */
 export function placementDecision(
   config: StartupConfig,
@@ -45,7 +45,7 @@ export function placementDecision(
   if (node && !failure) return {};
   const why = failure
     ? `${failure.message}, and whoever administers such a node could read the HMAC key ring (and mint any flavor) and this pod's ServiceAccount token`
-    : `no Node named "${name}" exists (--node-name, or NODE_NAME in a Pod: the chart sets it from spec.nodeName)`;
+    : `no Node named "${name}" exists (--node-name; the chart passes the pod's spec.nodeName)`;
   if (config.allowUntrustedNode) {
     return {
       warning: `RUNNING ON AN UNTRUSTED NODE: ${why}; running anyway because of --allow-untrusted-node`,

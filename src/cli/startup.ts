@@ -1,5 +1,5 @@
 // The checks `nodeflavor run` makes before it writes anything (decisions in startup-checks.ts):
-// in a Pod, whether the Node it runs on is trusted (it reads that Node); who the API server says
+// given its Node's name (in a Pod), whether that Node is trusted (it reads it); who the API server says
 // this process is (SelfSubjectReview, allowed for every authenticated user), and, for a
 // controller without its own admission guard, whether one is registered.
 // A transient failure (API server unreachable or silent, 5xx, 429) is retried with backoff for

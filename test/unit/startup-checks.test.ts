@@ -96,7 +96,7 @@ describe('guardDecision', () => {
 });
 
 describe('placementDecision: the operator runs only on a trusted Node', () => {
-  const inPod = (args: string[] = []) => parseConfig(parseRunFlags(args, { NODE_NAME: 'n1' }));
+  const inPod = (args: string[] = []) => parseConfig(parseRunFlags(['--node-name=n1', ...args], {}));
   const node = (labels: Record<string, string>, taints: NodePlacementFacts['taints'] = []) => ({
     name: 'n1',
     labels,
@@ -105,15 +105,16 @@ describe('placementDecision: the operator runs only on a trusted Node', () => {
   const CONTROL_PLANE = { 'node-role.kubernetes.io/control-plane': '' };
   const SYSTEM = { 'node-restriction.kubernetes.io/nodeflavor-system': 'true' };
 
-  it('checks nothing outside a Pod (no NODE_NAME, no --node-name)', () => {
+  it('checks nothing outside a Pod (no --node-name)', () => {
     assert.equal(config().nodeName, undefined);
     assert.deepEqual(placementDecision(config(), undefined), {});
     assert.deepEqual(placementDecision(config(), node({})), {});
   });
 
-  it('takes the Node from NODE_NAME (the chart sets it from spec.nodeName), or --node-name', () => {
+  it('takes the Node from --node-name or NODEFLAVOR_NODE_NAME, never from a bare NODE_NAME (CI agents set it)', () => {
     assert.equal(inPod().nodeName, 'n1');
-    assert.equal(inPod(['--node-name=n2']).nodeName, 'n2');
+    assert.equal(parseConfig(parseRunFlags([], { NODEFLAVOR_NODE_NAME: 'n2' })).nodeName, 'n2');
+    assert.equal(parseConfig(parseRunFlags([], { NODE_NAME: 'built-in' })).nodeName, undefined);
   });
 
   it('runs on a control-plane node or a node an admin marked as a system node', () => {
