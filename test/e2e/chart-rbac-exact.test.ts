@@ -33,7 +33,7 @@ import {
   readUses,
   type Use,
 } from './support/audit.ts';
-import { type ChartInstall, installChartOutOfCluster, type KubeObject } from './support/chart.ts';
+import { type ChartInstall, chartOperatorArgs, installChartOutOfCluster } from './support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
 import { applyFlavorClass, installCrds, joinWith, opsGet } from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
@@ -109,10 +109,7 @@ describe("the chart's RBAC is exactly what the operator uses (audit log)", () =>
   async function startAsChart(
     extra: string[],
   ): Promise<{ op: ManagedProcess; metricsPort: number; issuerUrl: string }> {
-    const deployment = install.objects.find((o) => o.kind === 'Deployment') as
-      | (KubeObject & { spec: { template: { spec: { containers: { args: string[] }[] } } } })
-      | undefined;
-    const chartArgs = deployment?.spec.template.spec.containers[0]?.args ?? [];
+    const chartArgs = chartOperatorArgs(install);
     assert.equal(chartArgs[0], 'run');
     const [webhookPort, issuerPort, metricsPort] = [await freePort(), await freePort(), await freePort()];
     const op = new ManagedProcess(
