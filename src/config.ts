@@ -5,6 +5,11 @@
 // to the issuer without parsing them again.
 import { z } from 'zod';
 import {
+  DEFAULT_TRUSTED_NODE_LABELS,
+  isTrustedNodeLabelKey,
+  TRUSTED_NODE_LABEL_PREFIXES,
+} from './flavor/placement.ts';
+import {
   AudienceSchema,
   AuthFailureBucketSchema,
   CallerBucketSchema,
@@ -63,6 +68,29 @@ export const ConfigSchema = z.object({
   /** The operator's ServiceAccount: the identity the admission guard lets write flavors. */
   serviceAccount: z.string().min(1).default('nodeflavor'),
   controller: z.boolean().default(true),
+  /**
+   * The Node this process runs on (the chart passes `--node-name=$(NODE_NAME)`, spec.nodeName
+   * from the downward API). When set, the process reads that Node at start and refuses to run on
+   * one that is not trusted (see trustedNodeLabels). Unset (out of the cluster): no such check.
+   * Not read from a bare NODE_NAME: CI agents (Jenkins) set that variable to their own name.
+   */
+  nodeName: z.string().min(1).optional(),
+  /**
+   * Label keys that mark a node trusted to run the operator (one of them suffices). Only keys a
+   * kubelet cannot set on itself (NodeRestriction): under node-restriction.kubernetes.io/ or
+   * node-role.kubernetes.io/.
+   */
+  trustedNodeLabels: z
+    .array(
+      z.string().refine(isTrustedNodeLabelKey, {
+        error: (issue) =>
+          `"${String(issue.input)}" is a label a kubelet could set on its own Node: use a key under ${TRUSTED_NODE_LABEL_PREFIXES.join(' or ')} (NodeRestriction keeps kubelets from those)`,
+      }),
+    )
+    .min(1)
+    .default([...DEFAULT_TRUSTED_NODE_LABELS]),
+  /** Run although the Node this process runs on is not trusted (see nodeName). Logged loudly. */
+  allowUntrustedNode: z.boolean().default(false),
   /**
    * Run the controller although no admission guard protects Nodes (this process runs none and none
    * is registered under webhookConfigName): without a guard any kubelet can label itself. Logged loudly.

@@ -24,7 +24,7 @@ const UNGUARDED_WARNING_EVERY_MS = 10 * 60_000;
 
 const USAGE = `usage: nodeflavor run [--kubeconfig PATH] [--namespace NS] [--no-controller] [--no-webhook] [--no-issuer]
                       [--admission-mode webhook|policy|both] [--admin-group G]... [--csr-approver]
-                      [--allow-unguarded-nodes] [flags]
+                      [--allow-unguarded-nodes] [--trusted-node-label KEY]... [--allow-untrusted-node] [flags]
 Flags are the settings in src/config.ts in kebab-case; NODEFLAVOR_<SETTING> environment variables work too.`;
 
 async function run(args: string[]): Promise<number> {
@@ -58,7 +58,7 @@ async function run(args: string[]): Promise<number> {
   const ops = await startOpsServer({ host, port, registry, checks });
 
   const kubeConfig = loadKubeConfig(config.kubeconfig, { requestTimeoutMs: config.kubeRequestTimeout });
-  // Before anything writes: who we are, and whether Nodes are guarded (ADR 0003).
+  // Before anything writes or loads a key: where we run, who we are, whether Nodes are guarded (ADR 0003).
   const startup = await startupChecks(kubeConfig, config, log, (why) => {
     waitingFor = why;
   });
@@ -73,6 +73,7 @@ async function run(args: string[]): Promise<number> {
     help: '1 while the controller runs with no admission guard protecting Nodes (--allow-unguarded-nodes)',
     registers: [registry],
   }).set(startup.guard.guarded ? 0 : 1);
+  if (startup.placementWarning) log.warn({ node: config.nodeName }, startup.placementWarning);
   const { warning } = startup.guard;
   if (warning) {
     log.warn({ username: startup.username }, warning);

@@ -20,7 +20,10 @@ interface Setting {
 }
 
 /** Lists whose flag takes one item per use under a singular name too: --admin-group G ... */
-const SINGULAR_FLAGS: Partial<Record<SettingKey, string>> = { adminGroups: 'admin-group' };
+const SINGULAR_FLAGS: Partial<Record<SettingKey, string>> = {
+  adminGroups: 'admin-group',
+  trustedNodeLabels: 'trusted-node-label',
+};
 
 /** What the setting's schema takes, seen through its default, optional and pipe wrappers. */
 function kindOf(schema: z.ZodType): TextKind {

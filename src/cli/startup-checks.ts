@@ -1,16 +1,60 @@
-// What `nodeflavor run` decides before it writes anything: whether the controller may run as the
-// identity the API server says it is (ADR 0003), and whether anything guards the Node keys it
-// writes. Pure functions of facts gathered at start-up (src/cli/startup.ts); each refusal is the
-// one line the process exits with, saying what to do.
+// What `nodeflavor run` decides before it writes anything: whether it runs on a Node it may trust
+// with the key ring, whether the controller may run as the identity the API server says it is
+// (ADR 0003), and whether anything guards the Node keys it writes. Pure functions of facts
+// gathered at start-up (src/cli/startup.ts); each refusal is the one line the process exits
+// with, saying what to do.
 import { type Config, controllerUsername } from '../config.ts';
+import { type NodePlacementFacts, placementFailure, SYSTEM_NODE_LABEL } from '../flavor/placement.ts';
 import type { RegistrationFinding } from '../kube/admission-registration.ts';
 
 export type { RegistrationFinding } from '../kube/admission-registration.ts';
 
 export type StartupConfig = Pick<
   Config,
-  'controller' | 'webhook' | 'allowUnguardedNodes' | 'namespace' | 'serviceAccount' | 'webhookConfigName'
+  | 'controller'
+  | 'webhook'
+  | 'allowUnguardedNodes'
+  | 'namespace'
+  | 'serviceAccount'
+  | 'webhookConfigName'
+  | 'nodeName'
+  | 'trustedNodeLabels'
+  | 'allowUntrustedNode'
 >;
+
+export interface PlacementDecision {
+  /** The line to exit with. */
+  refusal?: string;
+  /** Running on an untrusted Node because --allow-untrusted-node says so: the loud warning. */
+  warning?: string;
+}
+
+/**
+ * Whether this process may run on the Node it was scheduled to (`node`: that Node as read at
+ * start, undefined when it does not exist). It holds the key ring: on a Node that joined through
+ * nodeflavor, is quarantined, or that no admin marked trusted, the node's administrator could read
+ * the keys and mint any flavor. Without --node-name (outside a Pod) there is nothing to check.
+ */
+export function placementDecision(
+  config: StartupConfig,
+  node: NodePlacementFacts | undefined,
+): PlacementDecision {
+  const name = config.nodeName;
+  if (name === undefined) return {};
+  const failure = node ? placementFailure(node, config.trustedNodeLabels) : undefined;
+  if (node && !failure) return {};
+  const why = failure
+    ? `${failure.message}, and whoever administers such a node could read the HMAC key ring (and mint any flavor) and this pod's ServiceAccount token`
+    : `no Node named "${name}" exists (--node-name; the chart passes the pod's spec.nodeName)`;
+  if (config.allowUntrustedNode) {
+    return {
+      warning: `RUNNING ON AN UNTRUSTED NODE: ${why}; running anyway because of --allow-untrusted-node`,
+    };
+  }
+  return {
+    refusal: `refusing to run on Node ${name}: ${why}; run the operator only on a trusted node (the chart requires one of placement.trustedNodeLabels, now ${config.trustedNodeLabels.join(', ')}: mark a system node with \`kubectl label node <name> ${SYSTEM_NODE_LABEL}=true\`), or pass --allow-untrusted-node`,
+  };
+}
 
 const SERVICE_ACCOUNT_USER = /^system:serviceaccount:([^:]+):([^:]+)$/;
 

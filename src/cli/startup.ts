@@ -1,6 +1,7 @@
 // The checks `nodeflavor run` makes before it writes anything (decisions in startup-checks.ts):
-// who the API server says this process is (SelfSubjectReview, allowed for every authenticated
-// user), and, for a controller without its own admission guard, whether one is registered.
+// given its Node's name (in a Pod), whether that Node is trusted (it reads it); who the API server says
+// this process is (SelfSubjectReview, allowed for every authenticated user), and, for a
+// controller without its own admission guard, whether one is registered.
 // A transient failure (API server unreachable or silent, 5xx, 429) is retried with backoff for
 // as long as it lasts, and reported through `onWaiting` (/readyz says why the process is not
 // ready): exiting would only have the kubelet restart the pod in a loop while the API server is
@@ -10,8 +11,16 @@ import type { Logger } from 'pino';
 import { findRegistration } from '../kube/admission-registration.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
+import { readNodePlacement } from '../kube/node-placement.ts';
 import { KubeReviews } from '../kube/reviews.ts';
-import { type GuardDecision, guardDecision, identityRefusal, type StartupConfig } from './startup-checks.ts';
+import {
+  type GuardDecision,
+  guardDecision,
+  identityRefusal,
+  type PlacementDecision,
+  placementDecision,
+  type StartupConfig,
+} from './startup-checks.ts';
 
 const MAX_RETRY_DELAY_MS = 5_000;
 
@@ -20,6 +29,8 @@ interface StartupVerdict {
   /** The one line to exit with (code 2), when the process must not run. */
   refusal?: string;
   guard: GuardDecision;
+  /** Set when the process runs on an untrusted Node because --allow-untrusted-node says so. */
+  placementWarning?: string;
 }
 
 export async function startupChecks(
@@ -31,6 +42,20 @@ export async function startupChecks(
 ): Promise<StartupVerdict> {
   const retried = <T>(what: string, attempt: () => Promise<T>) =>
     retriedWhileTransient(log, what, attempt, onWaiting);
+  // First of all: the key ring must not be loaded on a node whose administrator could read it.
+  const nodeName = config.nodeName;
+  const placement: PlacementDecision =
+    nodeName === undefined
+      ? {}
+      : placementDecision(
+          config,
+          await retried(`reading the Node this process runs on (${nodeName})`, () =>
+            readNodePlacement(kubeConfig, nodeName),
+          ),
+        );
+  if (placement.refusal) return { username: '', refusal: placement.refusal, guard: { guarded: false } };
+  if (nodeName !== undefined && !placement.warning) log.info({ node: nodeName }, 'running on a trusted Node');
+  const placementWarning = placement.warning ? { placementWarning: placement.warning } : {};
   const username = await retried(
     'asking the API server who this process is (SelfSubjectReview)',
     async () => {
@@ -41,7 +66,7 @@ export async function startupChecks(
   );
   log.info({ username }, 'running as this identity (SelfSubjectReview)');
   const refusal = identityRefusal(config, username);
-  if (refusal) return { username, refusal, guard: { guarded: false } };
+  if (refusal) return { username, refusal, guard: { guarded: false }, ...placementWarning };
   const registration =
     config.controller && !config.webhook
       ? await retried('looking for the admission registration another process serves', () =>
@@ -54,7 +79,7 @@ export async function startupChecks(
       { name: config.webhookConfigName, kinds: registration.kinds },
       'nodes are guarded by an admission registration that another process serves',
     );
-  return { username, ...(guard.refusal ? { refusal: guard.refusal } : {}), guard };
+  return { username, ...(guard.refusal ? { refusal: guard.refusal } : {}), guard, ...placementWarning };
 }
 
 function transient(error: unknown): boolean {

@@ -17,7 +17,7 @@ import { removeAdmissionRegistration } from '../../src/kube/admission-registrati
 import { kubeJson } from '../../src/kube/fetch.ts';
 import { freePort } from './cluster/ports.ts';
 import { ManagedProcess } from './cluster/process.ts';
-import { type ChartInstall, installChartOutOfCluster, type KubeObject } from './support/chart.ts';
+import { type ChartInstall, chartOperatorArgs, installChartOutOfCluster } from './support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
 import { installCrds, metricValue, opsGet } from './support/nodeflavor.ts';
 import { tempDirForThisProcess } from './support/temp-dir.ts';
@@ -63,10 +63,7 @@ describe('rolling upgrade: two releases with different admission registrations',
   });
 
   function chartArgs(): string[] {
-    const deployment = install.objects.find((o) => o.kind === 'Deployment') as
-      | (KubeObject & { spec: { template: { spec: { containers: { args: string[] }[] } } } })
-      | undefined;
-    return deployment?.spec.template.spec.containers[0]?.args ?? [];
+    return chartOperatorArgs(install);
   }
 
   function flag(name: string): string {

@@ -10,6 +10,7 @@ import { connect } from 'node:net';
 import { before, describe, it } from 'node:test';
 import { VERIFIED_ANNOTATION } from '../../src/flavor/verdict.ts';
 import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
+import { skipUnless } from '../support/skip.ts';
 import type { ControlPlane } from './cluster/controlplane.ts';
 import { freePort } from './cluster/ports.ts';
 import { binaryPaths } from './cluster/versions.ts';
@@ -57,7 +58,10 @@ function samples(metrics: string, name: string): { labels: string; value: number
 }
 
 describe('fault tolerance: kube-apiserver restarts during a burst of joins', {
-  skip: !local && 'needs the locally built control-plane binaries',
+  skip: skipUnless(
+    'test/e2e/fault-apiserver-restart.test.ts',
+    !local && 'needs the locally built control-plane binaries',
+  ),
 }, () => {
   const flavor = uniqueName('restart');
   const fx = operatorFixture({

@@ -17,6 +17,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
+import { skipUnless } from '../support/skip.ts';
 import { AUDIT_LOG, type ControlPlane } from './cluster/controlplane.ts';
 import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
@@ -52,7 +53,10 @@ const paths = binaryPaths();
 const local = [paths.etcd, paths.kubeApiserver, paths.kubeControllerManager].every((p) => existsSync(p));
 
 describe('fault tolerance: the leader’s API server stalls (accepts, never answers)', {
-  skip: !local && 'needs the locally built control-plane binaries',
+  skip: skipUnless(
+    'test/e2e/fault-stalled-apiserver.test.ts',
+    !local && 'needs the locally built control-plane binaries',
+  ),
 }, () => {
   const flavor = uniqueName('stall');
   let stall: TcpProxy | undefined;

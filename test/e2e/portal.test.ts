@@ -16,6 +16,7 @@ import { after, before, describe, it } from 'node:test';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import type { IssueResponse } from '../../src/tokenissuer/response.ts';
 import type { RunningIssuer } from '../../src/tokenissuer/server.ts';
+import { skipUnless } from '../support/skip.ts';
 import { applyObjects } from './cluster/apply.ts';
 import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
 import { controllerHarness } from './support/controller-harness.ts';
@@ -41,9 +42,11 @@ const CHROMIUM_ARGS = [
   '--disable-sync',
   '--no-first-run',
 ];
-const skip = existsSync(CHROMIUM)
-  ? false
-  : `${CHROMIUM} is missing: run 'make host-packages' as root (installs Debian's chromium)`;
+const skip = skipUnless(
+  'the page test in headless Chromium (test/e2e/portal.test.ts)',
+  !existsSync(CHROMIUM) &&
+    `${CHROMIUM} is missing: run 'make host-packages' as root (installs Debian's chromium)`,
+);
 
 describe('the self-service page in headless Chromium', { skip }, () => {
   const h = controllerHarness({});

@@ -9,12 +9,16 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { describe, it } from 'node:test';
+import { skipUnless } from '../support/skip.ts';
 import { ControlPlane } from './cluster/controlplane.ts';
 import { HOST_LOCK, HOST_LOCK_HELD_ENV, realNodesUnsupported } from './realnode/real-node.ts';
 import { loadEnvironment } from './support/environment.ts';
 import { waitFor } from './support/wait.ts';
 
-const unsupported = realNodesUnsupported();
+const unsupported = skipUnless(
+  'the real-node clean-up test (test/e2e/real-node-cleanup.test.ts)',
+  realNodesUnsupported(),
+);
 const MOUNT_POINTS = [
   '/etc/kubernetes',
   '/var/lib/kubelet',

@@ -28,6 +28,11 @@ describe('config defaults', () => {
       namespace: 'nodeflavor',
       serviceAccount: 'nodeflavor',
       controller: true,
+      trustedNodeLabels: [
+        'node-role.kubernetes.io/control-plane',
+        'node-restriction.kubernetes.io/nodeflavor-system',
+      ],
+      allowUntrustedNode: false,
       allowUnguardedNodes: false,
       webhook: true,
       issuer: true,

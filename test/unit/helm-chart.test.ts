@@ -15,6 +15,8 @@ import { promisify } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import { parseRunFlags } from '../../src/cli/run-flags.ts';
 import { type Config, parseConfig } from '../../src/config.ts';
+import { DEFAULT_TRUSTED_NODE_LABELS, TRUSTED_NODE_LABEL_PATTERN } from '../../src/flavor/placement.ts';
+import { JOINED_LABEL_KEY } from '../../src/flavor/resources.ts';
 import { binaryPaths } from '../e2e/cluster/versions.ts';
 
 const run = promisify(execFile);
@@ -113,6 +115,55 @@ function roleGrants(objects: K8sObject[], kind: 'Role' | 'ClusterRole', name: st
   return grants(only(objects, kind, name));
 }
 
+interface NodeLike {
+  labels: Record<string, string>;
+  taints: { key: string; value?: string; effect: string }[];
+}
+
+/**
+ * Whether kube-scheduler's filters could place `pod` on `node`, as far as the pod spec decides it:
+ * nodeName, nodeSelector, the required node affinity (terms ORed, expressions ANDed) and
+ * NoSchedule/NoExecute taints against tolerations. Preferences never filter.
+ */
+function schedulable(pod: K8sObject, node: NodeLike): boolean {
+  if (pod.nodeName !== undefined) return false;
+  for (const [key, value] of Object.entries(pod.nodeSelector ?? {})) {
+    if (node.labels[key] !== value) return false;
+  }
+  const required = pod.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution;
+  if (required) {
+    const matches = (e: K8sObject): boolean => {
+      const value = node.labels[e.key];
+      switch (e.operator) {
+        case 'Exists':
+          return value !== undefined;
+        case 'DoesNotExist':
+          return value === undefined;
+        case 'In':
+          return value !== undefined && e.values.includes(value);
+        case 'NotIn':
+          return value === undefined || !e.values.includes(value);
+        default:
+          throw new Error(`operator ${e.operator} is not modelled here`);
+      }
+    };
+    const terms: K8sObject[] = required.nodeSelectorTerms;
+    assert.ok(
+      terms.every((t) => t.matchFields === undefined),
+      'no matchFields in the required terms',
+    );
+    if (!terms.some((t) => (t.matchExpressions ?? []).every(matches))) return false;
+  }
+  const tolerated = (taint: NodeLike['taints'][number]) =>
+    (pod.tolerations ?? []).some(
+      (t: K8sObject) =>
+        (t.key === undefined || t.key === taint.key) &&
+        (t.effect === undefined || t.effect === '' || t.effect === taint.effect) &&
+        (t.operator === 'Exists' || (t.value ?? '') === (taint.value ?? '')),
+    );
+  return node.taints.every((taint) => taint.effect === 'PreferNoSchedule' || tolerated(taint));
+}
+
 // test/e2e/chart-rbac-exact.test.ts proves each of these is used (audit log).
 const BASE_CLUSTER_GRANTS = [
   'authentication.k8s.io tokenreviews *any*: create',
@@ -175,6 +226,46 @@ const MODES: Record<string, string[]> = {
   'kubeadm bootstrap group': ['--set=joins.bootstrapGroup=system:bootstrappers:kubeadm:default-node-token'],
   'token discovery': ['--set=joins.discovery=token'],
   'no leader election, one replica': ['--set=controller.leaderElect=false', '--set=replicaCount=1'],
+  'own trusted node labels': [
+    '--set-json=placement.trustedNodeLabels=["node-role.kubernetes.io/infra","node-restriction.kubernetes.io/ops"]',
+  ],
+  'own affinity': [
+    `--set-json=affinity=${JSON.stringify({
+      nodeAffinity: {
+        preferredDuringSchedulingIgnoredDuringExecution: [
+          {
+            weight: 10,
+            preference: { matchExpressions: [{ key: 'example.com/pool', operator: 'In', values: ['ops'] }] },
+          },
+        ],
+      },
+      podAffinity: {
+        preferredDuringSchedulingIgnoredDuringExecution: [
+          {
+            weight: 5,
+            podAffinityTerm: {
+              topologyKey: 'topology.kubernetes.io/zone',
+              labelSelector: { matchLabels: { app: 'portal' } },
+            },
+          },
+        ],
+      },
+      podAntiAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: [
+          { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { app: 'noisy' } } },
+        ],
+        preferredDuringSchedulingIgnoredDuringExecution: [
+          {
+            weight: 20,
+            podAffinityTerm: {
+              topologyKey: 'topology.kubernetes.io/zone',
+              labelSelector: { matchLabels: { app: 'nodeflavor' } },
+            },
+          },
+        ],
+      },
+    })}`,
+  ],
   'flavor classes': [
     '--set-json=flavorClasses=[{"name":"sweet","description":"ours","labels":{"example.com/trust":"a7"},"taints":[{"key":"example.com/trust","value":"a7","effect":"NoSchedule"}]},{"name":"sour","annotations":{"example.com/note":"x"}}]',
   ],
@@ -338,7 +429,7 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     for (const arg of args(objects).slice(1)) {
       const key = /^--(?:no-)?([a-z-]+)/.exec(arg)?.[1] ?? '';
       const camel = key.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
-      const singular = camel === 'adminGroup' ? 'adminGroups' : camel;
+      const singular = { adminGroup: 'adminGroups', trustedNodeLabel: 'trustedNodeLabels' }[camel] ?? camel;
       assert.match(configKeys, new RegExp(`^  ${singular}: `, 'm'), `${arg} is not a key of src/config.ts`);
     }
   });
@@ -526,17 +617,249 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     );
   });
 
-  test('runs the operator on trusted nodes: control-plane tolerated and preferred, never an unverified node', async () => {
+  test('runs the operator only on trusted nodes: a required node affinity, never a preference', async () => {
     const objects = await render();
-    const pod = objects.find((o) => o.kind === 'Deployment').spec.template.spec;
+    const pod = only(objects, 'Deployment').spec.template.spec;
     assert.deepEqual(pod.tolerations, [
       { key: 'node-role.kubernetes.io/control-plane', operator: 'Exists', effect: 'NoSchedule' },
     ]);
-    assert.equal(
-      pod.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference
-        .matchExpressions[0].key,
+    // One term per trusted key (terms are ORed), each also excluding every node that joined
+    // through nodeflavor; nothing else can put a pod on a node (no nodeName, no matchFields).
+    assert.deepEqual(pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution, {
+      nodeSelectorTerms: DEFAULT_TRUSTED_NODE_LABELS.map((key) => ({
+        matchExpressions: [
+          { key, operator: 'Exists' },
+          { key: JOINED_LABEL_KEY, operator: 'DoesNotExist' },
+        ],
+      })),
+    });
+    assert.deepEqual(DEFAULT_TRUSTED_NODE_LABELS, [
       'node-role.kubernetes.io/control-plane',
+      'node-restriction.kubernetes.io/nodeflavor-system',
+    ]);
+    assert.equal(pod.nodeName, undefined);
+    assert.equal(pod.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution, undefined);
+    // The spread stays a preference: it can never outweigh a requirement.
+    const spread = pod.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution;
+    assert.equal(spread.length, 1);
+    assert.equal(spread[0].podAffinityTerm.topologyKey, 'kubernetes.io/hostname');
+    // The process gets the same keys and its Node's name, and checks that Node again at start.
+    assert.deepEqual(
+      args(objects).filter((a) => a.startsWith('--trusted-node-label=')),
+      DEFAULT_TRUSTED_NODE_LABELS.map((key) => `--trusted-node-label=${key}`),
     );
+    const env = container(objects).env.find((e: K8sObject) => e.name === 'NODE_NAME');
+    assert.deepEqual(env, { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } });
+    // Kubernetes expands $(NODE_NAME) in args from the container's env.
+    assert.equal(flag(objects, 'node-name'), '$(NODE_NAME)');
+    const expanded = args(objects)
+      .slice(1)
+      .map((a) => a.replace('$(NODE_NAME)', 'n1'));
+    const config = parseConfig(parseRunFlags(expanded, {}));
+    assert.deepEqual(config.trustedNodeLabels, DEFAULT_TRUSTED_NODE_LABELS);
+    assert.equal(config.nodeName, 'n1');
+    assert.equal(config.allowUntrustedNode, false);
+  });
+
+  test('in every mode, the scheduler can place a replica only on a trusted node that did not join through nodeflavor', async () => {
+    const CONTROL_PLANE = 'node-role.kubernetes.io/control-plane';
+    const SYSTEM = 'node-restriction.kubernetes.io/nodeflavor-system';
+    const NO_SCHEDULE = (key: string) => ({ key, effect: 'NoSchedule' });
+    const nodes: { name: string; labels: Record<string, string>; taints: K8sObject[]; eligible: boolean }[] =
+      [
+        {
+          name: 'control plane',
+          labels: { [CONTROL_PLANE]: '' },
+          taints: [NO_SCHEDULE(CONTROL_PLANE)],
+          eligible: true,
+        },
+        { name: 'marked system node', labels: { [SYSTEM]: 'true' }, taints: [], eligible: true },
+        { name: 'plain worker', labels: { 'kubernetes.io/hostname': 'w' }, taints: [], eligible: false },
+        // The node of issue 25: verified, of a flavor without taints, nothing to stop a pod.
+        {
+          name: 'flavored, no taints',
+          labels: { [JOINED_LABEL_KEY]: 'true', 'example.com/trust': 'a7' },
+          taints: [],
+          eligible: false,
+        },
+        {
+          name: 'joined, labelled system',
+          labels: { [JOINED_LABEL_KEY]: 'true', [SYSTEM]: 'true' },
+          taints: [],
+          eligible: false,
+        },
+        {
+          name: 'joined, control-plane label',
+          labels: { [JOINED_LABEL_KEY]: '', [CONTROL_PLANE]: '' },
+          taints: [],
+          eligible: false,
+        },
+        {
+          name: 'quarantined',
+          labels: { [JOINED_LABEL_KEY]: 'true' },
+          taints: [NO_SCHEDULE('nodeflavor.io/unverified')],
+          eligible: false,
+        },
+        // A kubelet may set node.kubernetes.io/* on itself: such a label proves nothing.
+        {
+          name: 'self-labelled',
+          labels: { 'node.kubernetes.io/nodeflavor-system': 'true' },
+          taints: [],
+          eligible: false,
+        },
+      ];
+    for (const [mode, values] of Object.entries(MODES)) {
+      if (mode === 'own trusted node labels') continue; // its keys differ (below)
+      const pod = only(await render(...values), 'Deployment').spec.template.spec;
+      for (const node of nodes) {
+        assert.equal(schedulable(pod, node), node.eligible, `${mode}: ${node.name}`);
+      }
+    }
+    const own = only(await render(...MODES['own trusted node labels']!), 'Deployment').spec.template.spec;
+    const INFRA = { 'node-role.kubernetes.io/infra': '' };
+    assert.equal(schedulable(own, { labels: INFRA, taints: [] }), true);
+    assert.equal(
+      schedulable(own, { labels: { 'node-restriction.kubernetes.io/ops': 'x' }, taints: [] }),
+      true,
+    );
+    assert.equal(schedulable(own, { labels: { ...INFRA, [JOINED_LABEL_KEY]: 'true' }, taints: [] }), false);
+    assert.equal(
+      schedulable(own, { labels: { [SYSTEM]: 'true' }, taints: [] }),
+      false,
+      'only the keys given',
+    );
+  });
+
+  test('placement.trustedNodeLabels: the keys become the terms and the flags', async () => {
+    const objects = await render(...MODES['own trusted node labels']!);
+    const keys = ['node-role.kubernetes.io/infra', 'node-restriction.kubernetes.io/ops'];
+    const terms = only(objects, 'Deployment').spec.template.spec.affinity.nodeAffinity
+      .requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms;
+    assert.deepEqual(
+      terms.map((t: K8sObject) => t.matchExpressions),
+      keys.map((key) => [
+        { key, operator: 'Exists' },
+        { key: JOINED_LABEL_KEY, operator: 'DoesNotExist' },
+      ]),
+    );
+    assert.deepEqual(parseConfig(parseRunFlags(args(objects).slice(1), {})).trustedNodeLabels, keys);
+  });
+
+  test('a trusted label key a kubelet could set on itself fails the install (schema, and the template without it)', async () => {
+    const bad = [
+      'node.kubernetes.io/nodeflavor-system', // the kubelet's own namespace (--node-labels)
+      'kubelet.kubernetes.io/system',
+      'kubernetes.io/hostname',
+      'example.com/trusted',
+      'nodeflavor.io/system',
+      'node-role.kubernetes.io/',
+      'node-restriction.kubernetes.io',
+    ];
+    const template = (values: string[], extra: string[] = []) =>
+      helmRun(['template', RELEASE, chart, '--namespace', NAMESPACE, ...extra, ...values]);
+    for (const key of bad) {
+      const values = [
+        `--set-json=placement.trustedNodeLabels=${JSON.stringify([DEFAULT_TRUSTED_NODE_LABELS[0], key])}`,
+      ];
+      const schema = await template(values);
+      assert.notEqual(schema.code, 0, `${key} rendered`);
+      assert.match(schema.stderr, /values don't meet the specifications of the schema/, key);
+      assert.match(schema.stderr, /\/placement\/trustedNodeLabels\/1/, key);
+      const templated = await template(values, ['--skip-schema-validation']);
+      assert.notEqual(templated.code, 0, `${key} rendered without the schema`);
+      assert.ok(
+        templated.stderr.includes(
+          `placement.trustedNodeLabels: ${JSON.stringify(key)} is a label a kubelet could set on its own Node`,
+        ),
+        `${key}: ${templated.stderr}`,
+      );
+      assert.match(templated.stderr, /node-restriction\.kubernetes\.io\/ or node-role\.kubernetes\.io\//);
+    }
+    const empty = await template(['--set-json=placement.trustedNodeLabels=[]'], ['--skip-schema-validation']);
+    assert.notEqual(empty.code, 0);
+    assert.match(empty.stderr, /placement\.trustedNodeLabels is empty/);
+    assert.match(
+      (await template(['--set-json=placement.trustedNodeLabels=[]'])).stderr,
+      /\/placement\/trustedNodeLabels/,
+    );
+  });
+
+  test('the trusted-key pattern is the same in the code, values.schema.json and the template', () => {
+    const source = TRUSTED_NODE_LABEL_PATTERN.source.replaceAll('\\/', '/');
+    const schema = JSON.parse(readFileSync(join(chart, 'values.schema.json'), 'utf8'));
+    assert.equal(schema.properties.placement.properties.trustedNodeLabels.items.pattern, source);
+    const template = readFileSync(join(chart, 'templates', 'deployment.yaml'), 'utf8');
+    assert.ok(
+      template.includes(`regexMatch ${JSON.stringify(source)}`),
+      'deployment.yaml checks the same pattern',
+    );
+  });
+
+  test('affinity: a required node affinity of the user fails, pointing to placement.trustedNodeLabels', async () => {
+    const refused = await helmRun([
+      'template',
+      RELEASE,
+      chart,
+      '--namespace',
+      NAMESPACE,
+      `--set-json=affinity=${JSON.stringify({
+        nodeAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: {
+            nodeSelectorTerms: [{ matchExpressions: [{ key: 'example.com/pool', operator: 'Exists' }] }],
+          },
+        },
+      })}`,
+    ]);
+    assert.notEqual(refused.code, 0);
+    assert.match(
+      refused.stderr,
+      /affinity\.nodeAffinity\.requiredDuringSchedulingIgnoredDuringExecution would replace the chart's own required node affinity.*placement\.trustedNodeLabels/,
+    );
+    // A typo under nodeAffinity is no way around it either.
+    const typo = await helmRun([
+      'template',
+      RELEASE,
+      chart,
+      '--namespace',
+      NAMESPACE,
+      '--set-json=affinity={"nodeAffinity":{"requiredDuringScheduling":{}}}',
+    ]);
+    assert.notEqual(typo.code, 0);
+    assert.match(typo.stderr, /additional properties 'requiredDuringScheduling' not allowed/);
+  });
+
+  test("affinity: the user's pod (anti-)affinity and preferred node affinity are added; the protection and the spread stay", async () => {
+    const objects = await render(...MODES['own affinity']!);
+    const affinity = only(objects, 'Deployment').spec.template.spec.affinity;
+    const defaults = only(await render(), 'Deployment').spec.template.spec.affinity;
+    assert.deepEqual(
+      affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution,
+      defaults.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution,
+    );
+    assert.deepEqual(affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution, [
+      {
+        weight: 10,
+        preference: { matchExpressions: [{ key: 'example.com/pool', operator: 'In', values: ['ops'] }] },
+      },
+    ]);
+    assert.equal(affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight, 5);
+    const anti = affinity.podAntiAffinity;
+    assert.deepEqual(
+      anti.preferredDuringSchedulingIgnoredDuringExecution.map((t: K8sObject) => [
+        t.weight,
+        t.podAffinityTerm.topologyKey,
+      ]),
+      [
+        [100, 'kubernetes.io/hostname'], // the chart's spread
+        [20, 'topology.kubernetes.io/zone'],
+      ],
+    );
+    assert.deepEqual(anti.requiredDuringSchedulingIgnoredDuringExecution, [
+      { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { app: 'noisy' } } },
+    ]);
+  });
+
+  test('tolerations of the quarantine taint (or of every taint) are refused', async () => {
     for (const toleration of [
       'tolerations[0].key=nodeflavor.io/unverified,tolerations[0].operator=Exists',
       'tolerations[0].operator=Exists',
@@ -707,7 +1030,7 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     assert.equal((await render()).filter((o) => o.kind === 'FlavorClass').length, 0);
   });
 
-  test('NOTES.txt renders in every mode and tells how to issue a first token', async () => {
+  test('NOTES.txt renders in every mode, says where the pods may run and how to issue a first token', async () => {
     // helm template does not render NOTES.txt (only install does): render it as a template in a
     // scratch copy of the chart, so a broken NOTES fails here rather than at `helm install`.
     const dir = mkdtempSync(join(tmpdir(), 'nodeflavor-chart-'));
@@ -745,7 +1068,22 @@ describe('helm chart deploy/helm/nodeflavor', () => {
         assert.match(text, /never by Helm/, mode);
         assert.ok(text.includes(`https://${RELEASE}-issuer.${NAMESPACE}.svc:8443/v1/tokens`), mode);
         assert.doesNotMatch(text, /<no value>/, mode);
+        // Where the pods may run, and how to mark a system node when they stay Pending.
+        assert.match(text, /Pending/, mode);
+        if (mode === 'own trusted node labels') continue;
+        assert.match(
+          text,
+          /^ {2}kubectl label node <name> node-restriction\.kubernetes\.io\/nodeflavor-system=true$/m,
+          mode,
+        );
+        assert.match(text, /Control-plane nodes .* are eligible by default/, mode);
       }
+      const own = rendered.find((r) => r.mode === 'own trusted node labels')!.text;
+      assert.match(own, /node-role\.kubernetes\.io\/infra, node-restriction\.kubernetes\.io\/ops/);
+      assert.match(own, /^ {2}kubectl label node <name> node-restriction\.kubernetes\.io\/ops=true$/m);
+      assert.doesNotMatch(own, /Control-plane nodes/);
+      // Each command on a line of its own, whatever the keys.
+      for (const { mode, text } of rendered) assert.match(text, /^Pods waiting for a node:$/m, mode);
       const withClasses = rendered.find((r) => r.mode === 'flavor classes')!.text;
       assert.match(withClasses, /kubectl flavor issue --flavor sweet/);
       assert.match(withClasses, /create token portal --audience nodeflavor-issuer/);

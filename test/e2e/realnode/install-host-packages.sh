@@ -2,11 +2,20 @@
 # Installs what a real node needs from Debian (containerd, runc, the CNI plugins, iptables,
 # conntrack, iproute2) when it runs as root on Linux and something is missing. Anywhere else it
 # says why it skipped and exits 0: the real-node tests then report themselves skipped with that
-# reason.
+# reason. In CI (NODEFLAVOR_REQUIRE_ALL_TESTS=1, set by .ci/run) a skip would be a failure later,
+# so it fails here, at once, with the reason.
 set -euo pipefail
 log() { printf '[host-packages] %s\n' "$*" >&2; }
-if [[ $(uname -s) != Linux ]]; then log "not Linux: real nodes need Linux; skipped"; exit 0; fi
-if [[ $(id -u) != 0 ]]; then log "not root: real nodes need root (mounts, cgroups, cni0); skipped"; exit 0; fi
+skipped() {
+  if [[ ${NODEFLAVOR_REQUIRE_ALL_TESTS:-} == 1 ]]; then
+    log "$1: cannot install what real nodes need, and NODEFLAVOR_REQUIRE_ALL_TESTS=1 (CI) requires every test to run"
+    exit 1
+  fi
+  log "$1; skipped"
+  exit 0
+}
+if [[ $(uname -s) != Linux ]]; then skipped "not Linux: real nodes need Linux"; fi
+if [[ $(id -u) != 0 ]]; then skipped "not root: real nodes need root (mounts, cgroups, cni0)"; fi
 declare -A wanted=(
   [containerd]=/usr/bin/containerd
   [runc]=/usr/sbin/runc

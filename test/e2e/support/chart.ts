@@ -119,6 +119,19 @@ export async function installChartOutOfCluster(
   return { kubeconfigPath, serviceAccount, namespace: options.namespace, objects };
 }
 
+/**
+ * The args of the chart's operator container, as a process out of the cluster runs them: without
+ * `--node-name=$(NODE_NAME)`, which only the kubelet expands (the pod's spec.nodeName). Out of the
+ * cluster the process has no Node of its own to check; the real-node suite runs the check in Pods.
+ */
+export function chartOperatorArgs(install: ChartInstall): string[] {
+  const deployment = install.objects.find((o) => o.kind === 'Deployment') as
+    | (KubeObject & { spec: { template: { spec: { containers: { args: string[] }[] } } } })
+    | undefined;
+  const args = deployment?.spec.template.spec.containers[0]?.args ?? [];
+  return args.filter((arg) => !arg.startsWith('--node-name='));
+}
+
 let prepared: { install: ChartInstall; kubeConfig: KubeConfig } | undefined;
 
 /**
