@@ -241,10 +241,7 @@ export function startController(options: {
     // guarded it) is judged now, not at the next resync: it has no right to the key.
     const claimed = classKeyTest(flavorClass.spec);
     for (const node of nodes.list()) {
-      if (
-        readVerificationRecord(nodeFacts(node))?.flavorClass === flavorClass.metadata.name ||
-        claimed(node)
-      )
+      if (readVerificationRecord(nodeFacts(node))?.flavorClass === flavorClass.metadata.name || claimed(node))
         nodeQueue.add(node.metadata.name);
     }
   });

@@ -43,6 +43,8 @@ describe('two tokens ask for one node name at the same instant', () => {
       const winner = decisions[0]?.type === 'Approved' ? a : b;
       assert.equal(claim.spec.holder?.tokenID, winner.tokenId, `round ${round}: the claim names the winner`);
     }
-    process.stderr.write(`[name-claims] ${outcomes.length} rounds: ${new Set(outcomes).size} outcome kinds\n`);
+    process.stderr.write(
+      `[name-claims] ${outcomes.length} rounds: ${new Set(outcomes).size} outcome kinds\n`,
+    );
   });
 });

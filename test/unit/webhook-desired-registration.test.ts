@@ -108,7 +108,10 @@ describe('desiredRegistration', () => {
     assert.equal(webhook.clientConfig.url, 'https://127.0.0.1:9443/validate-nodes');
     assert.equal(webhook.clientConfig.service, undefined);
     assert.equal(webhookUrl('https://h:1/custom'), 'https://h:1/custom');
-    assert.equal(webhookUrl('https://127.0.0.1:9443', '/mutate-nodes'), 'https://127.0.0.1:9443/mutate-nodes');
+    assert.equal(
+      webhookUrl('https://127.0.0.1:9443', '/mutate-nodes'),
+      'https://127.0.0.1:9443/mutate-nodes',
+    );
   });
 });
 
