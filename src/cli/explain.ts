@@ -79,7 +79,7 @@ export function concludeNode(
   if (!managed) return { ...base, state: 'unmanaged', flavor: null, reason: null, message: null };
   // The binding's failure is the controller's current conclusion; else the latest of a refused
   // CSR (on the token) and a Warning Event on the Node (Events expire after an hour).
-  const failure = own?.binding.verifiedAt ? undefined : own?.binding.failure;
+  const failure = own?.binding.failure;
   const candidates = [
     ...(failure ? [{ reason: failure.reason, message: failure.message, at: failure.since }] : []),
     ...(!failure && rejection

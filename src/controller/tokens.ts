@@ -11,6 +11,7 @@
 // and runs revocation before a deleted token goes (finalizer). One status write per change.
 import { bindingWithNodeOutcome, type NodeOutcome } from '../flavor/binding-outcome.ts';
 import { bootstrapSecretDeleteAfterMs } from '../flavor/bootstrap-secret.ts';
+import { REPLAY_MARGIN_MS, REPLAYABLE_UNTIL_ANNOTATION } from '../flavor/idempotent-issuance.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import { type FlavoredTokenStatus, ISSUED_ANNOTATION, type TokenBinding } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
@@ -97,13 +98,13 @@ function nodeOutcome(
   const node = ctx.caches.nodes.get(binding.nodeName);
   if (!node) return undefined;
   const uid = node.metadata.uid;
-  // Recorded already: whatever the Node says, the binding stays as it is (bindingWithNodeOutcome),
-  // so a resync over thousands of settled tokens checks no record's MAC.
+  // The node reconciler found this Node unflavored (class gone, StripNodes, ...): the binding says so.
+  const failure = ctx.indexes.nodeFailure(binding.nodeName, uid);
+  if (failure) return { uid, failure };
+  // Verified and nothing reported since: a resync over thousands of settled tokens checks no MAC.
   if (binding.verifiedAt !== undefined && binding.nodeUID === uid && !binding.failure) return undefined;
   const record = keyRing ? recordVerifiesToken(nodeFacts(node), token, keyRing) : undefined;
-  if (record) return { uid, verifiedAt: record.verifiedAt };
-  const failure = ctx.indexes.nodeFailure(binding.nodeName, uid);
-  return failure ? { uid, failure } : undefined;
+  return record ? { uid, verifiedAt: record.verifiedAt } : undefined;
 }
 
 /**
@@ -361,6 +362,18 @@ function withRefusals(
   };
 }
 
+const MAX_REPLAY_WINDOW_MS = 86_400_000 + REPLAY_MARGIN_MS;
+
+/** How long a deleted keyed record must stay for its Idempotency-Key's replay window (ADR 0005). */
+function replayHoldMs(token: StoredToken, now: Date): number {
+  const metadata = token.metadata as StoredToken['metadata'] & { annotations?: Record<string, string> };
+  const until = Date.parse(metadata.annotations?.[REPLAYABLE_UNTIL_ANNOTATION] ?? '');
+  if (!Number.isFinite(until)) return 0;
+  // Never longer than the longest window an issuer may have (its TTL's maximum, a day).
+  const latest = Date.parse(token.metadata.creationTimestamp) + MAX_REPLAY_WINDOW_MS;
+  return Math.max(0, Math.min(until, latest) - now.getTime());
+}
+
 /** Whether the node still carries a verification record naming this token. */
 function stillFlavoredBy(ctx: ControllerContext, nodeName: string, tokenId: string | undefined): boolean {
   const node = ctx.caches.nodes.get(nodeName);
@@ -418,6 +431,13 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     // Names bound by nodes that never registered are free again; a registered node keeps its
     // name while it exists (a claim whose token is gone is taken over once that node is gone).
     await releaseDeadClaims(ctx, cached);
+    // A keyed issuance's record stays, being deleted, while its Idempotency-Key may be replayed:
+    // a replay finds it and is refused, rather than minting a new token under the revoked ID.
+    const holdMs = replayHoldMs(cached, ctx.now());
+    if (holdMs > 0) {
+      ctx.requeueToken(name, holdMs + 500);
+      return;
+    }
     await ctx.api.setFinalizer(cached, false);
     return;
   }

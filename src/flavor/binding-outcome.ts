@@ -16,9 +16,11 @@ export interface NodeOutcome {
 
 /**
  * The binding as it should record `outcome`: the same object when nothing changes (callers
- * compare by identity). A binding of another Node UID is not this Node's; a verified binding keeps
- * its verification (a later refusal is the Node's Events' to tell); a refusal keeps its first time
- * while the reason stays.
+ * compare by identity). A binding of another Node UID is not this Node's. The binding follows the
+ * node: a verified node that lost its flavor (its class deleted, its token revoked with
+ * StripNodes, ...) keeps the time it was verified and gains the failure, so no reader shows it as
+ * verified any more; verified again, the failure goes. A refusal keeps its first time while the
+ * reason stays.
  */
 export function bindingWithNodeOutcome(
   binding: TokenBinding,
@@ -33,7 +35,7 @@ export function bindingWithNodeOutcome(
     return { ...rest, nodeUID: uid, verifiedAt: binding.verifiedAt ?? outcome.verifiedAt };
   }
   const failure = outcome.failure;
-  if (binding.verifiedAt !== undefined || !failure) return binding;
+  if (!failure) return binding;
   if (binding.nodeUID === uid && binding.failure?.reason === failure.reason) return binding;
   return {
     ...binding,

@@ -31,6 +31,15 @@ const MARK_PATTERN = /^([0-9a-f]{8})\.([a-z2-7]{26})\.([a-z2-7]{26})$/;
 
 /** On the FlavoredToken: which ring key, caller, Idempotency-Key and body it was issued for. */
 export const IDEMPOTENCY_ANNOTATION = 'nodeflavor.io/idempotency';
+/**
+ * Until when (RFC 3339) the record's Idempotency-Key may be replayed (the issuer's idempotency TTL
+ * from the request, and a minute of margin). A record deleted before then stays, being deleted,
+ * until then (the controller holds its finalizer): a replay finds it and is refused, instead of
+ * finding the name free and minting a token under the revoked one's ID.
+ */
+export const REPLAYABLE_UNTIL_ANNOTATION = 'nodeflavor.io/replayable-until';
+/** Margin past the issuer's TTL: the record's creation is a little later than the request's clock. */
+export const REPLAY_MARGIN_MS = 60_000;
 
 export interface IdempotentRequest {
   /** The caller's identity (the issuer's owner digest): only it may replay. */

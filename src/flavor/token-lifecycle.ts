@@ -50,14 +50,20 @@ function expiryOf(token: FlavoredToken): string | null {
   }
 }
 
+/** A binding's node is verified now: it was, and has not lost its flavor since. */
+export function bindingVerified(binding: TokenBinding): boolean {
+  return binding.verifiedAt !== undefined && binding.failure === undefined;
+}
+
 function bindingNode(binding: TokenBinding): TokenNode {
   return {
     nodeName: binding.nodeName,
     csrName: binding.csrName,
     boundAt: binding.boundAt,
-    verifiedAt: binding.verifiedAt ?? null,
-    reason: binding.verifiedAt ? null : (binding.failure?.reason ?? null),
-    message: binding.verifiedAt ? null : (binding.failure?.message ?? null),
+    // A node that lost its flavor shows why, not the verification it no longer has.
+    verifiedAt: bindingVerified(binding) ? (binding.verifiedAt ?? null) : null,
+    reason: binding.failure?.reason ?? null,
+    message: binding.failure?.message ?? null,
   };
 }
 
@@ -73,8 +79,9 @@ function rejectionNode(rejection: TokenRejection): TokenNode {
 }
 
 /**
- * The token's phase. Revoked first (nothing more can happen); then Verified once any node was
- * verified with it (a pool token keeps that phase while more nodes join); then Failed when the
+ * The token's phase. Revoked first (nothing more can happen); then Verified while any node
+ * verified with it still is (a pool token keeps that phase while more nodes join; a node that lost
+ * its flavor since no longer counts); then Failed when the
  * latest thing that happened was a failure — a bound node whose check failed, or a CSR refused
  * after the last binding; then Bound; then Expired for a token no node used in time; else Issued.
  */
@@ -98,7 +105,7 @@ export function tokenLifecycle(token: FlavoredToken, now: Date): TokenLifecycle 
     const condition = token.status?.conditions?.find((c) => c.type === 'Revoked' && c.status === 'True');
     return result('Revoked', condition?.lastTransitionTime ?? token.metadata.deletionTimestamp ?? null);
   }
-  const verified = bindings.filter((b) => b.verifiedAt !== undefined);
+  const verified = bindings.filter(bindingVerified);
   if (verified.length > 0) return result('Verified', latest(verified.map((b) => b.verifiedAt)));
   const lastBound = latest(bindings.map((b) => b.boundAt));
   const failures = [

@@ -24,6 +24,8 @@ import {
   idempotentBootstrapToken,
   idempotentTokenId,
   matchIdempotencyMark,
+  REPLAY_MARGIN_MS,
+  REPLAYABLE_UNTIL_ANNOTATION,
 } from '../flavor/idempotent-issuance.ts';
 import type { HmacKey } from '../flavor/keyring.ts';
 import { type FlavoredToken, ISSUED_ANNOTATION } from '../flavor/resources.ts';
@@ -80,6 +82,7 @@ export async function issueIdempotently(
   const annotations = {
     ...prepared.annotations,
     [IDEMPOTENCY_ANNOTATION]: idempotencyMark(ring.active, request),
+    [REPLAYABLE_UNTIL_ANNOTATION]: rfc3339(new Date(prepared.now().getTime() + ttlMs + REPLAY_MARGIN_MS)),
   };
   try {
     const record = await deps.kube.createFlavoredToken(tokenRecord(tokenId, prepared.spec, annotations));

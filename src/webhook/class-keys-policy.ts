@@ -4,13 +4,18 @@
 // This ValidatingAdmissionPolicy takes the FlavorClasses themselves as its parameters (its binding
 // selects them all), so the API server checks every Node write against every class it knows, with
 // no registration to wait for: only the controller (and the admin groups) may set, change or
-// remove a key a FlavorClass names. The controller strips a key set before the class existed as
-// soon as the class appears (manager.ts enqueues the Nodes that carry its keys).
+// remove a key a FlavorClass names. Keys the main guard already covers (the classes it was
+// generated from) are left to it, with its precise reasons and metrics: this policy bites only in
+// the window until the registration follows a new class, and is regenerated with it. The
+// controller strips a key set before the class existed as soon as the class appears (manager.ts
+// enqueues the Nodes that carry its keys).
+import type { ProtectedKeys } from '../flavor/admission.ts';
 import { FLAVOR_CLASS_KIND, API_VERSION as NODEFLAVOR_API_VERSION } from '../flavor/resources.ts';
 import {
   API_VERSION,
   COMMON_LABELS,
   IS_KUBELET,
+  keyTests,
   litList,
   type MatchCondition,
   NEW_TAINTS,
@@ -72,7 +77,10 @@ export function classKeysPolicy(opts: {
   name: string;
   controllerUsername: string;
   adminGroups: string[];
+  /** The keys the main guard protects already (left to it). */
+  covered: ProtectedKeys;
 }): ClassKeysPolicy {
+  const covered = keyTests(opts.covered);
   const conditions: MatchCondition[] = [
     {
       name: 'not-nodeflavor-controller',
@@ -93,7 +101,8 @@ export function classKeysPolicy(opts: {
     const Field = field === 'labels' ? 'Labels' : 'Annotations';
     const after = `variables.new${Field}`;
     const before = `variables.old${Field}`;
-    return `(has(params.spec) && has(params.spec.${field}) ? params.spec.${field} : {}).filter(k, (k in ${after}) != (k in ${before}) || (k in ${after} && ${after}[k] != ${before}[k]))`;
+    const guarded = field === 'labels' ? covered.label('k') : covered.annotation('k');
+    return `(has(params.spec) && has(params.spec.${field}) ? params.spec.${field} : {}).filter(k, !${guarded} && ((k in ${after}) != (k in ${before}) || (k in ${after} && ${after}[k] != ${before}[k])))`;
   };
   return {
     apiVersion: API_VERSION,
@@ -122,8 +131,9 @@ export function classKeysPolicy(opts: {
           name: 'taintsChanged',
           expression:
             '(has(params.spec) && has(params.spec.taints) ? params.spec.taints.map(c, c.key) : []).filter(key, ' +
+            `!${covered.taint('key')} && (` +
             `variables.newTaints.exists(t, t.key == key && !variables.oldTaints.exists(o, ${sameTaint('o', 't')})) || ` +
-            `variables.oldTaints.exists(o, o.key == key && !variables.newTaints.exists(t, ${sameTaint('t', 'o')})))`,
+            `variables.oldTaints.exists(o, o.key == key && !variables.newTaints.exists(t, ${sameTaint('t', 'o')}))))`,
         },
       ],
       validations: [

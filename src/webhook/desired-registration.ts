@@ -150,7 +150,12 @@ export function desiredRegistration(
   }
   // In every mode: a new FlavorClass's keys are guarded by the API server from its first second.
   apply.push(
-    classKeysPolicy({ name, controllerUsername: guard.controllerUsername, adminGroups: guard.adminGroups }),
+    classKeysPolicy({
+      name,
+      controllerUsername: guard.controllerUsername,
+      adminGroups: guard.adminGroups,
+      covered: protectedKeys,
+    }),
   );
   apply.push(classKeysPolicyBinding({ name }));
   for (const object of apply) {

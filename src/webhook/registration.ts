@@ -211,14 +211,14 @@ function extraKeys(keys: ReadonlySet<string>, prefix: string): string[] {
   return [...keys].filter((k) => !k.startsWith(prefix)).sort();
 }
 
-interface KeyTests {
+export interface KeyTests {
   label: (v: string) => string;
   annotation: (v: string) => string;
   taint: (v: string) => string;
 }
 
 /** CEL predicates "is `v` a protected label / annotation / taint key", mirroring isProtectedKey. */
-function keyTests(keys: ProtectedKeys): KeyTests {
+export function keyTests(keys: ProtectedKeys): KeyTests {
   const test = (explicit: string[]) => (v: string) => {
     const underPrefix = `${v}.startsWith(${lit(keys.prefix)})`;
     return explicit.length === 0 ? underPrefix : `(${underPrefix} || ${v} in ${litList(explicit)})`;

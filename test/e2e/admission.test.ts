@@ -14,9 +14,9 @@ import { AdmissionregistrationV1Api, RbacAuthorizationV1Api } from '@kubernetes/
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { type Config, parseConfig } from '../../src/config.ts';
-import { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from '../../src/flavor/admission.ts';
+import { JOINED_LABEL_KEY, QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from '../../src/flavor/admission.ts';
 import { removeAdmissionRegistration } from '../../src/kube/admission-registration.ts';
-import { kubeJson } from '../../src/kube/fetch.ts';
+import { kubeFetch, kubeJson, responseLines } from '../../src/kube/fetch.ts';
 import { KubeError } from '../../src/kube/kube-error.ts';
 import { watchProtectedKeys } from '../../src/kube/protected-keys-source.ts';
 import { type RunningAdmission, startAdmission } from '../../src/webhook/index.ts';
@@ -36,7 +36,7 @@ import {
 } from './support/admission.ts';
 import { createBootstrapToken, joinConfiguration, tokenKubeConfig } from './support/bootstrap.ts';
 import type { E2EEnvironment } from './support/environment.ts';
-import { deleteFlavorClass } from './support/nodeflavor.ts';
+import { applyFlavorClass, deleteFlavorClass } from './support/nodeflavor.ts';
 import { FLAVOR_LABEL, operatorFixture } from './support/operator-fixture.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
@@ -181,10 +181,11 @@ for (const mode of MODES) {
       prefix: string,
       labels: Record<string, string>,
       taints: (typeof QUARANTINE)[] = [],
+      nodeName = uniqueName(prefix),
     ) => {
       const token = await createBootstrapToken(env);
       const kubelet = new SimulatedKubelet(
-        uniqueName(prefix),
+        nodeName,
         parseJoinConfiguration(joinConfiguration(env, token.token, { nodeLabels: labels, taints })),
         { timeoutMs: 30_000 },
       );
@@ -352,6 +353,121 @@ for (const mode of MODES) {
         TOKEN_LABEL_KEY,
         'change',
       );
+    });
+
+    /**
+     * The first version of Node `name` a watcher is sent (the one a scheduler acts on): call before
+     * the Node exists, then await what it returns. It notes the collection's resourceVersion now
+     * and later watches from there, so the ADDED event is replayed whenever the watch starts.
+     */
+    const firstVersionOf = async (name: string) => {
+      const list = await kubeJson<{ metadata: { resourceVersion: string } }>(
+        env.kubeConfig,
+        'GET',
+        '/api/v1/nodes',
+        {
+          query: { fieldSelector: `metadata.name=${name}` },
+        },
+      );
+      return async () => {
+        const stop = new AbortController();
+        try {
+          const response = await kubeFetch(env.kubeConfig, '/api/v1/nodes', {
+            query: {
+              watch: 'true',
+              fieldSelector: `metadata.name=${name}`,
+              resourceVersion: list.metadata.resourceVersion,
+            },
+            signal: stop.signal,
+            timeoutMs: 0,
+          });
+          for await (const line of responseLines(response)) {
+            const event = JSON.parse(line) as {
+              type: string;
+              object: {
+                metadata: { labels?: Record<string, string> };
+                spec?: { taints?: (typeof QUARANTINE)[] };
+              };
+            };
+            if (event.type === 'ADDED') return event.object;
+          }
+          throw new Error(`the watch of Node ${name} ended without it`);
+        } finally {
+          stop.abort();
+        }
+      };
+    };
+
+    /** A claim on `name`, as the controller leaves one (released: the name was used through nodeflavor). */
+    const claimName = (name: string) =>
+      kubeJson(env.kubeConfig, 'POST', '/apis/nodeflavor.io/v1alpha1/nodenameclaims', {
+        body: {
+          apiVersion: 'nodeflavor.io/v1alpha1',
+          kind: 'NodeNameClaim',
+          metadata: { name },
+          spec: { releasedAt: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z') },
+        },
+      });
+
+    const registrations: [string, Record<string, string>, (typeof QUARANTINE)[]][] = [
+      ['both the quarantine taint and the token label dropped', {}, []],
+      ['the token label dropped', {}, [QUARANTINE]],
+      ['the quarantine taint dropped', { [TOKEN_LABEL_KEY]: FLAVOR_TOKEN }, []],
+    ];
+    for (const [what, labels, taints] of registrations) {
+      it(`quarantines a Node registered under a claimed name with ${what}, from its first version`, async () => {
+        const name = uniqueName('claimed');
+        await claimName(name);
+        const first = await firstVersionOf(name);
+        await join('claimed', labels, taints, name);
+        const node = await first();
+        assert.ok(
+          (node.spec?.taints ?? []).some((t) => t.key === QUARANTINE_TAINT_KEY && t.effect === 'NoSchedule'),
+          `the first version carries the quarantine: ${JSON.stringify(node.spec?.taints)}`,
+        );
+        assert.equal(node.metadata.labels?.[JOINED_LABEL_KEY], 'true', 'and the joined mark');
+        await kubeJson(env.kubeConfig, 'DELETE', `/apis/nodeflavor.io/v1alpha1/nodenameclaims/${name}`);
+      });
+    }
+
+    it('leaves a Node registered under a name nobody claimed, without a token label, as its kubelet sent it', async () => {
+      const name = uniqueName('plain');
+      const first = await firstVersionOf(name);
+      await join('plain', { 'example.com/rack': 'r1' }, [], name);
+      const node = await first();
+      assert.ok(!(node.spec?.taints ?? []).some((t) => t.key === QUARANTINE_TAINT_KEY));
+      assert.equal(node.metadata.labels?.[JOINED_LABEL_KEY], undefined);
+      assert.equal(node.metadata.labels?.['example.com/rack'], 'r1');
+    });
+
+    it('guards the keys of a FlavorClass created while no operator runs (nothing can re-apply the registration)', async () => {
+      await admission.stop();
+      const fresh = uniqueName('fresh');
+      const key = `example.com/${fresh}`;
+      try {
+        await applyFlavorClass(env, fresh, { labels: { [key]: 'a7' } });
+        // At once, by the API server alone: a kubelet and an ordinary user adding the new key.
+        for (const [who, client] of [
+          ['kubelet', guarded.client()],
+          ['user', user.http],
+        ] as const) {
+          const refused = await patchNode(
+            client,
+            guarded.nodeName,
+            { metadata: { labels: { [key]: 'a7' } } },
+            MERGE,
+          );
+          assert.equal(refused.status, 403, `${who}: HTTP ${refused.status} ${messageOf(refused)}`);
+          assert.ok(messageOf(refused).includes(`"${key}"`), messageOf(refused));
+          assert.match(messageOf(refused), /of FlavorClass /);
+        }
+        const node = await env.core.readNode({ name: guarded.nodeName });
+        assert.equal(node.metadata?.labels?.[key], undefined);
+      } finally {
+        await deleteFlavorClass(env, fresh);
+        await start();
+        await waitUntilEnforced(guarded.nodeName);
+      }
     });
 
     it('refuses an ordinary user who may otherwise patch nodes', async () => {

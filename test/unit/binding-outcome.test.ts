@@ -52,10 +52,26 @@ describe('bindingWithNodeOutcome', () => {
       want: 'same',
     },
     {
-      name: 'a refusal of a verified binding: unchanged (its Events tell it)',
+      name: 'a verified node that lost its flavor: the binding keeps when it was verified and says why it is not now',
       binding: { ...bound, nodeUID: 'u1', verifiedAt: '2026-12-01T00:00:05Z' },
-      outcome: { uid: 'u1', failure: { reason: 'Revoked', message: 'revoked' } },
-      want: 'same',
+      outcome: { uid: 'u1', failure: { reason: 'FlavorClassNotFound', message: 'class gone' } },
+      want: {
+        ...bound,
+        nodeUID: 'u1',
+        verifiedAt: '2026-12-01T00:00:05Z',
+        failure: { reason: 'FlavorClassNotFound', message: 'class gone', since: NOW },
+      },
+    },
+    {
+      name: 'flavored again (the class is back): the failure goes, the first verification stays',
+      binding: {
+        ...bound,
+        nodeUID: 'u1',
+        verifiedAt: '2026-12-01T00:00:05Z',
+        failure: { reason: 'FlavorClassNotFound', message: 'class gone', since: NOW },
+      },
+      outcome: { uid: 'u1', verifiedAt: '2026-12-01T00:00:09Z' },
+      want: { ...bound, nodeUID: 'u1', verifiedAt: '2026-12-01T00:00:05Z' },
     },
     {
       name: 'another Node of the name (another UID): not this binding’s',

@@ -94,7 +94,7 @@ describe('tokenLifecycle', () => {
 
   it('lists bound and refused nodes, and the reason only for a node not verified', () => {
     const life = tokenLifecycle(
-      token({ bindings: [{ ...bound, verifiedAt: '2030-01-01T11:00:02Z', failure }], rejections: [refused] }),
+      token({ bindings: [{ ...bound, verifiedAt: '2030-01-01T11:00:02Z' }], rejections: [refused] }),
       NOW,
     );
     assert.deepEqual(life.nodes, [
@@ -115,6 +115,31 @@ describe('tokenLifecycle', () => {
         message: refused.message,
       },
     ]);
+  });
+});
+
+describe('a token whose node lost its flavor', () => {
+  it('no longer reads Verified: Failed with the reason, the node shows why (issue 25, item 6)', () => {
+    const lost = {
+      ...bound,
+      verifiedAt: '2030-01-01T11:00:02Z',
+      failure: {
+        reason: 'FlavorClassNotFound',
+        message: 'FlavorClass "sweet" does not exist',
+        since: '2030-01-01T11:30:00Z',
+      },
+    };
+    const life = tokenLifecycle(token({ bindings: [lost] }), NOW);
+    assert.equal(life.phase, 'Failed');
+    assert.equal(life.reason, 'FlavorClassNotFound');
+    assert.deepEqual(life.nodes[0], {
+      nodeName: 'edge-1',
+      csrName: 'csr-1',
+      boundAt: bound.boundAt,
+      verifiedAt: null,
+      reason: 'FlavorClassNotFound',
+      message: 'FlavorClass "sweet" does not exist',
+    });
   });
 });
 

@@ -13,6 +13,9 @@ const REGISTRATION_RESOURCES = [
   'validatingwebhookconfigurations',
   'validatingadmissionpolicies',
   'validatingadmissionpolicybindings',
+  'mutatingwebhookconfigurations',
+  'mutatingadmissionpolicies',
+  'mutatingadmissionpolicybindings',
 ];
 
 /**
@@ -37,10 +40,14 @@ export function operatorClusterRules(registrationNames: string[], ownerRoles: st
     {
       apiGroups: ['admissionregistration.k8s.io'],
       resources: REGISTRATION_RESOURCES,
-      resourceNames: registrationNames,
+      // Each name, and the FlavorClass-keys policy beside it (ADR 0012).
+      resourceNames: registrationNames.flatMap((name) => [name, `${name}-class-keys`]),
       verbs: ['get', 'list', 'watch', 'update', 'patch', 'delete'],
     },
     { apiGroups: ['nodeflavor.io'], resources: ['flavorclasses'], verbs: ['get', 'list', 'watch'] },
+    // The mutating webhook reads the claim on a registering Node's name; the policy binding that
+    // takes every claim as a parameter may only be written by someone who can list them.
+    { apiGroups: ['nodeflavor.io'], resources: ['nodenameclaims'], verbs: ['get', 'list', 'watch'] },
     { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch', 'patch'] },
   ];
 }
