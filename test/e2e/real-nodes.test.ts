@@ -14,8 +14,8 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
-import { parse, parseAllDocuments } from 'yaml';
-import { kubeJson } from '../../src/kube/fetch.ts';
+import { parse, parseAllDocuments, stringify } from 'yaml';
+import { kubeFetch, kubeJson, responseLines } from '../../src/kube/fetch.ts';
 import { skipUnless } from '../support/skip.ts';
 import { applyObjects } from './cluster/apply.ts';
 import { ControlPlane } from './cluster/controlplane.ts';
@@ -34,6 +34,10 @@ const NAMESPACE = 'nodeflavor-system';
 const RELEASE = 'nodeflavor';
 const IMAGE = 'nodeflavor:e2e';
 const QUARANTINE = 'nodeflavor.io/unverified';
+const JOINED = 'nodeflavor.io/joined';
+const SYSTEM_MARK = 'node-restriction.kubernetes.io/nodeflavor-system';
+/** A flavor without taints: a verified node of it attracts every Pod that selects nothing. */
+const MILD = 'mild';
 const TOKEN_LABEL = 'nodeflavor.io/token';
 const MERGE = 'application/merge-patch+json';
 const JSON_PATCH = 'application/json-patch+json';
@@ -86,10 +90,111 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
     return answer.text;
   }
 
-  async function issue(): Promise<Issued> {
-    return JSON.parse(
-      await issuerCall('POST', '/v1/tokens', { flavorClassName: 'sweet', ttl: '1h' }),
-    ) as Issued;
+  async function issue(flavorClassName = 'sweet'): Promise<Issued> {
+    return JSON.parse(await issuerCall('POST', '/v1/tokens', { flavorClassName, ttl: '1h' })) as Issued;
+  }
+
+  /** The issued JoinConfiguration as a node administrator rewrote it: taints and/or labels dropped. */
+  function rewritten(joinConfiguration: string, drop: { taint: boolean; tokenLabel: boolean }): string {
+    const config = parse(joinConfiguration) as {
+      nodeRegistration: { taints?: unknown[]; kubeletExtraArgs?: { name: string; value: string }[] };
+    };
+    if (drop.taint) config.nodeRegistration.taints = [];
+    if (drop.tokenLabel)
+      config.nodeRegistration.kubeletExtraArgs = (config.nodeRegistration.kubeletExtraArgs ?? []).filter(
+        (arg) => arg.name !== 'node-labels',
+      );
+    const text = stringify(config);
+    assert.equal(text.includes(QUARANTINE), !drop.taint);
+    assert.equal(text.includes(TOKEN_LABEL), !drop.tokenLabel);
+    return text;
+  }
+
+  /**
+   * The first version of Node `name` a watcher (kube-scheduler) is sent: call before the Node
+   * exists; the returned function watches from the collection's resourceVersion of that moment,
+   * so the ADDED event is replayed whenever it starts.
+   */
+  async function firstVersionOf(name: string): Promise<() => Promise<V1Node>> {
+    const list = await kubeJson<{ metadata: { resourceVersion: string } }>(
+      env.kubeConfig,
+      'GET',
+      '/api/v1/nodes',
+      {
+        query: { fieldSelector: `metadata.name=${name}` },
+      },
+    );
+    return async () => {
+      const stop = new AbortController();
+      try {
+        const response = await kubeFetch(env.kubeConfig, '/api/v1/nodes', {
+          query: {
+            watch: 'true',
+            fieldSelector: `metadata.name=${name}`,
+            resourceVersion: list.metadata.resourceVersion,
+          },
+          signal: stop.signal,
+          timeoutMs: 0,
+        });
+        for await (const line of responseLines(response)) {
+          const event = JSON.parse(line) as { type: string; object: V1Node };
+          if (event.type === 'ADDED') return event.object;
+        }
+        throw new Error(`the watch of Node ${name} ended without it`);
+      } finally {
+        stop.abort();
+      }
+    };
+  }
+
+  async function ready(name: string): Promise<void> {
+    await waitFor(
+      async () => {
+        const n = await readNode(name).catch(() => undefined);
+        return n?.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+      },
+      { what: `${name} to be Ready`, timeoutMs: 90_000 },
+    );
+  }
+
+  async function nodeWarning(name: string, reason: string): Promise<void> {
+    await waitFor(
+      async () => {
+        const events = await env.core.listNamespacedEvent({
+          namespace: 'default',
+          fieldSelector: `involvedObject.kind=Node,involvedObject.name=${name},type=Warning`,
+        });
+        return events.items.some((e) => e.reason === reason);
+      },
+      { what: `a ${reason} Warning on ${name}`, timeoutMs: 60_000 },
+    );
+  }
+
+  async function operatorPods(): Promise<V1Pod[]> {
+    const pods = await env.core.listNamespacedPod({
+      namespace: NAMESPACE,
+      labelSelector: 'app.kubernetes.io/component=operator',
+    });
+    return pods.items.filter((p) => !p.metadata?.deletionTimestamp);
+  }
+
+  async function scaleOperator(replicas: number): Promise<void> {
+    await kubeJson(
+      env.kubeConfig,
+      'PATCH',
+      `/apis/apps/v1/namespaces/${NAMESPACE}/deployments/${RELEASE}/scale`,
+      {
+        body: { spec: { replicas } },
+        contentType: MERGE,
+      },
+    );
+  }
+
+  async function markSystemNode(mark: boolean): Promise<void> {
+    await kubeJson(env.kubeConfig, 'PATCH', '/api/v1/nodes/system-1', {
+      body: { metadata: { labels: { [SYSTEM_MARK]: mark ? 'true' : null } } },
+      contentType: MERGE,
+    });
   }
 
   async function clusterInfoSignatureOf(tokenId: string): Promise<string | undefined> {
@@ -147,6 +252,14 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
       joinConfiguration: joinConfiguration(env, token.token),
     });
     await system.joined();
+    // kubeadm is done once the kubelet has its credentials; the kubelet registers its Node after.
+    await waitFor(
+      async () => (await env.core.readNode({ name: 'system-1' }).catch(() => undefined)) !== undefined,
+      {
+        what: 'system-1 to register its Node',
+        timeoutMs: 60_000,
+      },
+    );
     // Marked by an admin as the README says: the chart's required node affinity (and the
     // process's own start-up check) lets the operator onto no node without such a label.
     await kubeJson(env.kubeConfig, 'PATCH', '/api/v1/nodes/system-1', {
@@ -171,6 +284,12 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
     // The README's FlavorClass, and a portal ServiceAccount that may use it.
     await applyObjects(plane.kubeconfigPath, [
       readmeObject('FlavorClass'),
+      {
+        apiVersion: 'nodeflavor.io/v1alpha1',
+        kind: 'FlavorClass',
+        metadata: { name: MILD },
+        spec: { labels: { 'nodeflavor.io/flavor': MILD } },
+      },
       { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'portal', namespace: NAMESPACE } },
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -180,7 +299,7 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
           {
             apiGroups: ['nodeflavor.io'],
             resources: ['flavorclasses'],
-            resourceNames: ['sweet'],
+            resourceNames: ['sweet', MILD],
             verbs: ['use'],
           },
           { apiGroups: ['nodeflavor.io'], resources: ['flavoredtokens'], verbs: ['delete'] },
@@ -485,6 +604,134 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
     assert.match(why, /\b1 node\(s\) had untolerated taint/);
     assert.match(why, /\b2 node\(s\) didn't match Pod's node affinity\/selector/);
     assert.equal((await podScheduling('drifter')).node, undefined);
+  });
+
+  const droppedBy: [string, string, { taint: boolean; tokenLabel: boolean }][] = [
+    ['bare-1', 'both the quarantine taint and the token label', { taint: true, tokenLabel: true }],
+    ['untainted-1', 'the quarantine taint (the token label kept)', { taint: true, tokenLabel: false }],
+  ];
+  for (const [name, what, drop] of droppedBy) {
+    it(`a node whose administrator dropped ${what} is quarantined from its first version; a waiting Pod never lands on it`, async () => {
+      // A Pod already waiting for exactly this node, without the quarantine toleration.
+      const waiter = `waiter-${name}`;
+      await createPod(waiter, {
+        nodeSelector: { 'kubernetes.io/hostname': name },
+        containers: [{ name: 'app', image: PAUSE_IMAGE, imagePullPolicy: 'Never' }],
+      });
+      const issued = await issue();
+      const discovery = JSON.parse(await issuerCall('GET', '/v1/discovery')) as { kubeconfig: string };
+      const first = await firstVersionOf(name);
+      const node = await host.startNode({
+        name,
+        joinConfiguration: rewritten(issued.joinConfiguration, drop),
+        discoveryKubeconfig: discovery.kubeconfig,
+      });
+      await node.joined();
+      const version = await first();
+      assert.ok(
+        (version.spec?.taints ?? []).some((t) => t.key === QUARANTINE && t.effect === 'NoSchedule'),
+        `${name}'s first version is quarantined: ${JSON.stringify(version.spec?.taints)}`,
+      );
+      assert.equal(version.metadata?.labels?.[JOINED], 'true', `${name}'s first version is marked joined`);
+      await ready(name);
+      if (drop.tokenLabel) {
+        // No flavor token: bound, never verified; the quarantine stays.
+        await nodeWarning(name, 'MissingToken');
+        const why = await waitFor(async () => (await podScheduling(waiter)).unschedulable, {
+          what: `kube-scheduler to refuse ${waiter}`,
+          timeoutMs: 60_000,
+        });
+        assert.match(why, /untolerated taint/);
+        const now = await readNode(name);
+        assert.ok(hasQuarantine(now), `${name} stays quarantined`);
+      } else {
+        // Its token checks out: verified, and only then the quarantine goes (the Pod may follow).
+        await waitFor(
+          async () => {
+            const n = await readNode(name);
+            return n.metadata?.labels?.['nodeflavor.io/flavor'] === 'sweet' && !hasQuarantine(n)
+              ? n
+              : undefined;
+          },
+          { what: `${name} to be verified and lose the quarantine`, timeoutMs: 60_000 },
+        );
+      }
+      const placed = await env.core.readNamespacedPod({ name: waiter, namespace: 'default' });
+      if (drop.tokenLabel) assert.equal(placed.spec?.nodeName, undefined, `${waiter} was placed on ${name}`);
+      await env.core.deleteNamespacedPod({ name: waiter, namespace: 'default', gracePeriodSeconds: 0 });
+    });
+  }
+
+  it('the operator runs only on the marked system node, never on a verified node of a flavor without taints', async () => {
+    const issued = await issue(MILD);
+    const discovery = JSON.parse(await issuerCall('GET', '/v1/discovery')) as { kubeconfig: string };
+    const first = await firstVersionOf('mild-1');
+    const mild = await host.startNode({
+      name: 'mild-1',
+      joinConfiguration: issued.joinConfiguration,
+      discoveryKubeconfig: discovery.kubeconfig,
+    });
+    await mild.joined();
+    assert.equal((await first()).metadata?.labels?.[JOINED], 'true');
+    const verified = await waitFor(
+      async () => {
+        const n = await readNode('mild-1');
+        return n.metadata?.labels?.['nodeflavor.io/flavor'] === MILD && (n.spec?.taints ?? []).length === 0
+          ? n
+          : undefined;
+      },
+      { what: 'mild-1 to be verified with no taint left', timeoutMs: 90_000 },
+    );
+    assert.equal(verified.metadata?.labels?.[JOINED], 'true', 'the joined mark stays after verification');
+    // Three replicas: the spread prefers another host for the third (mild-1 is the emptiest), but
+    // the required affinity allows only the marked system node.
+    await scaleOperator(3);
+    const pods = await waitFor(
+      async () => {
+        const current = await operatorPods();
+        return current.length === 3 && current.every((p) => p.spec?.nodeName) ? current : undefined;
+      },
+      { what: 'three operator pods to be scheduled', timeoutMs: 120_000 },
+    );
+    assert.deepEqual(
+      pods.map((p) => p.spec?.nodeName),
+      ['system-1', 'system-1', 'system-1'],
+    );
+  });
+
+  it('then the flavored node alone: an operator pod with no trusted node to go to stays Pending', async () => {
+    await markSystemNode(false);
+    try {
+      const [victim] = await operatorPods();
+      await env.core.deleteNamespacedPod({ name: victim?.metadata?.name ?? '', namespace: NAMESPACE });
+      const pending = await waitFor(
+        async () => {
+          const current = await operatorPods();
+          const waiting = current.find((p) => !p.spec?.nodeName);
+          const condition = waiting?.status?.conditions?.find((c) => c.type === 'PodScheduled');
+          return condition?.status === 'False' && condition.reason === 'Unschedulable'
+            ? condition
+            : undefined;
+        },
+        { what: 'the replacement operator pod to be refused by kube-scheduler', timeoutMs: 90_000 },
+      );
+      assert.match(pending.message ?? '', /node affinity|selector/);
+      assert.ok(
+        (await operatorPods()).every((p) => p.spec?.nodeName === undefined || p.spec.nodeName === 'system-1'),
+        'no operator pod on any node but the system node',
+      );
+    } finally {
+      await markSystemNode(true);
+    }
+    // Marked again: it is placed there.
+    await waitFor(
+      async () => {
+        const current = await operatorPods();
+        return current.length === 3 && current.every((p) => p.spec?.nodeName === 'system-1');
+      },
+      { what: 'the pending operator pod to land on the re-marked system node', timeoutMs: 90_000 },
+    );
+    await scaleOperator(2);
   });
 
   it('a node whose flavor is revoked with StripNodes stops attracting new Pods; running ones stay', async () => {

@@ -37,7 +37,13 @@ import {
   LIMITS,
   MAX_DURATION_MS,
   matchesNodeName,
+  NODE_NAME_CLAIM_KIND,
+  NODE_NAME_CLAIM_PLURAL,
+  NODE_NAME_CLAIM_SHORT_NAME,
+  NODE_NAME_CLAIM_SINGULAR,
   NODE_NAME_GLOB_PATTERN,
+  NodeNameClaimSchema,
+  NodeNameClaimSpecSchema,
   parseDuration,
   parseTimestamp,
   QUALIFIED_NAME_PATTERN,
@@ -797,5 +803,66 @@ describe('matchesNodeName', () => {
     const started = process.hrtime.bigint();
     assert.equal(matchesNodeName({ nodeNamePattern: pattern }, 'a'.repeat(99) + 'b'), false);
     assert.ok(process.hrtime.bigint() - started < 1_000_000_000n);
+  });
+});
+
+describe('NodeNameClaim (ADR 0011)', () => {
+  const crd = loadCrd('nodeflavor.io_nodenameclaims.yaml');
+  const version = crd.spec.versions[0];
+  const schema = version.schema.openAPIV3Schema;
+  const spec = schema.properties.spec;
+
+  it('is a cluster-scoped CRD of nodeflavor.io/v1alpha1 with the agreed names, no status', () => {
+    assert.equal(crd.metadata.name, `${NODE_NAME_CLAIM_PLURAL}.${GROUP}`);
+    assert.equal(crd.spec.scope, 'Cluster');
+    assert.deepEqual(crd.spec.names, {
+      kind: NODE_NAME_CLAIM_KIND,
+      listKind: `${NODE_NAME_CLAIM_KIND}List`,
+      plural: NODE_NAME_CLAIM_PLURAL,
+      singular: NODE_NAME_CLAIM_SINGULAR,
+      shortNames: [NODE_NAME_CLAIM_SHORT_NAME],
+      categories: [CATEGORY],
+    });
+    assert.equal(version.name, VERSION);
+    assert.equal(version.subresources, undefined, 'written whole by the controller alone');
+  });
+
+  it('is structural and bounded, and agrees with the zod schema', () => {
+    for (const { path, schema: s } of walk(schema)) {
+      assert.ok(typeof s.description === 'string' && s.description.length > 10, `${path}: description`);
+      if (s.type === 'string' && s.format !== 'date-time' && path !== '.apiVersion' && path !== '.kind')
+        assert.equal(typeof s.maxLength, 'number', `${path}: maxLength`);
+    }
+    assert.deepEqual(shapeKeys(NodeNameClaimSpecSchema), Object.keys(spec.properties).sort());
+    const holder = spec.properties.holder;
+    assert.deepEqual([...holder.required].sort(), Object.keys(holder.properties).sort());
+    assert.equal(holder.properties.tokenID.pattern, TOKEN_ID_PATTERN);
+  });
+
+  it('tells held, released and malformed claims apart', () => {
+    const holder = {
+      tokenName: 'ft-abc123',
+      tokenUID: 'u-1',
+      tokenID: 'abc123',
+      csrName: 'csr-1',
+      claimedAt: '2026-12-02T00:00:00Z',
+    };
+    const claim = (spec: unknown) => ({
+      apiVersion: API_VERSION,
+      kind: NODE_NAME_CLAIM_KIND,
+      metadata: { name: 'n1' },
+      spec,
+    });
+    assert.ok(NodeNameClaimSchema.safeParse(claim({ holder })).success);
+    assert.ok(NodeNameClaimSchema.safeParse(claim({ releasedAt: '2026-12-02T00:00:00Z' })).success);
+    assert.ok(!NodeNameClaimSchema.safeParse(claim({ holder: { ...holder, tokenID: 'ABC' } })).success);
+    assert.ok(
+      !NodeNameClaimSchema.safeParse(claim({ holder: { ...holder, claimedAt: 'yesterday' } })).success,
+    );
+    // The CRD refuses a claim both held and released (CEL rule on spec).
+    assert.deepEqual(
+      allRules(schema).map((r) => r.rule),
+      ['!(has(self.holder) && has(self.releasedAt))'],
+    );
   });
 });
