@@ -649,7 +649,7 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
         await waitFor(
           async () => {
             const n = await readNode(name);
-            return n.metadata?.labels?.['nodeflavor.io/flavor'] === 'sweet' && !hasQuarantine(n)
+            return n.metadata?.labels?.['nodeflavor.io/flavor'] === MILD && !hasQuarantine(n)
               ? n
               : undefined;
           },
