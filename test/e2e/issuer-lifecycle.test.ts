@@ -20,7 +20,13 @@ import {
   useFlavorClassesRole,
 } from './support/issuer.ts';
 import { kubectlFlavor } from './support/kubectl-flavor-cli.ts';
-import { ensureNamespace, joinWith } from './support/nodeflavor.ts';
+import {
+  applyFlavorClass,
+  customObjects,
+  deleteFlavorClass,
+  ensureNamespace,
+  joinWith,
+} from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const NAMESPACE = 'nodeflavor-e2e-lifecycle';
@@ -40,6 +46,8 @@ interface View {
 
 describe('the node administrator’s side: token lifecycle, watch, list, explain', () => {
   const h = controllerHarness({});
+  /** A flavor this file deletes and makes again (the harness's own classes stay). */
+  const transient = uniqueName('transient');
   let issuer: RunningIssuer;
   let ca: CertificateAuthority;
   let adminToken: string;
@@ -49,7 +57,13 @@ describe('the node administrator’s side: token lifecycle, watch, list, explain
   const secrets: string[] = [];
   const answers: string[] = [];
 
-  function call(method: string, path: string, token: string, body?: unknown) {
+  function call(
+    method: string,
+    path: string,
+    token: string,
+    body?: unknown,
+    extra: Record<string, string> = {},
+  ) {
     const payload = body === undefined ? undefined : JSON.stringify(body);
     return new Promise<{ status: number; text: string }>((resolve, reject) => {
       const req = httpsRequest(
@@ -58,6 +72,7 @@ describe('the node administrator’s side: token lifecycle, watch, list, explain
           method,
           ca: ca.certPem,
           headers: {
+            ...extra,
             authorization: `Bearer ${token}`,
             ...(payload
               ? { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(payload)) }
@@ -77,8 +92,18 @@ describe('the node administrator’s side: token lifecycle, watch, list, explain
     });
   }
 
-  async function issue(token: string, body: Record<string, unknown>): Promise<IssueResponse> {
-    const answer = await call('POST', '/v1/tokens', token, { flavorClassName: h.sweet, ttl: '1h', ...body });
+  async function issue(
+    token: string,
+    body: Record<string, unknown>,
+    headers: Record<string, string> = {},
+  ): Promise<IssueResponse> {
+    const answer = await call(
+      'POST',
+      '/v1/tokens',
+      token,
+      { flavorClassName: h.sweet, ttl: '1h', ...body },
+      headers,
+    );
     assert.equal(answer.status, 201, answer.text);
     const issued = JSON.parse(answer.text) as IssueResponse;
     secrets.push(issued.bootstrapToken, issued.bootstrapToken.split('.')[1] ?? '', issued.flavorToken);
@@ -146,7 +171,7 @@ describe('the node administrator’s side: token lifecycle, watch, list, explain
       [
         serviceAccountObject('node-admin', NAMESPACE),
         serviceAccountObject('bystander', NAMESPACE),
-        useFlavorClassesRole('nodeflavor-e2e-lifecycle-use', [h.sweet]),
+        useFlavorClassesRole('nodeflavor-e2e-lifecycle-use', [h.sweet, transient]),
         clusterRoleBindingObject(
           'nodeflavor-e2e-lifecycle-admin',
           'nodeflavor-e2e-lifecycle-use',
@@ -317,6 +342,78 @@ describe('the node administrator’s side: token lifecycle, watch, list, explain
       fieldSelector: `involvedObject.name=${name}`,
     });
     assert.equal(events.items.filter((e) => e.reason === 'InvalidToken').length, 1);
+  });
+
+  it('a token whose node lost its flavor (its class deleted) no longer reads Verified; with the class back, it does', async () => {
+    await applyFlavorClass(h.env, transient, { labels: { 'nodeflavor.io/flavor': transient } });
+    const issued = await issue(adminToken, { flavorClassName: transient });
+    const name = uniqueName('losing');
+    kubelets.push(await joinWith(issued, name));
+    await h.waitForFlavor(name, transient);
+    await waitFor(async () => (await view(issued.id)).phase === 'Verified', { what: 'Verified' });
+    // The watch (open before) is told when the flavor goes.
+    const watch = watchUntil(issued.id, (v) => v.phase === 'Failed');
+    await watch.opened;
+    await deleteFlavorClass(h.env, transient);
+    const lost = (await watch.seen).at(-1) as View;
+    assert.equal(lost.reason, 'FlavorClassNotFound');
+    assert.equal(lost.nodes[0]?.nodeName, name);
+    assert.equal(lost.nodes[0]?.verifiedAt, null, 'the node is not shown verified');
+    assert.equal(lost.nodes[0]?.reason, 'FlavorClassNotFound');
+    const explained = await kubectlFlavor(h.env.kubeconfigPath, ['explain', 'token', issued.tokenID]);
+    assert.equal(explained.code, 0, explained.stderr);
+    assert.match(explained.stdout, /^Phase: +Failed/m);
+    assert.doesNotMatch(explained.stdout, new RegExp(`${name} +verified`));
+    // The class back: the node is flavored again, and the token reads Verified again.
+    await applyFlavorClass(h.env, transient, { labels: { 'nodeflavor.io/flavor': transient } });
+    await waitFor(async () => (await view(issued.id)).phase === 'Verified', {
+      what: 'Verified again once the class is back',
+    });
+    await deleteFlavorClass(h.env, transient);
+  });
+
+  it('a keyed token deleted (revoked): a replay of its Idempotency-Key is refused and no Secret comes back', async () => {
+    const key = uniqueName('key');
+    const issued = await issue(adminToken, {}, { 'idempotency-key': key });
+    const objects = customObjects(h.env.kubeConfig);
+    const record = { group: 'nodeflavor.io', version: 'v1alpha1', plural: 'flavoredtokens', name: issued.id };
+    await objects.deleteClusterCustomObject(record);
+    // Revoked: the bootstrap Secret goes; the record stays, being deleted, while the key may be replayed.
+    const secret = { name: `bootstrap-token-${issued.tokenID}`, namespace: 'kube-system' };
+    await waitFor(
+      async () => (await h.env.core.readNamespacedSecret(secret).catch(() => undefined)) === undefined,
+      {
+        what: 'the revoked token’s Secret to go',
+      },
+    );
+    try {
+      const replay = await call(
+        'POST',
+        '/v1/tokens',
+        adminToken,
+        { flavorClassName: h.sweet, ttl: '1h' },
+        {
+          'idempotency-key': key,
+        },
+      );
+      answers.push(replay.text);
+      assert.equal(replay.status, 409, replay.text);
+      assert.match(replay.text, /being deleted|revoked/);
+      assert.equal(
+        await h.env.core.readNamespacedSecret(secret).catch(() => undefined),
+        undefined,
+        'no Secret back',
+      );
+      const still = (await objects.getClusterCustomObject(record)) as {
+        metadata: { deletionTimestamp?: string };
+      };
+      assert.ok(still.metadata.deletionTimestamp, 'the record stays, being deleted');
+    } finally {
+      // Let it go now (it would stay for the issuer's idempotency TTL).
+      await objects
+        .patchClusterCustomObject({ ...record, body: [{ op: 'remove', path: '/metadata/finalizers' }] })
+        .catch(() => undefined);
+    }
   });
 
   it('no answer held a secret', () => {
