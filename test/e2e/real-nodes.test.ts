@@ -650,9 +650,7 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
         await waitFor(
           async () => {
             const n = await readNode(name);
-            return n.metadata?.labels?.['nodeflavor.io/flavor'] === MILD && !hasQuarantine(n)
-              ? n
-              : undefined;
+            return n.metadata?.labels?.['nodeflavor.io/flavor'] === MILD && !hasQuarantine(n) ? n : undefined;
           },
           { what: `${name} to be verified and lose the quarantine`, timeoutMs: 60_000 },
         );

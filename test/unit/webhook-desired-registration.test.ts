@@ -199,13 +199,14 @@ describe('registration revision: an older release never rolls back a newer one',
       .digest('hex');
     assert.deepEqual(
       { revision: REGISTRATION_REVISION, digest },
-      { revision: 1, digest: PINNED_REVISION_1 },
+      { revision: 2, digest: PINNED_REVISION_2 },
       'the generated registration changed: bump REGISTRATION_REVISION and pin the new digest',
     );
   });
 });
 
-const PINNED_REVISION_1 = '0cefa6edff03e89cc4962af24d6c5661ec97f923012000dadc9c609cb3be688f';
+// Revision 2 (issue 25): the mutating registration (webhook or policy) and the FlavorClass-keys policy.
+const PINNED_REVISION_2 = 'a4e6a2ac185e776ed32239bbb0c5d8f5d0fd45189b177910e02b2c5d1068c9f8';
 
 describe('listenAddress', () => {
   test('all interfaces, IPv4, IPv6', () => {
