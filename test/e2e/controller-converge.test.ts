@@ -212,6 +212,23 @@ describe('controller: a FlavorClass change converges every node exactly', () => 
     assertOthersUntouched(await read(name));
   });
 
+  it('a new class: a node that carried its key before the class existed is judged at once, not at the resync', async () => {
+    // Set on a joined node while no class named the key (so nothing guarded it).
+    const early = uniqueName('early');
+    const name = await flavoredNode(h.sweet);
+    const key = `example.com/${early}`;
+    await h.env.core.patchNode({ name, body: { metadata: { labels: { [key]: 'gold' } } } }, mergePatch);
+    await h.settled(name);
+    assert.equal((await read(name)).metadata?.labels?.[key], 'gold', 'not protected yet: it stays');
+    // The class appears: the controller takes the key off now (its resync is 10 minutes away).
+    await applyClass(early, { labels: { [key]: 'gold' } });
+    await waitFor(async () => (await read(name)).metadata?.labels?.[key] === undefined, {
+      what: `the controller to strip ${key} from ${name} once the class names it`,
+      timeoutMs: 30_000,
+    });
+    assert.equal((await read(name)).metadata?.labels?.[FLAVOR_LABEL], h.sweet, 'its own flavor stays');
+  });
+
   it('a rename: nodes of the old class lose its keys; the new class flavors its own nodes', async () => {
     const oldName = uniqueName('rename-old');
     const newName = uniqueName('rename-new');
