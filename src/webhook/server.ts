@@ -214,10 +214,7 @@ function answer(body: unknown, res: ServerResponse, options: WebhookServerOption
     reject(res, options, 400, outcome.error);
     return;
   }
-  const payload = JSON.stringify(outcome.body);
-  res
-    .writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) })
-    .end(payload);
+  reply(res, outcome.body);
   const { decision } = outcome;
   const result = decision.allowed ? 'allowed' : 'denied';
   options.metrics.decisions.inc({ result, reason: decision.reason });
@@ -241,10 +238,7 @@ async function answerRegistration(
     reject(res, options, 400, outcome.error);
     return;
   }
-  const payload = JSON.stringify(outcome.body);
-  res
-    .writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) })
-    .end(payload);
+  reply(res, outcome.body);
   const result = outcome.body.response.allowed ? 'mutated' : 'denied';
   options.metrics.decisions.inc({ result, reason: outcome.result });
   options.metrics.duration.observe((performance.now() - started) / 1000);
@@ -252,6 +246,14 @@ async function answerRegistration(
   if (options.logger.isLevelEnabled(level)) {
     options.logger[level]({ ...requestFacts(body), result: outcome.result }, 'registration reviewed');
   }
+}
+
+/** An AdmissionReview answer, HTTP 200. */
+function reply(res: ServerResponse, body: unknown): void {
+  const payload = JSON.stringify(body);
+  res
+    .writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(payload) })
+    .end(payload);
 }
 
 function reject(res: ServerResponse, options: WebhookServerOptions, status: number, message: string): void {
@@ -268,10 +270,7 @@ function tooLarge(
   limit: number,
 ): void {
   // Do not read (or keep) the rest: answer, then drop the connection.
-  res.shouldKeepAlive = false;
-  reject(res, options, 413, `the body exceeds ${limit} bytes`);
-  req.pause();
-  res.once('finish', () => req.socket.destroy());
+  dropUnread(req, res, options, 413, `the body exceeds ${limit} bytes`);
 }
 
 /** Answers without reading the body, and closes the connection (its unread body is in the way). */

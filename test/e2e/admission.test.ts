@@ -16,7 +16,7 @@ import { Registry } from 'prom-client';
 import { type Config, parseConfig } from '../../src/config.ts';
 import { JOINED_LABEL_KEY, QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from '../../src/flavor/admission.ts';
 import { removeAdmissionRegistration } from '../../src/kube/admission-registration.ts';
-import { kubeFetch, kubeJson, responseLines } from '../../src/kube/fetch.ts';
+import { kubeJson } from '../../src/kube/fetch.ts';
 import { KubeError } from '../../src/kube/kube-error.ts';
 import { watchProtectedKeys } from '../../src/kube/protected-keys-source.ts';
 import { type RunningAdmission, startAdmission } from '../../src/webhook/index.ts';
@@ -36,6 +36,7 @@ import {
 } from './support/admission.ts';
 import { createBootstrapToken, joinConfiguration, tokenKubeConfig } from './support/bootstrap.ts';
 import type { E2EEnvironment } from './support/environment.ts';
+import { firstVersionOf } from './support/first-version.ts';
 import { applyFlavorClass, deleteFlavorClass } from './support/nodeflavor.ts';
 import { FLAVOR_LABEL, operatorFixture } from './support/operator-fixture.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
@@ -355,49 +356,6 @@ for (const mode of MODES) {
       );
     });
 
-    /**
-     * The first version of Node `name` a watcher is sent (the one a scheduler acts on): call before
-     * the Node exists, then await what it returns. It notes the collection's resourceVersion now
-     * and later watches from there, so the ADDED event is replayed whenever the watch starts.
-     */
-    const firstVersionOf = async (name: string) => {
-      const list = await kubeJson<{ metadata: { resourceVersion: string } }>(
-        env.kubeConfig,
-        'GET',
-        '/api/v1/nodes',
-        {
-          query: { fieldSelector: `metadata.name=${name}` },
-        },
-      );
-      return async () => {
-        const stop = new AbortController();
-        try {
-          const response = await kubeFetch(env.kubeConfig, '/api/v1/nodes', {
-            query: {
-              watch: 'true',
-              fieldSelector: `metadata.name=${name}`,
-              resourceVersion: list.metadata.resourceVersion,
-            },
-            signal: stop.signal,
-            timeoutMs: 0,
-          });
-          for await (const line of responseLines(response)) {
-            const event = JSON.parse(line) as {
-              type: string;
-              object: {
-                metadata: { labels?: Record<string, string> };
-                spec?: { taints?: (typeof QUARANTINE)[] };
-              };
-            };
-            if (event.type === 'ADDED') return event.object;
-          }
-          throw new Error(`the watch of Node ${name} ended without it`);
-        } finally {
-          stop.abort();
-        }
-      };
-    };
-
     /** A claim on `name`, as the controller leaves one (released: the name was used through nodeflavor). */
     const claimName = (name: string) =>
       kubeJson(env.kubeConfig, 'POST', '/apis/nodeflavor.io/v1alpha1/nodenameclaims', {
@@ -418,26 +376,26 @@ for (const mode of MODES) {
       it(`quarantines a Node registered under a claimed name with ${what}, from its first version`, async () => {
         const name = uniqueName('claimed');
         await claimName(name);
-        const first = await firstVersionOf(name);
+        const first = await firstVersionOf(env, name);
         await join('claimed', labels, taints, name);
         const node = await first();
         assert.ok(
           (node.spec?.taints ?? []).some((t) => t.key === QUARANTINE_TAINT_KEY && t.effect === 'NoSchedule'),
           `the first version carries the quarantine: ${JSON.stringify(node.spec?.taints)}`,
         );
-        assert.equal(node.metadata.labels?.[JOINED_LABEL_KEY], 'true', 'and the joined mark');
+        assert.equal(node.metadata?.labels?.[JOINED_LABEL_KEY], 'true', 'and the joined mark');
         await kubeJson(env.kubeConfig, 'DELETE', `/apis/nodeflavor.io/v1alpha1/nodenameclaims/${name}`);
       });
     }
 
     it('leaves a Node registered under a name nobody claimed, without a token label, as its kubelet sent it', async () => {
       const name = uniqueName('plain');
-      const first = await firstVersionOf(name);
+      const first = await firstVersionOf(env, name);
       await join('plain', { 'example.com/rack': 'r1' }, [], name);
       const node = await first();
       assert.ok(!(node.spec?.taints ?? []).some((t) => t.key === QUARANTINE_TAINT_KEY));
-      assert.equal(node.metadata.labels?.[JOINED_LABEL_KEY], undefined);
-      assert.equal(node.metadata.labels?.['example.com/rack'], 'r1');
+      assert.equal(node.metadata?.labels?.[JOINED_LABEL_KEY], undefined);
+      assert.equal(node.metadata?.labels?.['example.com/rack'], 'r1');
     });
 
     it('guards the keys of a FlavorClass created while no operator runs (nothing can re-apply the registration)', async () => {

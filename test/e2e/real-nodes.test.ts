@@ -15,7 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { parse, parseAllDocuments, stringify } from 'yaml';
-import { kubeFetch, kubeJson, responseLines } from '../../src/kube/fetch.ts';
+import { kubeJson } from '../../src/kube/fetch.ts';
 import { skipUnless } from '../support/skip.ts';
 import { applyObjects } from './cluster/apply.ts';
 import { ControlPlane } from './cluster/controlplane.ts';
@@ -26,6 +26,7 @@ import { PAUSE_IMAGE, type RealNode, RealNodeHost, realNodesUnsupported } from '
 import { serviceAddress, serviceRequest } from './realnode/service-endpoint.ts';
 import { createBootstrapToken, joinConfiguration } from './support/bootstrap.ts';
 import { type E2EEnvironment, loadEnvironment } from './support/environment.ts';
+import { firstVersionOf } from './support/first-version.ts';
 import { waitFor } from './support/wait.ts';
 
 const run = promisify(execFile);
@@ -108,43 +109,6 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
     assert.equal(text.includes(QUARANTINE), !drop.taint);
     assert.equal(text.includes(TOKEN_LABEL), !drop.tokenLabel);
     return text;
-  }
-
-  /**
-   * The first version of Node `name` a watcher (kube-scheduler) is sent: call before the Node
-   * exists; the returned function watches from the collection's resourceVersion of that moment,
-   * so the ADDED event is replayed whenever it starts.
-   */
-  async function firstVersionOf(name: string): Promise<() => Promise<V1Node>> {
-    const list = await kubeJson<{ metadata: { resourceVersion: string } }>(
-      env.kubeConfig,
-      'GET',
-      '/api/v1/nodes',
-      {
-        query: { fieldSelector: `metadata.name=${name}` },
-      },
-    );
-    return async () => {
-      const stop = new AbortController();
-      try {
-        const response = await kubeFetch(env.kubeConfig, '/api/v1/nodes', {
-          query: {
-            watch: 'true',
-            fieldSelector: `metadata.name=${name}`,
-            resourceVersion: list.metadata.resourceVersion,
-          },
-          signal: stop.signal,
-          timeoutMs: 0,
-        });
-        for await (const line of responseLines(response)) {
-          const event = JSON.parse(line) as { type: string; object: V1Node };
-          if (event.type === 'ADDED') return event.object;
-        }
-        throw new Error(`the watch of Node ${name} ended without it`);
-      } finally {
-        stop.abort();
-      }
-    };
   }
 
   async function ready(name: string): Promise<void> {
@@ -621,7 +585,7 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
       // A flavor without taints: once verified, nothing but the quarantine kept the Pod away.
       const issued = await issue(MILD);
       const discovery = JSON.parse(await issuerCall('GET', '/v1/discovery')) as { kubeconfig: string };
-      const first = await firstVersionOf(name);
+      const first = await firstVersionOf(env, name);
       const node = await host.startNode({
         name,
         joinConfiguration: rewritten(issued.joinConfiguration, drop),
@@ -664,7 +628,7 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
   it('the operator runs only on the marked system node, never on a verified node of a flavor without taints', async () => {
     const issued = await issue(MILD);
     const discovery = JSON.parse(await issuerCall('GET', '/v1/discovery')) as { kubeconfig: string };
-    const first = await firstVersionOf('mild-1');
+    const first = await firstVersionOf(env, 'mild-1');
     const mild = await host.startNode({
       name: 'mild-1',
       joinConfiguration: issued.joinConfiguration,

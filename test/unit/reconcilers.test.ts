@@ -680,77 +680,61 @@ describe('one node name, two tokens at the same instant: a name is claimed exact
   });
 });
 
+/**
+ * One token's CSR for n1, whose approval meets `interfere` at the first call named `at` (before
+ * it reaches the API): the scenario runs to rest, with time enough for every retry.
+ */
+type Issued = ReturnType<typeof issueToken>;
+
+async function approvalMeets(
+  at: string,
+  interfere: (api: FakeApi, h: Harness, tokens: { t: Issued; other: Issued }) => void,
+) {
+  const api = new FakeApi();
+  const h = new Harness(api);
+  const t = issueToken(api);
+  const other = issueToken(api);
+  const csr = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
+  h.now = T0 + 1000;
+  h.deliver();
+  api.before.set(at, () => {
+    api.before.clear();
+    interfere(api, h, { t, other });
+  });
+  await h.settle();
+  h.advance(5_000);
+  await h.settle();
+  assert.ok(!api.writes.some((w) => w.startsWith(`approve ${csr}`)), 'never approved');
+  return { api, other, decision: decisionOf(api, csr) };
+}
+
 describe('an approval is carried out only from fresh state', () => {
   it('a revocation that lands between the binding and the approval: never approved; denied, name released', async () => {
-    const api = new FakeApi();
-    const h = new Harness(api);
-    const t = issueToken(api);
-    const csr = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
-    h.now = T0 + 1000;
-    h.deliver();
-    api.before.set('readToken', () => {
-      api.before.clear();
-      revoke(api, t.name);
-    });
-    await h.settle();
-    h.advance(5_000);
-    await h.settle();
-    assert.equal(decisionOf(api, csr), 'Denied Revoked');
-    assert.ok(!api.writes.some((w) => w.startsWith(`approve ${csr}`)), 'never approved');
+    const { api, decision } = await approvalMeets('readToken', (api, _h, { t }) => revoke(api, t.name));
+    assert.equal(decision, 'Denied Revoked');
     assert.equal(api.claims.get('n1')?.spec.holder, undefined, 'the name is free again');
     assert.ok(api.claims.get('n1')?.spec.releasedAt, 'the claim records its release');
   });
 
   it('a token deleted between the binding and the approval: never approved', async () => {
-    const api = new FakeApi();
-    const h = new Harness(api);
-    const t = issueToken(api);
-    const csr = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
-    h.now = T0 + 1000;
-    h.deliver();
-    api.before.set('readToken', () => {
-      api.before.clear();
+    const { decision } = await approvalMeets('readToken', (api, h, { t }) => {
       const token = api.tokens.get(t.name) as StoredToken;
       token.metadata.deletionTimestamp = rfc3339(new Date(h.now));
       token.metadata.resourceVersion = api.nextRv();
     });
-    await h.settle();
-    h.advance(5_000);
-    await h.settle();
-    assert.ok(!api.writes.some((w) => w.startsWith(`approve ${csr}`)), 'never approved');
-    assert.equal(decisionOf(api, csr), 'Denied Revoked');
+    assert.equal(decision, 'Denied Revoked');
   });
 
   it('a Node of the name registered by another machine before the approval: never approved; denied NameTaken', async () => {
-    const api = new FakeApi();
-    const h = new Harness(api);
-    const t = issueToken(api);
-    const other = issueToken(api);
-    const csr = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
-    h.now = T0 + 1000;
-    h.deliver();
-    api.before.set('readNode', () => {
-      api.before.clear();
-      registerNode(api, 'n1', other.flavorToken, h.now);
-    });
-    await h.settle();
-    h.advance(5_000);
-    await h.settle();
-    assert.ok(!api.writes.some((w) => w.startsWith(`approve ${csr}`)), 'never approved');
-    assert.equal(decisionOf(api, csr), 'Denied NameTaken');
+    const { api, decision } = await approvalMeets('readNode', (api, h, { other }) =>
+      registerNode(api, 'n1', other.flavorToken, h.now),
+    );
+    assert.equal(decision, 'Denied NameTaken');
     assert.equal(api.claims.get('n1')?.spec.holder, undefined, 'the name is released');
   });
 
   it('a claim taken away (deleted by an admin and claimed by another token) before the approval: never approved', async () => {
-    const api = new FakeApi();
-    const h = new Harness(api);
-    const t = issueToken(api);
-    const csr = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
-    h.now = T0 + 1000;
-    h.deliver();
-    const other = issueToken(api);
-    api.before.set('readClaim', () => {
-      api.before.clear();
+    const { api, other, decision } = await approvalMeets('readClaim', (api, h, { other }) => {
       // The other token holds the name now, with a live binding of its own.
       const claim = api.claims.get('n1') as NodeNameClaim;
       const boundAt = rfc3339(new Date(h.now));
@@ -768,11 +752,7 @@ describe('an approval is carried out only from fresh state', () => {
       token.status = { bindings: [{ nodeName: 'n1', csrName: 'csr-other', boundAt }], uses: 1 };
       token.metadata.resourceVersion = api.nextRv();
     });
-    await h.settle();
-    h.advance(5_000);
-    await h.settle();
-    assert.ok(!api.writes.some((w) => w.startsWith(`approve ${csr}`)), 'never approved');
-    assert.equal(decisionOf(api, csr), 'Denied NameTaken');
+    assert.equal(decision, 'Denied NameTaken');
     assert.equal(api.claims.get('n1')?.spec.holder?.tokenName, other.name, 'the other token keeps the name');
   });
 });
