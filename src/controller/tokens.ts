@@ -55,13 +55,16 @@ function nodeGone(ctx: ControllerContext, binding: TokenBinding): boolean {
 }
 
 /**
- * What the cache says of the Node a CSR's name asks for. Whether another token holds the name is
- * not read from a cache: the claim on the name says it (claims.ts), created before any binding.
+ * What the caches say of the name a CSR asks for: the Node of that name, and whether another
+ * token's claim on it is held (which words a refusal precisely). A refusal is final, so the claim
+ * alone never refuses: only the claim's own create, or a fresh read of a contested one, does
+ * (claims.ts); a Node of the name that existed before the request does.
  */
-function nameFacts(ctx: ControllerContext, nodeName: string): NameFacts {
+function nameFacts(ctx: ControllerContext, nodeName: string, tokenUid: string): NameFacts {
   const node = ctx.caches.nodes.get(nodeName);
+  const holder = ctx.caches.claims.get(nodeName)?.spec.holder;
   return {
-    boundByOtherToken: false,
+    boundByOtherToken: holder !== undefined && holder.tokenUID !== tokenUid,
     node: node ? { uid: node.metadata.uid, createdAt: new Date(node.metadata.creationTimestamp) } : undefined,
   };
 }
@@ -207,10 +210,14 @@ async function judge(
   let uses = facts.uses;
   for (const csr of csrs) {
     const csrFacts = await ctx.indexes.csrFacts(csr);
-    const name = csrFacts.subject.ok
-      ? nameFacts(ctx, csrFacts.subject.nodeName)
+    const cached = csrFacts.subject.ok
+      ? nameFacts(ctx, csrFacts.subject.nodeName, token.metadata.uid)
       : { boundByOtherToken: false };
-    let decision = decideBinding(csrFacts, { ...facts, bindings, uses }, name);
+    let decision = decideBinding(csrFacts, { ...facts, bindings, uses }, cached);
+    // Refused only because the cache says another token holds the name: the claim decides that.
+    const name = { ...cached, boundByOtherToken: false };
+    if (decision.kind === 'reject' && decision.failure.reason === 'NameTaken' && cached.node === undefined)
+      decision = decideBinding(csrFacts, { ...facts, bindings, uses }, name);
     if (decision.kind === 'bind') {
       // The one linearisation point per name: durable before the binding is, and before any approval.
       const claim = await claimNodeName(ctx, decision.nodeName, token, csr.metadata.name);

@@ -103,7 +103,14 @@ export async function* responseLines(response: Response): AsyncGenerator<string>
   if (buffered.trim() !== '') yield buffered;
 }
 
-type JsonOptions = { body?: unknown; contentType?: string; query?: KubeFetchInit['query']; action?: string };
+type JsonOptions = {
+  body?: unknown;
+  contentType?: string;
+  query?: KubeFetchInit['query'];
+  action?: string;
+  /** Overrides the KubeConfig's deadline (an answer needed within a caller's own deadline). */
+  timeoutMs?: number;
+};
 
 /**
  * One JSON request over undici's `request` rather than WHATWG `fetch` (kubeFetch, which watches
@@ -127,7 +134,7 @@ async function jsonRequest(
     }
     const context = new AuthContext();
     // First, so that a closed fence fails before credentials are even applied.
-    const signal = requestSignal(kubeConfig, {});
+    const signal = requestSignal(kubeConfig, { timeoutMs: options.timeoutMs });
     await kubeConfig.applySecurityAuthentication(context);
     try {
       const response = await undiciRequest(url, {

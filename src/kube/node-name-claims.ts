@@ -41,9 +41,13 @@ export async function createClaim(kubeConfig: KubeConfig, claim: NodeNameClaim):
 export async function readClaim(
   kubeConfig: KubeConfig,
   nodeName: string,
+  options: { timeoutMs?: number } = {},
 ): Promise<NodeNameClaim | undefined> {
   const raw = await orUndefined(
-    kubeJson(kubeConfig, 'GET', claimPath(nodeName), { action: `read the claim on node name ${nodeName}` }),
+    kubeJson(kubeConfig, 'GET', claimPath(nodeName), {
+      action: `read the claim on node name ${nodeName}`,
+      ...options,
+    }),
   );
   return raw === undefined ? undefined : NodeNameClaimSchema.parse(raw);
 }

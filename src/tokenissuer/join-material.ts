@@ -10,7 +10,12 @@ import { Document, Scalar, stringify } from 'yaml';
 import type { BootstrapToken } from '../flavor/bootstrap-token.ts';
 import { formatBootstrapToken, TOKEN_ID_PATTERN, TOKEN_SECRET_PATTERN } from '../flavor/bootstrap-token.ts';
 import { FLAVOR_TOKEN_PATTERN } from '../flavor/flavor-token.ts';
-import { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from '../flavor/resources.ts';
+import {
+  JOINED_LABEL_KEY,
+  JOINED_LABEL_VALUE,
+  QUARANTINE_TAINT_KEY,
+  TOKEN_LABEL_KEY,
+} from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
 import type { Secret } from '../flavor/secret.ts';
 import {
@@ -160,7 +165,9 @@ interface Documents {
 
 /** The JoinConfiguration and the cloud-init for one token, rendered with the YAML library. */
 export function renderDocumentsDirectly(shape: DocumentShape, token: string, flavorToken: string): Documents {
-  const nodeLabels = `${shape.tokenLabelKey}=${flavorToken}`;
+  // The joined mark too: a Node registered as issued is quarantined and marked already, so its
+  // registration never waits on the mutating webhook (ADR 0012), whose answer it would not change.
+  const nodeLabels = `${shape.tokenLabelKey}=${flavorToken},${JOINED_LABEL_KEY}=${JOINED_LABEL_VALUE}`;
   const joinConfiguration = stringify(
     {
       apiVersion: KUBEADM_API_VERSION,

@@ -27,6 +27,9 @@ import { DEFAULT_SERVING_LIFETIME_MS, servingNames } from './tls.ts';
 
 export type { ProtectedKeysSource } from '../kube/protected-keys-source.ts';
 
+/** Below the registration's 5 s webhook timeout (quarantine-registration.ts). */
+const CLAIM_READ_TIMEOUT_MS = 3_000;
+
 interface AdmissionOptions {
   kubeConfig: KubeConfig;
   config: Config;
@@ -85,8 +88,11 @@ export function startAdmission(options: AdmissionOptions): RunningAdmission {
         policy,
         metrics,
         logger,
-        // Read from the API server for each registration it judges: never a cached answer.
-        nameClaimed: async (nodeName) => (await readClaim(options.kubeConfig, nodeName)) !== undefined,
+        // Read from the API server for each registration it judges: never a cached answer. Within
+        // the API server's wait for the webhook (5 s): a hung read is refused (the kubelet retries,
+        // perhaps on another replica), not left to the API server's timeout.
+        nameClaimed: async (nodeName) =>
+          (await readClaim(options.kubeConfig, nodeName, { timeoutMs: CLAIM_READ_TIMEOUT_MS })) !== undefined,
       });
       if (stopped) {
         await server.close();

@@ -15,6 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import { removeAdmissionRegistration } from '../../src/kube/admission-registration.ts';
 import { kubeJson } from '../../src/kube/fetch.ts';
+import { REGISTRATION_REVISION } from '../../src/webhook/desired-registration.ts';
 import { freePort } from './cluster/ports.ts';
 import { ManagedProcess } from './cluster/process.ts';
 import { type ChartInstall, chartOperatorArgs, installChartOutOfCluster } from './support/chart.ts';
@@ -124,7 +125,7 @@ describe('rolling upgrade: two releases with different admission registrations',
       `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${configName}`,
     );
   const isNew = (r: Registration) =>
-    r.metadata.annotations?.[REVISION_ANNOTATION] === '1' &&
+    r.metadata.annotations?.[REVISION_ANNOTATION] === String(REGISTRATION_REVISION) &&
     (r.webhooks[0]?.matchConditions ?? []).some((c) => c.name === 'not-admin-group');
   const isOld = (r: Registration) =>
     r.metadata.annotations?.[REVISION_ANNOTATION] === '0' &&

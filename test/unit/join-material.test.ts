@@ -65,7 +65,9 @@ describe('renderJoinMaterial', () => {
       kind: 'JoinConfiguration',
       discovery: fileDiscovery,
       nodeRegistration: {
-        kubeletExtraArgs: [{ name: 'node-labels', value: `nodeflavor.io/token=${FLAVOR_TOKEN}` }],
+        kubeletExtraArgs: [
+          { name: 'node-labels', value: `nodeflavor.io/token=${FLAVOR_TOKEN},nodeflavor.io/joined=true` },
+        ],
         taints: [{ key: 'nodeflavor.io/unverified', effect: 'NoSchedule' }],
       },
     });
@@ -145,7 +147,7 @@ describe('renderJoinMaterial', () => {
     );
     const config = parse(custom.joinConfiguration);
     assert.deepEqual(config.nodeRegistration.kubeletExtraArgs, [
-      { name: 'node-labels', value: `example.com/t=${FLAVOR_TOKEN}` },
+      { name: 'node-labels', value: `example.com/t=${FLAVOR_TOKEN},nodeflavor.io/joined=true` },
     ]);
     assert.deepEqual(config.nodeRegistration.taints, [{ key: 'example.com/q', effect: 'NoSchedule' }]);
     const untainted = parse(renderJoinMaterial(input({ quarantineTaint: null })).joinConfiguration);
@@ -283,7 +285,7 @@ describe('renderJoinMaterial', () => {
           assert.equal(material.discoveryKubeconfig, reference.discoveryKubeconfig);
           assert.equal(
             parse(material.joinConfiguration).nodeRegistration.kubeletExtraArgs[0].value.length,
-            72,
+            72 + ',nodeflavor.io/joined=true'.length,
           );
         }),
         { numRuns: 200 },
