@@ -296,16 +296,25 @@ ${operator.lastLines()}`,
         [{ op: 'add', path: '/spec/matchConditions/-', value: extra }],
         (o: { spec: { matchConditions?: { name: string }[] } }) => noExtra(o.spec.matchConditions),
       );
-    for (const [kind, name] of [
-      ['mutatingadmissionpolicybindings', RELEASE],
-      ['validatingadmissionpolicybindings', `${RELEASE}-class-keys`],
-    ] as const)
-      await editAndWaitRestored(
-        `${registration}/${kind}/${name}`,
-        [{ op: 'replace', path: '/spec/paramRef/parameterNotFoundAction', value: 'Deny' }],
-        (o: { spec: { paramRef: { parameterNotFoundAction: string } } }) =>
-          o.spec.paramRef.parameterNotFoundAction === 'Allow',
-      );
+    // A binding narrowed by another manager's field (which server-side apply leaves alone).
+    await editAndWaitRestored(
+      `${registration}/mutatingadmissionpolicybindings/${RELEASE}`,
+      [
+        {
+          op: 'add',
+          path: '/spec/matchResources',
+          value: { objectSelector: { matchLabels: { exempt: 'yes' } } },
+        },
+      ],
+      (o: { spec: { matchResources?: { objectSelector?: object } } }) =>
+        o.spec.matchResources?.objectSelector === undefined ||
+        JSON.stringify(o.spec.matchResources.objectSelector) === '{}',
+    );
+    await editAndWaitRestored(
+      `${registration}/validatingadmissionpolicybindings/${RELEASE}-class-keys`,
+      [{ op: 'add', path: '/spec/validationActions/-', value: 'Audit' }],
+      (o: { spec: { validationActions: string[] } }) => !o.spec.validationActions.includes('Audit'),
+    );
     // Broken serving certificates are replaced (the webhook's and the issuer's).
     for (const secret of [`${RELEASE}-webhook-tls`, `${RELEASE}-issuer-tls`]) {
       await editAndWaitRestored(
