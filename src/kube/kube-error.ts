@@ -102,6 +102,16 @@ export function isNotFound(error: unknown): boolean {
   return error instanceof KubeError && error.status === 404;
 }
 
+/** The answer, or undefined when the object is not there (404); any other failure is thrown. */
+export async function orUndefinedIfNotFound<T>(pending: Promise<T>): Promise<T | undefined> {
+  try {
+    return await pending;
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    throw error;
+  }
+}
+
 export function isAlreadyExists(error: unknown): boolean {
   return error instanceof KubeError && error.status === 409;
 }

@@ -9,7 +9,7 @@ import {
   VERSION,
 } from '../flavor/resources.ts';
 import { kubeJson } from './fetch.ts';
-import { isNotFound } from './kube-error.ts';
+import { orUndefinedIfNotFound } from './kube-error.ts';
 import type { KubeConfig } from './kubeconfig.ts';
 import { type TrimmedNode, trimNode } from './node-writes.ts';
 
@@ -17,15 +17,6 @@ export const CLAIMS_PATH = `/apis/${GROUP}/${VERSION}/${NODE_NAME_CLAIM_PLURAL}`
 
 export function claimPath(nodeName: string): string {
   return `${CLAIMS_PATH}/${encodeURIComponent(nodeName)}`;
-}
-
-async function orUndefined<T>(read: Promise<T>): Promise<T | undefined> {
-  try {
-    return await read;
-  } catch (error) {
-    if (isNotFound(error)) return undefined;
-    throw error;
-  }
 }
 
 /** Creates the claim; a KubeError 409 when the name is claimed already (the atomic step). */
@@ -43,7 +34,7 @@ export async function readClaim(
   nodeName: string,
   options: { timeoutMs?: number } = {},
 ): Promise<NodeNameClaim | undefined> {
-  const raw = await orUndefined(
+  const raw = await orUndefinedIfNotFound(
     kubeJson(kubeConfig, 'GET', claimPath(nodeName), {
       action: `read the claim on node name ${nodeName}`,
       ...options,
@@ -63,7 +54,7 @@ export async function replaceClaim(kubeConfig: KubeConfig, claim: NodeNameClaim)
 
 /** The Node as the API server has it now (trimmed); undefined when there is none. */
 export async function readNode(kubeConfig: KubeConfig, name: string): Promise<TrimmedNode | undefined> {
-  const raw = await orUndefined(
+  const raw = await orUndefinedIfNotFound(
     kubeJson(kubeConfig, 'GET', `/api/v1/nodes/${encodeURIComponent(name)}`, { action: `read Node ${name}` }),
   );
   return raw === undefined ? undefined : trimNode(raw);

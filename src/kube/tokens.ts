@@ -22,7 +22,7 @@ import {
 } from '../flavor/resources.ts';
 import { kubeCall } from './fetch.ts';
 import { type FlavorClassCache, lookupFlavorClass } from './flavor-classes.ts';
-import { isNotFound, KubeError } from './kube-error.ts';
+import { KubeError, orUndefinedIfNotFound } from './kube-error.ts';
 import type { KubeConfig } from './kubeconfig.ts';
 
 export { KubeError } from './kube-error.ts';
@@ -281,15 +281,6 @@ export class KubeTokenStore implements TokenKube {
       key.startsWith(CLUSTER_INFO_SIGNATURE_PREFIX),
     ).length;
     return { kubeconfig, signatures };
-  }
-}
-
-async function orUndefinedIfNotFound<T>(pending: Promise<T>): Promise<T | undefined> {
-  try {
-    return await pending;
-  } catch (error) {
-    if (isNotFound(error)) return undefined;
-    throw error;
   }
 }
 

@@ -19,44 +19,17 @@ import {
   litList,
   type MatchCondition,
   NEW_TAINTS,
+  NODE_RULES,
   newMap,
   OLD_TAINTS,
   oldMap,
   taintValue,
+  type ValidatingAdmissionPolicy,
 } from './registration.ts';
 
 /** The policy (and binding) name beside the guard's own: `<name>-class-keys`. */
 export function classKeysPolicyName(name: string): string {
   return `${name}-class-keys`;
-}
-
-const NODE_WRITES = [
-  {
-    apiGroups: [''],
-    apiVersions: ['v1'],
-    operations: ['CREATE' as const, 'UPDATE' as const],
-    resources: ['nodes', 'nodes/status'],
-    scope: 'Cluster' as const,
-  },
-];
-
-interface ClassKeysPolicy {
-  apiVersion: typeof API_VERSION;
-  kind: 'ValidatingAdmissionPolicy';
-  metadata: { name: string; labels: Record<string, string> };
-  spec: {
-    paramKind: { apiVersion: string; kind: string };
-    failurePolicy: 'Fail';
-    matchConstraints: {
-      resourceRules: typeof NODE_WRITES;
-      matchPolicy: 'Equivalent';
-      namespaceSelector: Record<string, never>;
-      objectSelector: Record<string, never>;
-    };
-    matchConditions: MatchCondition[];
-    variables: { name: string; expression: string }[];
-    validations: { expression: string; messageExpression: string; message: string; reason: 'Forbidden' }[];
-  };
 }
 
 interface ClassKeysPolicyBinding {
@@ -79,7 +52,7 @@ export function classKeysPolicy(opts: {
   adminGroups: string[];
   /** The keys the main guard protects already (left to it). */
   covered: ProtectedKeys;
-}): ClassKeysPolicy {
+}): ValidatingAdmissionPolicy {
   const covered = keyTests(opts.covered);
   const conditions: MatchCondition[] = [
     {
@@ -112,7 +85,7 @@ export function classKeysPolicy(opts: {
       paramKind: { apiVersion: NODEFLAVOR_API_VERSION, kind: FLAVOR_CLASS_KIND },
       failurePolicy: 'Fail',
       matchConstraints: {
-        resourceRules: structuredClone(NODE_WRITES),
+        resourceRules: structuredClone(NODE_RULES),
         matchPolicy: 'Equivalent',
         namespaceSelector: {},
         objectSelector: {},

@@ -63,11 +63,13 @@ export interface ValidatingWebhookConfiguration {
   }[];
 }
 
-interface ValidatingAdmissionPolicy {
+export interface ValidatingAdmissionPolicy {
   apiVersion: typeof API_VERSION;
   kind: 'ValidatingAdmissionPolicy';
   metadata: { name: string; labels: Record<string, string> };
   spec: {
+    /** A policy evaluated once per parameter object of this kind (class-keys-policy.ts). */
+    paramKind?: { apiVersion: string; kind: string };
     failurePolicy: 'Fail';
     matchConstraints: {
       resourceRules: NodeRule[];
@@ -110,7 +112,7 @@ interface PolicyOptions extends GuardRuleOptions {
 
 // Leases are a different resource, so kubelet heartbeats never match; nodes/status is listed
 // because its strategy lets labels and annotations change too.
-const NODE_RULES: NodeRule[] = [
+export const NODE_RULES: NodeRule[] = [
   {
     apiGroups: [''],
     apiVersions: ['v1'],
