@@ -4,7 +4,7 @@
 import type { DesiredNodeState } from '../flavor/converge.ts';
 import type { FlavoredTokenStatus, NodeNameClaim } from '../flavor/resources.ts';
 import { kubeJson } from '../kube/fetch.ts';
-import { KubeError } from '../kube/kube-error.ts';
+import { orUndefinedIfNotFound } from '../kube/kube-error.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { createClaim, readClaim, readNode, replaceClaim } from '../kube/node-name-claims.ts';
 import { type TrimmedNode, writeNodeState } from '../kube/node-writes.ts';
@@ -53,16 +53,10 @@ export function kubeControllerApi(kubeConfig: KubeConfig): ControllerApi {
   return {
     writeNode: (node, desired) => writeNodeState(kubeConfig, node, desired),
     writeTokenStatus: (token, status) => writeTokenStatus(kubeConfig, token, status),
-    readToken: async (name) => {
-      try {
-        return await kubeJson<StoredToken>(kubeConfig, 'GET', tokenPath(name), {
-          action: `read FlavoredToken ${name}`,
-        });
-      } catch (error) {
-        if (error instanceof KubeError && error.status === 404) return undefined;
-        throw error;
-      }
-    },
+    readToken: (name) =>
+      orUndefinedIfNotFound(
+        kubeJson<StoredToken>(kubeConfig, 'GET', tokenPath(name), { action: `read FlavoredToken ${name}` }),
+      ),
     deleteTokenVersion: async (token) => {
       await kubeJson(kubeConfig, 'DELETE', tokenPath(token.metadata.name), {
         action: `delete half-made FlavoredToken ${token.metadata.name}`,
@@ -78,19 +72,15 @@ export function kubeControllerApi(kubeConfig: KubeConfig): ControllerApi {
     decideCsr: (csr, approve, reason, message) => decideCsr(kubeConfig, csr, approve, reason, message),
     flavoredTokenExists: (name) => flavoredTokenExists(kubeConfig, name),
     readCsr: async (name) => {
-      try {
-        return trimCsr(
-          await kubeJson(
-            kubeConfig,
-            'GET',
-            `/apis/certificates.k8s.io/v1/certificatesigningrequests/${encodeURIComponent(name)}`,
-            { action: `read CSR ${name}` },
-          ),
-        );
-      } catch (error) {
-        if (error instanceof KubeError && error.status === 404) return undefined;
-        throw error;
-      }
+      const raw = await orUndefinedIfNotFound(
+        kubeJson(
+          kubeConfig,
+          'GET',
+          `/apis/certificates.k8s.io/v1/certificatesigningrequests/${encodeURIComponent(name)}`,
+          { action: `read CSR ${name}` },
+        ),
+      );
+      return raw === undefined ? undefined : trimCsr(raw);
     },
     readNode: (name) => readNode(kubeConfig, name),
     createClaim: (claim) => createClaim(kubeConfig, claim),

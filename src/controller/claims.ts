@@ -5,6 +5,7 @@
 // written) its claim is released. A contested claim is judged from fresh reads, never from a
 // cache: whether the other token's binding still holds the name.
 import {
+  bindingHoldsName,
   claimStanding,
   holderStillHolds,
   newClaim,
@@ -16,7 +17,7 @@ import { rfc3339 } from '../flavor/rfc3339.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import type { StoredToken } from '../kube/token-writes.ts';
 import type { ControllerContext } from './context.ts';
-import { tokenFacts, tokenIdOf } from './state.ts';
+import { freshTokenFacts, tokenFacts, tokenIdOf } from './state.ts';
 
 export type ClaimOutcome =
   /** This token holds the name now (durably). */
@@ -66,16 +67,7 @@ export async function claimNodeName(
       ctx.api.readNode(nodeName),
     ]);
     const facts = {
-      ...(other
-        ? {
-            token: {
-              uid: other.metadata.uid,
-              revoked: tokenFacts(other).revoked,
-              deleting: other.metadata.deletionTimestamp !== undefined,
-              bindings: other.status?.bindings ?? [],
-            },
-          }
-        : {}),
+      ...(other ? { token: freshTokenFacts(other) } : {}),
       ...(node ? { node: { uid: node.metadata.uid } } : {}),
     };
     if (holderStillHolds(nodeName, standing.holder, facts)) return { kind: 'taken' };
@@ -90,15 +82,6 @@ export async function claimNodeName(
   }
 }
 
-/** Whether the token's recorded binding of this name still holds it (the live-binding rule). */
-function bindingHolds(token: StoredToken, nodeName: string, nodeUid: string | undefined): boolean {
-  const binding = token.status?.bindings?.find((b) => b.nodeName === nodeName);
-  if (!binding) return false;
-  if (binding.nodeUID !== undefined) return binding.nodeUID === nodeUid;
-  const facts = tokenFacts(token);
-  return !facts.revoked && !facts.deleting;
-}
-
 /**
  * Releases the claims `token` holds that no live binding of it backs any more: the name is free
  * again (the claim object stays, so a Node registered under it is still quarantined). Runs after
@@ -108,10 +91,12 @@ function bindingHolds(token: StoredToken, nodeName: string, nodeUid: string | un
  */
 export async function releaseDeadClaims(ctx: ControllerContext, token: StoredToken): Promise<boolean> {
   let allReleased = true;
+  const facts = tokenFacts(token);
   for (const nodeName of ctx.indexes.claimsByTokenUid.get(token.metadata.uid)) {
     const claim = ctx.caches.claims.get(nodeName);
     if (!claim || claim.spec.holder?.tokenUID !== token.metadata.uid) continue;
-    if (bindingHolds(token, nodeName, ctx.caches.nodes.get(nodeName)?.metadata.uid)) continue;
+    const binding = facts.bindings.find((b) => b.nodeName === nodeName);
+    if (binding && bindingHoldsName(binding, facts, ctx.caches.nodes.get(nodeName)?.metadata.uid)) continue;
     try {
       ctx.caches.claims.assume(await ctx.api.replaceClaim(releasedClaim(claim, rfc3339(ctx.now()))));
       ctx.log.debug({ node: nodeName, token: tokenIdOf(token) }, 'node name released');

@@ -12,7 +12,7 @@ import { approvalBlocker } from '../flavor/node-name-claim.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
 import type { ControllerContext } from './context.ts';
-import { csrTokenId, tokenFacts, tokenIdOf } from './state.ts';
+import { csrTokenId, freshTokenFacts, tokenIdOf } from './state.ts';
 
 /** How long a CSR whose token exists but is not in our cache yet waits to be judged again. */
 const LAGGING_CACHE_RETRY_MS = 1_000;
@@ -91,17 +91,7 @@ async function approveIfStillAllowed(
     csrName: csr.metadata.name,
     nodeName,
     tokenUID: cached.metadata.uid,
-    ...(token
-      ? {
-          token: {
-            uid: token.metadata.uid,
-            tokenId: tokenIdOf(token) ?? '',
-            revoked: tokenFacts(token).revoked,
-            deleting: token.metadata.deletionTimestamp !== undefined,
-            bindings: token.status?.bindings ?? [],
-          },
-        }
-      : {}),
+    ...(token ? { token: freshTokenFacts(token) } : {}),
     ...(claim ? { claim } : {}),
     ...(node ? { node: { uid: node.metadata.uid } } : {}),
   });

@@ -75,6 +75,11 @@ export function tokenFacts(token: StoredToken): TokenFacts {
   };
 }
 
+/** A token read from the API server just now, as the claim and approval checks take it. */
+export function freshTokenFacts(token: StoredToken): TokenFacts & { uid: string } {
+  return { ...tokenFacts(token), uid: token.metadata.uid };
+}
+
 export function nodeFacts(node: TrimmedNode): NodeFacts {
   return {
     name: node.metadata.name,

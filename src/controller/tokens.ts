@@ -20,6 +20,7 @@ import {
   decideBinding,
   type Failure,
   type NameFacts,
+  nameBoundElsewhere,
   readVerificationRecord,
   recordVerifiesToken,
   type TokenFacts,
@@ -111,14 +112,12 @@ function nodeOutcome(
 }
 
 /**
- * A binding not yet registered whose CSR we have not approved, while a Node of its name exists:
- * that Node is another machine's (this one has no certificate yet), so the binding ends and its
- * CSR is refused. Where we approve (our group), confirmed from the API server first: a cache may
- * show our own approval late.
+ * A Node of the name of a binding whose CSR we have not approved yet: another machine's (this one
+ * has no certificate yet). Confirmed from the API server first: a cache may show our own approval
+ * late.
  */
-async function supersededByNode(ctx: ControllerContext, binding: TokenBinding): Promise<boolean> {
-  if (binding.nodeUID !== undefined || !ctx.caches.nodes.get(binding.nodeName)) return false;
-  if (!awaitsApproval(ctx, binding)) return false;
+async function registeredByAnotherMachine(ctx: ControllerContext, binding: TokenBinding): Promise<boolean> {
+  if (!ctx.caches.nodes.get(binding.nodeName)) return false;
   const [csr, node] = await Promise.all([
     ctx.api.readCsr(binding.csrName),
     ctx.api.readNode(binding.nodeName),
@@ -153,45 +152,33 @@ async function judge(
   const rejected: BindingOutcome['rejected'] = [];
   const kept: TokenBinding[] = [];
   let retryClaims = false;
+  const refuse = (binding: TokenBinding, failure: Failure) =>
+    rejected.push({ csrName: binding.csrName, nodeName: binding.nodeName, failure });
   for (const binding of facts.bindings) {
     if (released.includes(binding)) continue;
-    if (await supersededByNode(ctx, binding)) {
-      rejected.push({
-        csrName: binding.csrName,
-        nodeName: binding.nodeName,
-        failure: {
+    // A binding whose CSR still waits for our approval is re-judged on what may have changed.
+    if (binding.nodeUID === undefined && awaitsApproval(ctx, binding)) {
+      if (await registeredByAnotherMachine(ctx, binding)) {
+        refuse(binding, {
           reason: 'NameTaken',
           message: `node "${binding.nodeName}" was registered by another machine before CSR ${binding.csrName} was approved: token ${tokenId} did not create it`,
-        },
-      });
-      continue;
-    }
-    // Revoked before its CSR was approved: never approved now; its name is free again.
-    if ((facts.revoked || facts.deleting) && binding.nodeUID === undefined && awaitsApproval(ctx, binding)) {
-      rejected.push({
-        csrName: binding.csrName,
-        nodeName: binding.nodeName,
-        failure: {
+        });
+        continue;
+      }
+      // Revoked before its CSR was approved: never approved now; its name is free again.
+      if (facts.revoked || facts.deleting) {
+        refuse(binding, {
           reason: 'Revoked',
           message: `token ${tokenId} was revoked before CSR ${binding.csrName} was approved`,
-        },
-      });
-      continue;
-    }
-    // Still waiting for its approval: its claim must still be this token's (an admin may have
-    // deleted it, and another token claimed the name since).
-    if (binding.nodeUID === undefined && awaitsApproval(ctx, binding)) {
+        });
+        continue;
+      }
+      // Its claim must still be this token's (an admin may have deleted it, and another token
+      // claimed the name since).
       const claim = await claimNodeName(ctx, binding.nodeName, token, binding.csrName);
       if (claim.kind === 'retry') retryClaims = true;
       if (claim.kind === 'taken') {
-        rejected.push({
-          csrName: binding.csrName,
-          nodeName: binding.nodeName,
-          failure: {
-            reason: 'NameTaken',
-            message: `node name "${binding.nodeName}" is bound to another token: token ${tokenId} cannot claim it`,
-          },
-        });
+        refuse(binding, nameBoundElsewhere(binding.nodeName, tokenId));
         continue;
       }
     }

@@ -69,8 +69,19 @@ export function holderStillHolds(nodeName: string, holder: ClaimHolder, facts: H
   const token = facts.token;
   if (!token || token.uid !== holder.tokenUID) return false;
   const binding = token.bindings.find((b) => b.nodeName === nodeName);
-  if (!binding) return true;
-  if (binding.nodeUID !== undefined) return facts.node?.uid === binding.nodeUID;
+  return binding ? bindingHoldsName(binding, token, facts.node?.uid) : true;
+}
+
+/**
+ * Whether a binding still holds its node name: registered, while its Node (that UID) exists; not
+ * registered yet, until its token is revoked or deleted.
+ */
+export function bindingHoldsName(
+  binding: TokenBinding,
+  token: { revoked: boolean; deleting: boolean },
+  nodeUid: string | undefined,
+): boolean {
+  if (binding.nodeUID !== undefined) return binding.nodeUID === nodeUid;
   return !token.revoked && !token.deleting;
 }
 

@@ -206,12 +206,16 @@ const nameAllowed: BindingCheck = (csr, token) =>
 
 // A name is one node's: a live binding under another token, or a Node that existed before this
 // request (so this token did not create it), keeps it from a second token holder (a squatter).
+/** The refusal of a node name another token's live binding holds. */
+export function nameBoundElsewhere(nodeName: string, tokenId: string): Failure {
+  return {
+    reason: 'NameTaken',
+    message: `node name "${nodeName}" is bound to another token: token ${tokenId} cannot claim it`,
+  };
+}
+
 const nameFree: BindingCheck = (csr, token, name) => {
-  if (name.boundByOtherToken)
-    return {
-      reason: 'NameTaken',
-      message: `node name "${csr.nodeName}" is bound to another token: token ${token.tokenId} cannot claim it`,
-    };
+  if (name.boundByOtherToken) return nameBoundElsewhere(csr.nodeName, token.tokenId);
   // A CSR not yet approved has no credentials yet: any Node of its name is someone else's. One
   // approved by kube-controller-manager may have registered its Node before we judged it;
   // timestamps have whole seconds, so only a Node from an earlier second is surely not its own.

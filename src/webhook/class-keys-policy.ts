@@ -14,16 +14,14 @@ import { FLAVOR_CLASS_KIND, API_VERSION as NODEFLAVOR_API_VERSION } from '../fla
 import {
   API_VERSION,
   COMMON_LABELS,
-  IS_KUBELET,
   keyTests,
-  litList,
-  type MatchCondition,
   NEW_TAINTS,
   NODE_RULES,
   newMap,
   OLD_TAINTS,
   oldMap,
   taintValue,
+  trustedWriterConditions,
   type ValidatingAdmissionPolicy,
 } from './registration.ts';
 
@@ -54,17 +52,7 @@ export function classKeysPolicy(opts: {
   covered: ProtectedKeys;
 }): ValidatingAdmissionPolicy {
   const covered = keyTests(opts.covered);
-  const conditions: MatchCondition[] = [
-    {
-      name: 'not-nodeflavor-controller',
-      expression: `!has(request.userInfo.username) || !(request.userInfo.username in ${litList([opts.controllerUsername])})`,
-    },
-  ];
-  if (opts.adminGroups.length > 0)
-    conditions.push({
-      name: 'not-admin-group',
-      expression: `!(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in ${litList(opts.adminGroups)})) || (${IS_KUBELET})`,
-    });
+  const conditions = trustedWriterConditions(opts);
   // Heartbeats and status updates change none of these: the policy is not even evaluated.
   conditions.push({
     name: 'changes-labels-annotations-or-taints',

@@ -275,7 +275,14 @@ export const IS_KUBELET =
   'has(request.userInfo.username) && request.userInfo.username.startsWith("system:node:") && size(request.userInfo.username) > 12' +
   ' && has(request.userInfo.groups) && "system:nodes" in request.userInfo.groups';
 
-function guardMatchConditions(opts: GuardRuleOptions): MatchCondition[] {
+/**
+ * The writers every rule trusts, as matchConditions that keep their writes away from the rule
+ * (shared by the guard and the FlavorClass-keys policy).
+ */
+export function trustedWriterConditions(opts: {
+  controllerUsername: string;
+  adminGroups: readonly string[];
+}): MatchCondition[] {
   const conditions: MatchCondition[] = [
     {
       // The controller's writes never depend on the webhook (or the policy) being healthy.
@@ -292,6 +299,11 @@ function guardMatchConditions(opts: GuardRuleOptions): MatchCondition[] {
       expression: `!(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in ${litList(opts.adminGroups)})) || (${IS_KUBELET})`,
     });
   }
+  return conditions;
+}
+
+function guardMatchConditions(opts: GuardRuleOptions): MatchCondition[] {
+  const conditions = trustedWriterConditions(opts);
   conditions.push({
     name: 'touches-protected-keys',
     expression: touchesProtectedKeysExpression(opts.protectedKeys),
