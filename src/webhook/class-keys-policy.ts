@@ -16,8 +16,8 @@ import {
   COMMON_LABELS,
   keyTests,
   NEW_TAINTS,
-  NODE_RULES,
   newMap,
+  nodeMatchConstraints,
   OLD_TAINTS,
   oldMap,
   taintValue,
@@ -72,12 +72,7 @@ export function classKeysPolicy(opts: {
     spec: {
       paramKind: { apiVersion: NODEFLAVOR_API_VERSION, kind: FLAVOR_CLASS_KIND },
       failurePolicy: 'Fail',
-      matchConstraints: {
-        resourceRules: structuredClone(NODE_RULES),
-        matchPolicy: 'Equivalent',
-        namespaceSelector: {},
-        objectSelector: {},
-      },
+      matchConstraints: nodeMatchConstraints(),
       matchConditions: conditions,
       variables: [
         { name: 'newLabels', expression: newMap('labels') },

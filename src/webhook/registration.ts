@@ -158,6 +158,16 @@ export function validatingWebhookConfiguration(opts: WebhookOptions): Validating
   };
 }
 
+/** Every Node write (nodes and nodes/status), whatever its labels: what a Node policy matches. */
+export function nodeMatchConstraints(): ValidatingAdmissionPolicy['spec']['matchConstraints'] {
+  return {
+    resourceRules: structuredClone(NODE_RULES),
+    matchPolicy: 'Equivalent',
+    namespaceSelector: {},
+    objectSelector: {},
+  };
+}
+
 export function validatingAdmissionPolicy(opts: PolicyOptions): ValidatingAdmissionPolicy {
   checkGuardOptions(opts);
   return {
@@ -166,12 +176,7 @@ export function validatingAdmissionPolicy(opts: PolicyOptions): ValidatingAdmiss
     metadata: { name: opts.name, labels: { ...COMMON_LABELS } },
     spec: {
       failurePolicy: 'Fail',
-      matchConstraints: {
-        resourceRules: structuredClone(NODE_RULES),
-        matchPolicy: 'Equivalent',
-        namespaceSelector: {},
-        objectSelector: {},
-      },
+      matchConstraints: nodeMatchConstraints(),
       matchConditions: guardMatchConditions(opts),
       variables: policyVariables(opts),
       validations: policyValidations(),
