@@ -44,6 +44,12 @@ binaries: ## build (once) the Kubernetes binaries (control plane, kubeadm, kubel
 
 host-packages: ## as root on Linux: install from Debian what real nodes need (containerd, runc, CNI plugins, iptables, conntrack) and the page tests' chromium
 	@bash test/e2e/realnode/install-host-packages.sh
+	@if ! command -v swtpm_setup >/dev/null || ! command -v swtpm_localca >/dev/null || ! command -v tpm2 >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then echo '[host-packages] installing swtpm swtpm-tools tpm2-tools from Debian (the TPM tests)' >&2; \
+	    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends swtpm swtpm-tools tpm2-tools >/dev/null; \
+	  elif [ "$${NODEFLAVOR_REQUIRE_ALL_TESTS:-}" = 1 ]; then echo '[host-packages] swtpm, swtpm-tools and tpm2-tools are missing and cannot be installed here (needs root and apt-get), and NODEFLAVOR_REQUIRE_ALL_TESTS=1 requires the TPM tests to run' >&2; exit 1; \
+	  else echo '[host-packages] swtpm, swtpm-tools, tpm2-tools missing (not root, or no apt-get); the TPM tests will skip' >&2; fi; \
+	fi
 	@bash test/e2e/portal/install-chromium.sh
 
 tools: deps binaries host-packages
