@@ -10,6 +10,7 @@ import {
   TRUSTED_NODE_LABEL_PREFIXES,
 } from './flavor/placement.ts';
 import {
+  AttestationSettingsSchema,
   AudienceSchema,
   AuthFailureBucketSchema,
   CallerBucketSchema,
@@ -174,6 +175,11 @@ export const ConfigSchema = z.object({
   joinApiServerEndpoint: IssuanceSettingsSchema.shape.apiServerEndpoint,
   /** How issued JoinConfigurations discover the API server: `file` or `token`. */
   joinDiscovery: IssuanceSettingsSchema.shape.discovery,
+  // Attested joins (ADR 0014): where nodes reach the issuer, the CA they trust it with, and the
+  // TPM manufacturer CAs an EK certificate must chain to. Without --attestation-url: none.
+  attestationUrl: AttestationSettingsSchema.shape.url,
+  attestationCaFile: AttestationSettingsSchema.shape.issuerCaFile,
+  tpmManufacturerCaFile: AttestationSettingsSchema.shape.manufacturerCaFile,
   // The issuer's limits against abusive clients (docs/token-issuer.md, "Abusive clients").
   issuerHeadersTimeout: issuerDurationMs(ConnectionsSchema.shape.headersTimeoutSeconds),
   issuerRequestTimeout: issuerDurationMs(ConnectionsSchema.shape.requestTimeoutSeconds),
@@ -294,6 +300,12 @@ export function issuerConfigFor(
       authExtraGroups: config.bootstrapGroup,
       discovery: config.joinDiscovery,
       ...(config.joinApiServerEndpoint ? { apiServerEndpoint: config.joinApiServerEndpoint } : {}),
+      attestation: {
+        ...defaults.issuance.attestation,
+        ...(config.attestationUrl ? { url: config.attestationUrl } : {}),
+        ...(config.attestationCaFile ? { issuerCaFile: config.attestationCaFile } : {}),
+        ...(config.tpmManufacturerCaFile ? { manufacturerCaFile: config.tpmManufacturerCaFile } : {}),
+      },
     },
     keyRing: { namespace: config.namespace, secretName: config.keySecret, createIfMissing: true },
     auth: {

@@ -85,6 +85,7 @@ export const LIMITS = {
   ttlLength: 32,
   nodeNameLength: 253,
   nodeUIDLength: 128,
+  ekPublicKeyLength: 1024,
   rejections: 10,
   reasonLength: 64,
   messageLength: 1024,
@@ -370,6 +371,20 @@ export const TtlSchema = z
     { message: 'must be longer than zero (and at most 2562047h)' },
   );
 
+/**
+ * A TPM the token is bound to (ADR 0014): only the machine holding this endorsement key can turn
+ * the token's material into join secrets. Public data: an EK public key is no secret.
+ */
+export const TokenAttestationSchema = z.object({
+  /** The EK's public key, PEM SubjectPublicKeyInfo (RSA 2048, the TPM's standard EK). */
+  ekPublicKey: z.string().max(LIMITS.ekPublicKeyLength).startsWith('-----BEGIN PUBLIC KEY-----'),
+  /** The manufacturer CA that vouched for the EK, when the token was issued for an EK certificate. */
+  ekCertificateIssuer: z.string().max(LIMITS.messageLength).optional(),
+  /** A machine re-installed with the same TPM may join again under its name (the token's one use). */
+  allowRejoin: z.boolean().default(false),
+});
+export type TokenAttestation = z.infer<typeof TokenAttestationSchema>;
+
 export const FlavoredTokenSpecSchema = z
   .object({
     /** The FlavorClass the token grants. Immutable. */
@@ -398,6 +413,8 @@ export const FlavoredTokenSpecSchema = z
     revocationPolicy: RevocationPolicySchema.default('Keep'),
     /** true revokes the token and keeps the record; cannot be set back to false. */
     revoked: z.boolean().default(false),
+    /** The TPM whose holder alone may use the token (attested join). Immutable. */
+    attestation: TokenAttestationSchema.optional(),
   })
   .superRefine((spec, ctx) => {
     if (spec.ttl !== undefined && spec.expiresAt !== undefined) {

@@ -73,6 +73,15 @@ export interface TokenKube {
   markFlavoredTokenIssued(name: string, at: string, resourceVersion?: string): Promise<void>;
   /** Deletes only the object with this UID (a precondition), so a rollback never hits a newer one. */
   deleteFlavoredToken(name: string, uid: string): Promise<void>;
+  /**
+   * Sets annotations on the record (attestation bookkeeping, ADR 0014); with `resourceVersion`,
+   * only on the record as it was read (409 otherwise). Returns the record as written.
+   */
+  annotateFlavoredToken(
+    name: string,
+    annotations: Record<string, string>,
+    resourceVersion?: string,
+  ): Promise<FlavoredToken>;
   createBootstrapSecret(request: BootstrapSecretRequest): Promise<void>;
   /** false when there was nothing to delete. */
   deleteBootstrapSecret(tokenId: string): Promise<boolean>;
@@ -161,6 +170,19 @@ export class KubeTokenStore implements TokenKube {
       },
       action: `mark FlavoredToken '${name}' issued`,
     });
+  }
+
+  async annotateFlavoredToken(
+    name: string,
+    annotations: Record<string, string>,
+    resourceVersion?: string,
+  ): Promise<FlavoredToken> {
+    const patched = await kubeCall(this.#kubeConfig, 'PATCH', `${TOKENS}/${name$(name)}`, {
+      contentType: MERGE_PATCH,
+      body: { metadata: { annotations, ...(resourceVersion === undefined ? {} : { resourceVersion }) } },
+      action: `annotate FlavoredToken '${name}'`,
+    });
+    return parseObject(FlavoredTokenSchema, patched, `FlavoredToken '${name}'`);
   }
 
   async markFlavoredTokenRevoked(name: string): Promise<FlavoredToken> {

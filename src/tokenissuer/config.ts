@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { DEFAULT_TTL, parseDuration, TtlSchema } from '../flavor/resources.ts';
 import { DEFAULT_KEY_SECRET_NAME } from '../kube/keyring-store.ts';
+import { ATTESTATION_URL_PATTERN } from './attest-script.ts';
 import { isAddressOrCidr } from './client-address.ts';
 import {
   DEFAULT_DISCOVERY_KUBECONFIG_PATH,
@@ -144,6 +145,26 @@ export const JwtSchema = z
   })
   .refine(oneJwtKeySource, { message: 'set exactly one of jwksFile and hs256SecretFile' });
 
+/** Attested joins (ADR 0014). Files are read when used, so a rotated bundle needs no restart. */
+export const AttestationSettingsSchema = z.strictObject({
+  /** The https URL nodes reach the issuer at (its /v1/attestations endpoints); unset: no attested tokens. */
+  url: z
+    .string()
+    .regex(ATTESTATION_URL_PATTERN, { message: 'must be a plain https URL, e.g. https://issuer.example.com' })
+    .optional(),
+  /** PEM file of the CA nodes trust the issuer's serving certificate with (else their system trust). */
+  issuerCaFile: z.string().min(1).optional(),
+  /** PEM bundle of the TPM manufacturer CAs (roots and intermediates) an EK certificate must chain to. */
+  manufacturerCaFile: z.string().min(1).optional(),
+  /** How long a node has to answer a challenge (the TPM's credential activation takes about a second). */
+  challengeSeconds: z.number().int().min(5).max(600).default(60),
+  /** How long the bootstrap token an attestation mints stays valid: time enough for `kubeadm join`. */
+  joinWindowSeconds: z.number().int().min(60).max(86_400).default(900),
+  /** Challenges per client address (unauthenticated endpoints: a node has nothing but its TPM). */
+  perAddress: bucketSchema({ capacity: 10, refillPerSecond: 0.5 }).prefault({}),
+});
+export type AttestationSettings = z.output<typeof AttestationSettingsSchema>;
+
 /** How tokens are minted; the CLI parses the same schema so both paths mint identical tokens. */
 export const IssuanceSettingsSchema = z
   .strictObject({
@@ -177,6 +198,8 @@ export const IssuanceSettingsSchema = z
      * and every token-discovery join in the cluster fails, kubeadm's own included).
      */
     maxClusterInfoSignatures: z.number().int().min(1).max(MAX_CLUSTER_INFO_SIGNATURES).default(1_000),
+    /** Attested joins (ADR 0014): tokens bound to a machine's TPM. Off until `url` is set. */
+    attestation: AttestationSettingsSchema.prefault({}),
   })
   .refine((issuance) => parseDuration(issuance.defaultTtl) <= parseDuration(issuance.maxTtl), {
     message: 'defaultTtl must not be longer than maxTtl',

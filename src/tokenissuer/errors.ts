@@ -10,6 +10,7 @@ export const ERROR_STATUS = {
   NotFound: 404,
   RequestTimeout: 408,
   Conflict: 409,
+  Gone: 410,
   PayloadTooLarge: 413,
   UnsupportedMediaType: 415,
   RateLimited: 429,

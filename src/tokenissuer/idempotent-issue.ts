@@ -42,21 +42,36 @@ import {
   type IssuedToken,
   type IssueInput,
   markIssuedUnlessWithdrawn,
+  type PlainIssuedToken,
   type PreparedIssuance,
   prepareIssuance,
   recordExpiry,
+  renderAttestedMaterial,
   renderMaterial,
   tokenRecord,
 } from './issue.ts';
 
-interface IdempotentIssue {
-  issued: IssuedToken;
+interface IdempotentIssue<T extends IssuedToken = IssuedToken> {
+  issued: T;
   /** True when the token was issued (or begun) by an earlier request with this key. */
   replayed: boolean;
 }
 
 const NEW_KEY = 'use a new Idempotency-Key for a new request';
 
+/** A request without `attestation` gets a plain token: its material carries the two tokens. */
+export async function issueIdempotently(
+  deps: IssuanceDeps,
+  input: IssueInput & { owner: string; attestation?: undefined },
+  idempotencyKey: string,
+  ttlMs: number,
+): Promise<IdempotentIssue<PlainIssuedToken>>;
+export async function issueIdempotently(
+  deps: IssuanceDeps,
+  input: IssueInput & { owner: string },
+  idempotencyKey: string,
+  ttlMs: number,
+): Promise<IdempotentIssue>;
 export async function issueIdempotently(
   deps: IssuanceDeps,
   input: IssueInput & { owner: string },
@@ -114,12 +129,18 @@ async function resume(
   const token = idempotentBootstrapToken(key, request, tokenId, record.metadata.uid ?? '');
   const flavorToken = deriveFlavorToken(key, tokenId, record.spec.flavorClassName);
   const expiresAt = recordExpiry(record, record.spec, prepared.now);
-  const material = renderMaterial(deps, prepared.facts, token, flavorToken, expiresAt);
+  // A token bound to a TPM gets no Secret until its machine proves itself (ADR 0014).
+  const attested = record.spec.attestation !== undefined;
+  const material = attested
+    ? renderAttestedMaterial(deps, prepared.facts, tokenId, expiresAt)
+    : renderMaterial(deps, prepared.facts, token, flavorToken, expiresAt);
   if (record.metadata.annotations?.[ISSUED_ANNOTATION] === undefined) {
     let created = false;
     try {
-      await deps.kube.createBootstrapSecret(bootstrapSecretRequest(deps, token, record, expiresAt));
-      created = true;
+      if (!attested) {
+        await deps.kube.createBootstrapSecret(bootstrapSecretRequest(deps, token, record, expiresAt));
+        created = true;
+      }
     } catch (error) {
       // Made by an earlier attempt at this very record (the same derived content): done. Reading
       // it back to be sure would need `get` on every Secret in kube-system (ADR 0005).
@@ -136,15 +157,16 @@ async function resume(
       throw withdrawnError(withdrawn, true);
     }
   }
-  return {
+  const common = {
     name,
     recordUid: record.metadata.uid ?? '',
     tokenId,
     expiresAt: material.expiresAt,
     material,
-    bootstrapToken: token,
-    flavorToken,
   };
+  return attested
+    ? { attested: true, ...common }
+    : { attested: false, ...common, bootstrapToken: token, flavorToken };
 }
 
 /**

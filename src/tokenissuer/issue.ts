@@ -14,6 +14,8 @@
 // material. revokeToken deletes the Secret both before and after it sets spec.revoked, so a Secret
 // an issuance made in between (and marked before the revocation) goes too.
 import { randomBytes as cryptoRandomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { attestedRecord, refusalRecord } from '../flavor/attestation-decision.ts';
 import {
   type BootstrapToken,
   generateBootstrapToken,
@@ -40,11 +42,12 @@ import { type TokenNode, type TokenPhase, tokenLifecycle } from '../flavor/token
 import { type Withdrawal, withdrawal } from '../flavor/withdrawal.ts';
 import { isAlreadyExists, KubeError } from '../kube/kube-error.ts';
 import type { BootstrapSecretRequest, TokenKube } from '../kube/tokens.ts';
+import { tokenAttestation } from './attestation-binding.ts';
 import { type ClusterJoinFacts, clusterInfoFullReason, clusterJoinFacts } from './cluster-info.ts';
 import type { IssuanceSettings } from './config.ts';
 import { type DiscoveryMode, renderDiscoveryKubeconfig } from './discovery-kubeconfig.ts';
 import { IssuerError } from './errors.ts';
-import { type JoinMaterial, renderJoinMaterial } from './join-material.ts';
+import { type JoinMaterial, renderAttestedJoinMaterial, renderJoinMaterial } from './join-material.ts';
 import { type IssueRequest, type ValidIssueRequest, validateIssueRequest } from './request.ts';
 
 export const FLAVORED_TOKEN_NAME_PREFIX = 'ft-';
@@ -80,7 +83,7 @@ export interface IssueInput extends IssueRequest {
   owner?: string;
 }
 
-export interface IssuedToken {
+interface IssuedTokenCommon {
   /** The FlavoredToken's name, ft-<tokenID>: the handle for status and revocation. */
   name: string;
   /** The FlavoredToken's uid: which record this material is of (a name can be reused). */
@@ -89,9 +92,20 @@ export interface IssuedToken {
   /** RFC 3339, whole seconds. */
   expiresAt: string;
   material: JoinMaterial;
+}
+
+export interface PlainIssuedToken extends IssuedTokenCommon {
+  attested: false;
   bootstrapToken: BootstrapToken;
   flavorToken: Secret;
 }
+
+/** A token bound to a TPM (ADR 0014): no secret exists until its machine proves it holds the TPM. */
+export interface AttestedIssuedToken extends IssuedTokenCommon {
+  attested: true;
+}
+
+export type IssuedToken = PlainIssuedToken | AttestedIssuedToken;
 
 /** A FlavoredToken as the API and the CLI show it: no secret, ever. */
 export interface TokenStatusView {
@@ -118,6 +132,32 @@ export interface TokenStatusView {
   /** The nodes that used the token, or tried to (with the reason when they did not get it). */
   nodes: TokenNode[];
   conditions: Pick<Condition, 'type' | 'status' | 'reason' | 'message' | 'lastTransitionTime'>[];
+  /** For a token bound to a TPM (ADR 0014): its attestations so far and the last refusal; else null. */
+  attestation: TokenAttestationView | null;
+}
+
+export interface TokenAttestationView {
+  /** The manufacturer CA that vouched for the EK, when it was bound by certificate. */
+  ekCertificateIssuer: string | null;
+  allowRejoin: boolean;
+  /** How many times its machine proved itself, and when it last did. */
+  attestations: number;
+  attestedAt: string | null;
+  /** The last refusal worth a look (another TPM, a bad proof, a late or replayed answer). */
+  lastRefusal: { reason: string; message: string; at: string } | null;
+}
+
+function attestationView(token: FlavoredToken): TokenAttestationView | null {
+  const bound = token.spec.attestation;
+  if (!bound) return null;
+  const attested = attestedRecord(token);
+  return {
+    ekCertificateIssuer: bound.ekCertificateIssuer ?? null,
+    allowRejoin: bound.allowRejoin,
+    attestations: attested?.count ?? 0,
+    attestedAt: attested?.at || null,
+    lastRefusal: refusalRecord(token) ?? null,
+  };
 }
 
 export function flavoredTokenName(tokenId: string): string {
@@ -167,12 +207,53 @@ export async function prepareIssuance(deps: IssuanceDeps, input: IssueInput): Pr
     ...(request.nodeName !== undefined ? { nodeName: request.nodeName } : {}),
     ...(request.nodeNamePattern !== undefined ? { nodeNamePattern: request.nodeNamePattern } : {}),
     ...(request.description !== undefined ? { description: request.description } : {}),
+    ...(request.attestation !== undefined
+      ? { attestation: tokenAttestation(request.attestation, deps.settings.attestation, now()) }
+      : {}),
   };
   const annotations = {
     ...(requestedBy ? { [REQUESTED_BY_ANNOTATION]: requestedBy.slice(0, 1024) } : {}),
     ...(owner ? { [OWNER_ANNOTATION]: owner } : {}),
   };
   return { request, spec, annotations, ring, facts, now };
+}
+
+/**
+ * The join material of a token bound to a TPM: no secret in it, only its token ID and where the
+ * machine proves itself (ADR 0014).
+ */
+export function renderAttestedMaterial(
+  deps: Pick<IssuanceDeps, 'settings'>,
+  facts: ClusterJoinFacts,
+  tokenId: string,
+  expiresAt: Date,
+): JoinMaterial {
+  const { url, issuerCaFile } = deps.settings.attestation;
+  if (!url)
+    throw new IssuerError('InvalidRequest', 'attested joins need the issuer started with --attestation-url');
+  let issuerCaPem: string | undefined;
+  if (issuerCaFile) {
+    try {
+      issuerCaPem = readFileSync(issuerCaFile, 'utf8');
+    } catch (error) {
+      throw new IssuerError(
+        'Internal',
+        `cannot read the attestation CA file ${issuerCaFile}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+      );
+    }
+  }
+  return renderAttestedJoinMaterial({
+    apiServerEndpoint: facts.apiServerEndpoint,
+    caCertHash: facts.caCertHash,
+    caCertPem: facts.caCertPem,
+    discovery: deps.settings.discovery,
+    discoveryKubeconfigPath: deps.settings.discoveryKubeconfigPath,
+    tokenId,
+    expiresAt,
+    issuerUrl: url,
+    ...(issuerCaPem !== undefined ? { issuerCaPem } : {}),
+    ...(deps.settings.quarantineTaint ? {} : { quarantineTaint: null }),
+  });
 }
 
 /** The join material for `token` and its flavor token, expiring at `expiresAt`. */
@@ -196,21 +277,38 @@ export function renderMaterial(
   });
 }
 
+/** A request without `attestation` gets a plain token: its material carries the two tokens. */
+export async function issueToken(
+  deps: IssuanceDeps,
+  input: IssueInput & { attestation?: undefined },
+): Promise<PlainIssuedToken>;
+export async function issueToken(deps: IssuanceDeps, input: IssueInput): Promise<IssuedToken>;
 export async function issueToken(deps: IssuanceDeps, input: IssueInput): Promise<IssuedToken> {
   const { request, spec, annotations, ring, facts, now } = await prepareIssuance(deps, input);
   for (let attempt = 1; ; attempt++) {
     const token = generateBootstrapToken(deps.randomBytes ?? cryptoRandomBytes);
-    const flavorToken = deriveFlavorToken(ring.active, token.id, request.flavorClassName);
     try {
-      const { name, recordUid, material } = await writeTokenObjects(
-        deps,
-        token,
-        spec,
-        annotations,
-        now,
-        (expiresAt) => renderMaterial(deps, facts, token, flavorToken, expiresAt),
-      );
+      if (spec.attestation) {
+        const { name, recordUid, material } = await writeTokenObjects(deps, token, spec, annotations, now, {
+          render: (expiresAt) => renderAttestedMaterial(deps, facts, token.id, expiresAt),
+          secret: false,
+        });
+        return {
+          attested: true,
+          name,
+          recordUid,
+          tokenId: token.id,
+          expiresAt: material.expiresAt,
+          material,
+        };
+      }
+      const flavorToken = deriveFlavorToken(ring.active, token.id, request.flavorClassName);
+      const { name, recordUid, material } = await writeTokenObjects(deps, token, spec, annotations, now, {
+        render: (expiresAt) => renderMaterial(deps, facts, token, flavorToken, expiresAt),
+        secret: true,
+      });
       return {
+        attested: false,
         name,
         recordUid,
         tokenId: token.id,
@@ -280,7 +378,8 @@ async function writeTokenObjects(
   spec: FlavoredTokenInput['spec'],
   annotations: Record<string, string>,
   now: () => Date,
-  render: (expiresAt: Date) => JoinMaterial,
+  /** The material, and whether the token's bootstrap Secret is made now (not for an attested token). */
+  output: { render: (expiresAt: Date) => JoinMaterial; secret: boolean },
 ): Promise<{ name: string; recordUid: string; material: JoinMaterial }> {
   const name = flavoredTokenName(token.id);
   let record: FlavoredToken;
@@ -297,9 +396,11 @@ async function writeTokenObjects(
     // its first reconcile, and the views below compute the expiry the same way until it has.
     // Rendered before the Secret exists: if the material cannot be made, the rollback leaves nothing.
     const expiresAt = recordExpiry(record, spec, now);
-    const material = render(expiresAt);
-    await deps.kube.createBootstrapSecret(bootstrapSecretRequest(deps, token, record, expiresAt));
-    secretCreated = true;
+    const material = output.render(expiresAt);
+    if (output.secret) {
+      await deps.kube.createBootstrapSecret(bootstrapSecretRequest(deps, token, record, expiresAt));
+      secretCreated = true;
+    }
     // Issuance is complete only with this mark; the controller deletes unmarked, unused records.
     // A record revoked or deleted since it was created gets no mark and no answer: the rollback
     // below deletes the Secret just made (a revocation may have deleted it before it existed).
@@ -536,5 +637,6 @@ export function tokenStatusView(token: FlavoredToken, now: Date): TokenStatusVie
         lastTransitionTime,
       }),
     ),
+    attestation: attestationView(token),
   };
 }

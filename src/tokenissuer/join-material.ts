@@ -19,6 +19,14 @@ import {
 import { rfc3339 } from '../flavor/rfc3339.ts';
 import type { Secret } from '../flavor/secret.ts';
 import {
+  ATTEST_SCRIPT_PATH,
+  BOOTSTRAP_TOKEN_PLACEHOLDER,
+  FLAVOR_TOKEN_PLACEHOLDER,
+  ISSUER_CA_PATH,
+  JOIN_TEMPLATE_PATH,
+  renderAttestScript,
+} from './attest-script.ts';
+import {
   DEFAULT_DISCOVERY_KUBECONFIG_PATH,
   DEFAULT_DISCOVERY_MODE,
   type DiscoveryMode,
@@ -88,6 +96,78 @@ export interface JoinMaterial {
   discoveryKubeconfig: string;
   /** Where the JoinConfiguration reads it (file discovery). */
   discoveryKubeconfigPath: string;
+  /**
+   * Attested tokens only (ADR 0014): the node-side script the cloud-init installs and runs. Then
+   * joinConfiguration is a template holding no secret; the script fills in what the TPM earns.
+   */
+  attestScript?: string;
+}
+
+/** What attested material needs besides the cluster's join facts: no secret at all. */
+export interface AttestedMaterialInput extends Omit<JoinMaterialInput, 'token' | 'flavorToken'> {
+  tokenId: string;
+  /** Where nodes reach the issuer, and the CA they trust it with (else the system's). */
+  issuerUrl: string;
+  issuerCaPem?: string;
+}
+
+/**
+ * Material for a token bound to a TPM: the JoinConfiguration with placeholders where the tokens
+ * go, the attestation script, and a cloud-init that installs both and runs the script. It holds
+ * nothing secret, and nothing that differs between flavors.
+ */
+export function renderAttestedJoinMaterial(input: AttestedMaterialInput): JoinMaterial {
+  const tokenLabelKey = input.tokenLabelKey ?? DEFAULT_TOKEN_LABEL_KEY;
+  const quarantineTaint =
+    input.quarantineTaint === undefined ? DEFAULT_QUARANTINE_TAINT : input.quarantineTaint;
+  const discovery = input.discovery ?? DEFAULT_DISCOVERY_MODE;
+  const discoveryKubeconfigPath = input.discoveryKubeconfigPath ?? DEFAULT_DISCOVERY_KUBECONFIG_PATH;
+  checkInput(input, tokenLabelKey, quarantineTaint, discoveryKubeconfigPath);
+  if (!TOKEN_ID_PATTERN.test(input.tokenId)) throw new Error('join material: the token ID is malformed');
+  const discoveryKubeconfig = renderDiscoveryKubeconfig(input);
+  const shape: DocumentShape = {
+    apiServerEndpoint: input.apiServerEndpoint,
+    caCertHash: input.caCertHash,
+    discovery,
+    discoveryKubeconfigPath,
+    discoveryKubeconfig,
+    tokenLabelKey,
+    quarantineTaint,
+  };
+  const { joinConfiguration } = renderDocumentsDirectly(
+    shape,
+    BOOTSTRAP_TOKEN_PLACEHOLDER,
+    FLAVOR_TOKEN_PLACEHOLDER,
+  );
+  const attestScript = renderAttestScript({
+    issuerUrl: input.issuerUrl,
+    tokenId: input.tokenId,
+    pinnedCa: input.issuerCaPem !== undefined,
+    joinConfigPath: JOIN_CONFIG_PATH,
+  });
+  const files = [
+    ...(discovery === 'file'
+      ? [{ path: discoveryKubeconfigPath, permissions: '0644', content: discoveryKubeconfig }]
+      : []),
+    ...(input.issuerCaPem !== undefined
+      ? [{ path: ISSUER_CA_PATH, permissions: '0644', content: input.issuerCaPem }]
+      : []),
+    { path: JOIN_TEMPLATE_PATH, permissions: '0600', content: joinConfiguration },
+    { path: ATTEST_SCRIPT_PATH, permissions: '0700', content: attestScript },
+  ];
+  return {
+    joinConfiguration,
+    joinCommand: ATTEST_SCRIPT_PATH,
+    cloudInit: cloudConfig(files, [ATTEST_SCRIPT_PATH]),
+    apiServerEndpoint: input.apiServerEndpoint,
+    caCertHash: input.caCertHash,
+    tokenId: input.tokenId,
+    expiresAt: rfc3339(input.expiresAt),
+    discovery,
+    discoveryKubeconfig,
+    discoveryKubeconfigPath,
+    attestScript,
+  };
 }
 
 const ENDPOINT_PATTERN = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?):([0-9]{1,5})$/;
@@ -113,6 +193,7 @@ export function renderJoinMaterial(input: JoinMaterialInput): JoinMaterial {
   const discovery = input.discovery ?? DEFAULT_DISCOVERY_MODE;
   const discoveryKubeconfigPath = input.discoveryKubeconfigPath ?? DEFAULT_DISCOVERY_KUBECONFIG_PATH;
   checkInput(input, tokenLabelKey, quarantineTaint, discoveryKubeconfigPath);
+  checkTokens(input);
   const discoveryKubeconfig = renderDiscoveryKubeconfig(input);
 
   // The documents differ from token to token only in the two tokens, which have fixed lengths and
@@ -295,22 +376,28 @@ function renderCloudInit(
   // The discovery kubeconfig holds no secret (CA and server): readable, like cluster-info itself.
   const files = [
     ...(discoveryFile
-      ? [
-          {
-            path: discoveryFile.path,
-            permissions: '0644',
-            owner: 'root:root',
-            content: discoveryFile.content,
-          },
-        ]
+      ? [{ path: discoveryFile.path, permissions: '0644', content: discoveryFile.content }]
       : []),
-    { path: JOIN_CONFIG_PATH, permissions: '0600', owner: 'root:root', content: joinConfiguration },
+    { path: JOIN_CONFIG_PATH, permissions: '0600', content: joinConfiguration },
   ];
+  return cloudConfig(files, ['kubeadm', 'join', '--config', JOIN_CONFIG_PATH]);
+}
+
+/** A #cloud-config that writes `files` (owned by root) and runs one command. */
+function cloudConfig(
+  files: { path: string; permissions: string; content: string }[],
+  command: string[],
+): string {
   const document = new Document({
-    write_files: files,
-    runcmd: [['kubeadm', 'join', '--config', JOIN_CONFIG_PATH]],
+    write_files: files.map(({ path, permissions, content }) => ({
+      path,
+      permissions,
+      owner: 'root:root',
+      content,
+    })),
+    runcmd: [command],
   });
-  // The embedded YAML reads best, and is copied most faithfully, as a literal block.
+  // The embedded documents read best, and are copied most faithfully, as literal blocks.
   for (const index of files.keys()) {
     const content = document.getIn(['write_files', index, 'content'], true);
     if (content instanceof Scalar) content.type = Scalar.BLOCK_LITERAL;
@@ -319,8 +406,17 @@ function renderCloudInit(
 }
 
 // The checks name the offending field; they never echo a token.
+function checkTokens(input: Pick<JoinMaterialInput, 'token' | 'flavorToken'>): void {
+  if (!TOKEN_ID_PATTERN.test(input.token.id) || !TOKEN_SECRET_PATTERN.test(input.token.secret.reveal())) {
+    throw new Error('join material: the bootstrap token is malformed');
+  }
+  if (!FLAVOR_TOKEN_PATTERN.test(input.flavorToken.reveal())) {
+    throw new Error('join material: the flavor token is malformed (expected 52 characters of [a-z2-7])');
+  }
+}
+
 function checkInput(
-  input: JoinMaterialInput,
+  input: Omit<JoinMaterialInput, 'token' | 'flavorToken'>,
   tokenLabelKey: string,
   quarantineTaint: QuarantineTaint | null,
   discoveryKubeconfigPath: string,
@@ -334,12 +430,6 @@ function checkInput(
   }
   if (!CA_CERT_HASH_PATTERN.test(input.caCertHash)) {
     throw new Error(`join material: caCertHash '${input.caCertHash}' is not sha256:<64 lowercase hex>`);
-  }
-  if (!TOKEN_ID_PATTERN.test(input.token.id) || !TOKEN_SECRET_PATTERN.test(input.token.secret.reveal())) {
-    throw new Error('join material: the bootstrap token is malformed');
-  }
-  if (!FLAVOR_TOKEN_PATTERN.test(input.flavorToken.reveal())) {
-    throw new Error('join material: the flavor token is malformed (expected 52 characters of [a-z2-7])');
   }
   const year = input.expiresAt.getUTCFullYear();
   if (Number.isNaN(year) || year < 1970 || year > 9999) {

@@ -24,6 +24,7 @@ export class IssuerMetrics {
   readonly connections: Gauge;
   readonly connectionsRefused: Counter<'reason'>;
   readonly clientErrors: Counter<'reason'>;
+  readonly attestations: Counter<'outcome'>;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -84,6 +85,13 @@ export class IssuerMetrics {
       name: 'nodeflavor_issuer_client_errors_total',
       help: 'Connections closed before a request was read, by reason (timeout: headers or body too slow; headers_too_large; malformed; tls; reset).',
       labelNames: ['reason'],
+      registers,
+    });
+    // Outcomes only (challenged, attested, or the refusal's reason): never a token ID or a flavor.
+    this.attestations = new Counter({
+      name: 'nodeflavor_issuer_attestations_total',
+      help: 'Attested-join requests (ADR 0014), by outcome: challenged, attested, or the refusal reason (EKMismatch, BadProof, LateAnswer, Replayed, ...).',
+      labelNames: ['outcome'],
       registers,
     });
   }

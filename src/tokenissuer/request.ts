@@ -17,6 +17,44 @@ const DNS_SUBDOMAIN_RE = new RegExp(DNS_SUBDOMAIN_PATTERN);
 /** A token must stay valid at least this long after it is issued, or no node could use it. */
 const MIN_VALIDITY_MS = 5_000;
 
+/** PEM text of one kind, bounded: an RSA-2048 public key is ~450 bytes, an EK certificate ~1.5 KB. */
+const pem = (label: string, maxLength: number) =>
+  z
+    .string()
+    .max(maxLength)
+    .refine((text) => text.trim().startsWith(`-----BEGIN ${label}-----`), {
+      message: `must be PEM (-----BEGIN ${label}-----)`,
+    });
+
+/** Binds the token to one machine's TPM (ADR 0014): exactly one of its EK public key or EK certificate. */
+const AttestationRequestSchema = z
+  .strictObject({
+    ekPublicKey: pem('PUBLIC KEY', 4096)
+      .meta({
+        description:
+          "The TPM's endorsement key, PEM SubjectPublicKeyInfo (RSA 2048). Not with ekCertificate.",
+      })
+      .optional(),
+    ekCertificate: pem('CERTIFICATE', 8192)
+      .meta({
+        description:
+          "The TPM's EK certificate, PEM; it must chain to a configured TPM manufacturer CA. Not with ekPublicKey.",
+      })
+      .optional(),
+    allowRejoin: z
+      .boolean()
+      .meta({
+        default: false,
+        description: 'A machine re-installed with the same TPM may join again under the name it joined with.',
+      })
+      .optional(),
+  })
+  .refine((a) => (a.ekPublicKey === undefined) !== (a.ekCertificate === undefined), {
+    message: 'set exactly one of ekPublicKey and ekCertificate',
+    path: ['ekPublicKey'],
+  })
+  .meta({ description: 'Bind the token to one TPM: its material then holds no secret (attested join).' });
+
 /**
  * The body of POST /v1/tokens as the server validates it; the OpenAPI document's IssueRequest is
  * generated from it (openapi.ts), so the two cannot drift.
@@ -68,8 +106,16 @@ export const IssueRequestSchema = z
       .max(LIMITS.descriptionLength)
       .meta({ description: 'Free text, recorded on the FlavoredToken.' })
       .optional(),
+    attestation: AttestationRequestSchema.optional(),
   })
   .superRefine((request, ctx) => {
+    if (request.attestation !== undefined && request.maxUses !== undefined && request.maxUses !== 1) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['maxUses'],
+        message: 'must be 1 for a token bound to a TPM (one machine; allowRejoin lets it join again)',
+      });
+    }
     if (request.ttl !== undefined && request.expiresAt !== undefined) {
       ctx.addIssue({ code: 'custom', path: ['expiresAt'], message: 'set at most one of ttl and expiresAt' });
     }

@@ -8,8 +8,9 @@ export interface IssueResponse {
   expiresAt: string;
   apiServerEndpoint: string;
   caCertHash: string;
-  bootstrapToken: string;
-  flavorToken: string;
+  /** null for a token bound to a TPM: its machine earns both by attestation (attestScript). */
+  bootstrapToken: string | null;
+  flavorToken: string | null;
   joinConfiguration: string;
   joinCommand: string;
   cloudInit: string;
@@ -18,7 +19,18 @@ export interface IssueResponse {
   /** The cluster CA and API server, no secret: the same for every token of the cluster. */
   discoveryKubeconfig: string;
   discoveryKubeconfigPath: string;
+  /** true when the token is bound to a TPM (ADR 0014). */
+  attested: boolean;
+  /** Attested tokens: the node-side script the cloud-init installs and runs; else null. */
+  attestScript: string | null;
 }
+
+/** The answer for a token not bound to a TPM: both tokens are in it. */
+export type PlainIssueResponse = IssueResponse & {
+  bootstrapToken: string;
+  flavorToken: string;
+  attested: false;
+};
 
 /** The one place join material turns into a response body. */
 export function issueResponse(issued: IssuedToken): IssueResponse {
@@ -28,13 +40,17 @@ export function issueResponse(issued: IssuedToken): IssueResponse {
     expiresAt: issued.expiresAt,
     apiServerEndpoint: issued.material.apiServerEndpoint,
     caCertHash: issued.material.caCertHash,
-    bootstrapToken: `${issued.bootstrapToken.id}.${issued.bootstrapToken.secret.reveal()}`,
-    flavorToken: issued.flavorToken.reveal(),
+    bootstrapToken: issued.attested
+      ? null
+      : `${issued.bootstrapToken.id}.${issued.bootstrapToken.secret.reveal()}`,
+    flavorToken: issued.attested ? null : issued.flavorToken.reveal(),
     joinConfiguration: issued.material.joinConfiguration,
     joinCommand: issued.material.joinCommand,
     cloudInit: issued.material.cloudInit,
     discovery: issued.material.discovery,
     discoveryKubeconfig: issued.material.discoveryKubeconfig,
     discoveryKubeconfigPath: issued.material.discoveryKubeconfigPath,
+    attested: issued.attested,
+    attestScript: issued.material.attestScript ?? null,
   };
 }

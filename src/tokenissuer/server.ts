@@ -18,6 +18,7 @@ import { Registry } from 'prom-client';
 import type { RandomBytes } from '../flavor/bootstrap-token.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import { prepareKubeConfig } from '../kube/config.ts';
+import { EventRecorder } from '../kube/events.ts';
 import { type FlavorClassCache, flavorClassCache } from '../kube/flavor-classes.ts';
 import { FlavoredTokenWatch } from '../kube/flavored-token-watch.ts';
 import { KeyRingWatch } from '../kube/keyring-watch.ts';
@@ -25,6 +26,8 @@ import { KubeError } from '../kube/kube-error.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { KubeReviews } from '../kube/reviews.ts';
 import { KubeTokenStore, type TokenKube } from '../kube/tokens.ts';
+import type { AttestationDeps } from './attestation.ts';
+import { registerAttestationRoutes } from './attestation-routes.ts';
 import { createCallerAuth, type Reviews } from './auth.ts';
 import { TrustedProxies } from './client-address.ts';
 import { handleClientError } from './client-errors.ts';
@@ -54,6 +57,8 @@ interface IssuerDeps {
   randomBytes?: RandomBytes;
   /** FlavoredTokens from a watch, for lists and watches (see token-feed.ts). */
   tokens?: TokenFeed;
+  /** Where attestation refusals and successes are recorded as Events (ADR 0014). */
+  events?: AttestationDeps['events'];
 }
 
 interface IssuerApp {
@@ -136,6 +141,20 @@ export function buildIssuerApp(
   });
 
   const limits = config.rateLimit;
+  registerAttestationRoutes(app, {
+    deps: {
+      kube: deps.kube,
+      keyRing: () => deps.keyRing.get(),
+      settings: config.issuance,
+      now,
+      ...(deps.randomBytes ? { randomBytes: deps.randomBytes } : {}),
+      ...(deps.events ? { events: deps.events } : {}),
+      count: (outcome) => metrics.attestations.inc({ outcome }),
+    },
+    perAddress: new RateLimiter(config.issuance.attestation.perAddress, limits.maxTrackedCallers),
+    trustedProxies,
+    metrics,
+  });
   registerRoutes(app, {
     config,
     issuance: {
@@ -227,6 +246,12 @@ export interface StartOptions {
   classes?: FlavorClassCache;
 }
 
+function eventRecorder(kubeConfig: KubeConfig, logger: Logger): EventRecorder {
+  const events = new EventRecorder(kubeConfig, { component: 'nodeflavor-issuer' });
+  events.onError = (error) => logger.warn({ err: error.message }, 'could not record an Event');
+  return events;
+}
+
 /** The production wiring: Kubernetes clients from `kubeConfig`, the key ring Secret, TLS, listen. */
 export async function startTokenIssuer(
   config: IssuerConfig,
@@ -274,6 +299,7 @@ export async function startTokenIssuer(
       tokens,
       reviews: new KubeReviews(kubeConfig),
       keyRing,
+      events: eventRecorder(kubeConfig, logger),
       logger,
       ...(options.registry ? { registry: options.registry } : {}),
     },

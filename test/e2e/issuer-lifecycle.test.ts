@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { request as httpsRequest } from 'node:https';
 import { after, before, describe, it } from 'node:test';
 import type { CertificateAuthority } from '../../src/pki/certs.ts';
-import type { IssueResponse } from '../../src/tokenissuer/response.ts';
+import type { PlainIssueResponse } from '../../src/tokenissuer/response.ts';
 import type { RunningIssuer } from '../../src/tokenissuer/server.ts';
 import { applyObjects } from './cluster/apply.ts';
 import { JoinError, type SimulatedKubelet } from './kubelet-sim/kubelet.ts';
@@ -96,7 +96,7 @@ describe('the node administrator’s side: token lifecycle, watch, list, explain
     token: string,
     body: Record<string, unknown>,
     headers: Record<string, string> = {},
-  ): Promise<IssueResponse> {
+  ): Promise<PlainIssueResponse> {
     const answer = await call(
       'POST',
       '/v1/tokens',
@@ -105,7 +105,7 @@ describe('the node administrator’s side: token lifecycle, watch, list, explain
       headers,
     );
     assert.equal(answer.status, 201, answer.text);
-    const issued = JSON.parse(answer.text) as IssueResponse;
+    const issued = JSON.parse(answer.text) as PlainIssueResponse;
     secrets.push(issued.bootstrapToken, issued.bootstrapToken.split('.')[1] ?? '', issued.flavorToken);
     return issued;
   }

@@ -15,7 +15,7 @@ import { request as httpsRequest } from 'node:https';
 import { after, before, describe, it } from 'node:test';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { bootstrapSecretName } from '../../src/flavor/bootstrap-token.ts';
-import type { IssueResponse } from '../../src/tokenissuer/response.ts';
+import type { PlainIssueResponse } from '../../src/tokenissuer/response.ts';
 import { applyObjects } from './cluster/apply.ts';
 import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
@@ -131,9 +131,9 @@ describe('token issuer replicas: an Idempotency-Key holds across replicas', () =
     });
   }
 
-  const issued = (answer: Answer): IssueResponse => {
+  const issued = (answer: Answer): PlainIssueResponse => {
     assert.equal(answer.status, 201, answer.text);
-    return JSON.parse(answer.text) as IssueResponse;
+    return JSON.parse(answer.text) as PlainIssueResponse;
   };
 
   /** This run's FlavoredTokens, by the description every request of the run carries. */
@@ -147,7 +147,7 @@ describe('token issuer replicas: an Idempotency-Key holds across replicas', () =
   }
 
   /** The bootstrap token stored in the answer's Secret: what a node would authenticate with. */
-  async function storedToken(answer: IssueResponse): Promise<string> {
+  async function storedToken(answer: PlainIssueResponse): Promise<string> {
     const secret = await env.core.readNamespacedSecret({
       name: bootstrapSecretName(answer.tokenID),
       namespace: 'kube-system',

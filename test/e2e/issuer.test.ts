@@ -14,7 +14,7 @@ import { parse } from 'yaml';
 import { keyRingFromSecretData, keyRingKeys } from '../../src/flavor/keyring.ts';
 import type { CertificateAuthority } from '../../src/pki/certs.ts';
 import { KUBEADM_BOOTSTRAP_GROUP } from '../../src/tokenissuer/config.ts';
-import type { IssueResponse } from '../../src/tokenissuer/response.ts';
+import type { PlainIssueResponse } from '../../src/tokenissuer/response.ts';
 import type { RunningIssuer } from '../../src/tokenissuer/server.ts';
 import { applyObjects } from './cluster/apply.ts';
 import { parseJoinConfiguration } from './kubelet-sim/join-config.ts';
@@ -133,7 +133,7 @@ describe('token issuer on the real control plane', () => {
   const issue = async (token: string, body: unknown, headers?: Record<string, string>) => {
     const answer = await call(issuer, 'POST', '/v1/tokens', { token, body, ...(headers ? { headers } : {}) });
     assert.equal(answer.status, 201, answer.text);
-    const issued = JSON.parse(answer.text) as IssueResponse;
+    const issued = JSON.parse(answer.text) as PlainIssueResponse;
     issuedSecrets.push(issued.bootstrapToken, issued.bootstrapToken.split('.')[1] ?? '', issued.flavorToken);
     return { answer, issued };
   };
@@ -381,7 +381,7 @@ describe('token issuer on the real control plane', () => {
       body: { flavorClassName: 'sweet', maxUses: 0 },
     });
     assert.equal(answer.status, 201, answer.text);
-    const issued = JSON.parse(answer.text) as IssueResponse;
+    const issued = JSON.parse(answer.text) as PlainIssueResponse;
     issuedSecrets.push(issued.bootstrapToken, issued.bootstrapToken.split('.')[1] ?? '', issued.flavorToken);
     assert.equal(issued.discovery, 'token');
     const discovery = parse(issued.joinConfiguration).discovery;
@@ -406,8 +406,8 @@ describe('token issuer on the real control plane', () => {
     const sour = await issue(adminToken, { flavorClassName: 'sour' });
     assert.deepEqual(Object.keys(sweet.issued), Object.keys(sour.issued));
     assert.equal(Buffer.byteLength(sweet.answer.text), Buffer.byteLength(sour.answer.text));
-    for (const key of Object.keys(sweet.issued) as (keyof IssueResponse)[]) {
-      assert.equal(sweet.issued[key].length, sour.issued[key].length, `length of ${key}`);
+    for (const key of Object.keys(sweet.issued) as (keyof PlainIssueResponse)[]) {
+      assert.equal(String(sweet.issued[key]).length, String(sour.issued[key]).length, `length of ${key}`);
     }
     assert.equal(sweet.answer.headers['content-length'], sour.answer.headers['content-length']);
   });

@@ -20,7 +20,7 @@ import { addKey, keyRingFromSecretData, keyRingKeys } from '../../src/flavor/key
 import { VERIFIED_ANNOTATION } from '../../src/flavor/verification-record.ts';
 import { kubeJson } from '../../src/kube/fetch.ts';
 import { readStoredKeyRing, replaceKeyRing } from '../../src/kube/keyring-store.ts';
-import type { IssueResponse } from '../../src/tokenissuer/response.ts';
+import type { PlainIssueResponse } from '../../src/tokenissuer/response.ts';
 import { applyObjects } from './cluster/apply.ts';
 import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
@@ -146,14 +146,14 @@ describe('HMAC key ring: first install, loss, restore and rotation', () => {
     });
   }
 
-  async function issue(): Promise<IssueResponse> {
+  async function issue(): Promise<PlainIssueResponse> {
     const answer = await call('POST', '/v1/tokens', { flavorClassName: flavor, ttl: '1h' });
     assert.equal(answer.status, 201, answer.text);
-    return JSON.parse(answer.text) as IssueResponse;
+    return JSON.parse(answer.text) as PlainIssueResponse;
   }
 
   /** The id of the key that derived an issued flavor token, per the ring now in the Secret. */
-  async function signedWith(issued: IssueResponse): Promise<string | undefined> {
+  async function signedWith(issued: PlainIssueResponse): Promise<string | undefined> {
     const tokenId = issued.bootstrapToken.split('.')[0] ?? '';
     return verifyFlavorToken(await ringNow(), tokenId, flavor, issued.flavorToken).keyId;
   }

@@ -14,7 +14,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type Browser, chromium, type Page } from 'playwright-core';
-import type { IssueResponse } from '../../src/tokenissuer/response.ts';
+import type { PlainIssueResponse } from '../../src/tokenissuer/response.ts';
 import type { RunningIssuer } from '../../src/tokenissuer/server.ts';
 import { skipUnless } from '../support/skip.ts';
 import { applyObjects } from './cluster/apply.ts';
@@ -173,7 +173,7 @@ describe('the self-service page in headless Chromium', { skip }, () => {
         what: 'the join configuration on the page',
       },
     );
-    const answer = (await (await answered).json()) as IssueResponse;
+    const answer = (await (await answered).json()) as PlainIssueResponse;
     assert.match(
       (await answered).request().headers()['idempotency-key'] ?? '',
       /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/,
@@ -249,7 +249,7 @@ describe('the self-service page in headless Chromium', { skip }, () => {
         new URL(response.url()).pathname === '/v1/tokens' && response.request().method() === 'POST',
     );
     await page.getByRole('button', { name: 'Request join token' }).click();
-    const answer = (await (await answered).json()) as IssueResponse;
+    const answer = (await (await answered).json()) as PlainIssueResponse;
     byTokenId = answer.id;
     assert.equal(answer.discovery, 'token');
     const material = page.getByRole('textbox', { name: 'Join material' });

@@ -7,7 +7,7 @@ import { activateKey, addKey, type KeyRing, newKeyRing } from '../../src/flavor/
 import { KubeError } from '../../src/kube/kube-error.ts';
 import { IssuanceSettingsSchema } from '../../src/tokenissuer/config.ts';
 import { issueIdempotently } from '../../src/tokenissuer/idempotent-issue.ts';
-import type { IssuanceDeps, IssuedToken } from '../../src/tokenissuer/issue.ts';
+import type { IssuanceDeps, PlainIssuedToken } from '../../src/tokenissuer/issue.ts';
 import { clusterInfoKubeconfig, FakeTokenKube } from './support/issuer-fakes.ts';
 import { seededRandomBytes } from './support/random.ts';
 
@@ -37,7 +37,7 @@ async function setup() {
 }
 
 const input = { flavorClassName: 'sweet', ttl: '1h', owner: 'sha256:portal', requestedBy: 'portal' };
-const same = (x: IssuedToken, y: IssuedToken) => {
+const same = (x: PlainIssuedToken, y: PlainIssuedToken) => {
   assert.equal(x.name, y.name);
   assert.equal(x.bootstrapToken.secret.reveal(), y.bootstrapToken.secret.reveal());
   assert.equal(x.flavorToken.reveal(), y.flavorToken.reveal());

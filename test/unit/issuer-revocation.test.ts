@@ -12,7 +12,12 @@ import type { TokenKube } from '../../src/kube/tokens.ts';
 import { IssuanceSettingsSchema, parseIssuerConfig } from '../../src/tokenissuer/config.ts';
 import { IssuerError } from '../../src/tokenissuer/errors.ts';
 import { issueIdempotently } from '../../src/tokenissuer/idempotent-issue.ts';
-import { type IssuanceDeps, type IssuedToken, issueToken, revokeToken } from '../../src/tokenissuer/issue.ts';
+import {
+  type IssuanceDeps,
+  issueToken,
+  type PlainIssuedToken,
+  revokeToken,
+} from '../../src/tokenissuer/issue.ts';
 import { buildIssuerApp } from '../../src/tokenissuer/server.ts';
 import { everyInterleaving, gated, type Interleaving, type Turn } from './support/interleavings.ts';
 import { clusterInfoKubeconfig, FakeReviews, FakeTokenKube, fakeKeyRing } from './support/issuer-fakes.ts';
@@ -69,7 +74,7 @@ function newStore(): Store {
   return kube;
 }
 
-type Issue = (deps: IssuanceDeps) => Promise<IssuedToken>;
+type Issue = (deps: IssuanceDeps) => Promise<PlainIssuedToken>;
 const plain: Issue = (deps) => issueToken(deps, input);
 const idempotent: Issue = async (deps) => (await issueIdempotently(deps, input, 'order-1', TTL_MS)).issued;
 
@@ -105,7 +110,7 @@ function checkFinal(kube: Store, run: Interleaving, withdraw: 'revoker' | 'delet
   }
   if (issued?.ok) {
     // Answered: the mark landed before the revocation's (or the deletion's) first write.
-    const answer = issued.value as IssuedToken;
+    const answer = issued.value as PlainIssuedToken;
     const marked = run.trace.lastIndexOf('issuer:markFlavoredTokenIssued');
     const withdrawn = run.trace.indexOf(
       withdraw === 'revoker' ? 'revoker:markFlavoredTokenRevoked' : 'deleter:beginDeletion',
@@ -198,7 +203,7 @@ describe('revocation is final: every interleaving of an issuance with a revocati
       check: (kube, run) => {
         const issued = run.results.issuer;
         assert.ok(issued?.ok, `issuance failed: ${issued?.ok === false ? String(issued.error) : ''}`);
-        const answer = issued.value as IssuedToken;
+        const answer = issued.value as PlainIssuedToken;
         assert.ok(kube.tokens.get(answer.name)?.metadata.annotations?.['nodeflavor.io/issued']);
         assert.equal(kube.secrets.get(answer.tokenId)?.secret, answer.bootstrapToken.secret.reveal());
       },

@@ -5,7 +5,7 @@ import 'reflect-metadata';
 import { webcrypto } from 'node:crypto';
 import { CertificatesV1Api } from '@kubernetes/client-node';
 import * as x509 from '@peculiar/x509';
-import type { IssuedToken } from '../../../src/tokenissuer/issue.ts';
+import type { PlainIssuedToken } from '../../../src/tokenissuer/issue.ts';
 import { KubeHttp } from '../kubelet-sim/http.ts';
 import { KUBELET_SIGNER } from '../kubelet-sim/kubelet.ts';
 import type { E2EEnvironment } from './environment.ts';
@@ -37,7 +37,7 @@ const KEY_ALGORITHMS = {
 } as const;
 
 /** The bootstrap token (id.secret) of an issued token, as its holder has it. */
-export function bootstrapTokenOf(issued: IssuedToken): string {
+export function bootstrapTokenOf(issued: PlainIssuedToken): string {
   return `${issued.tokenId}.${issued.bootstrapToken.secret.reveal()}`;
 }
 

@@ -108,6 +108,16 @@ export class FakeTokenKube implements TokenKube {
     token.metadata.annotations = { ...token.metadata.annotations, 'nodeflavor.io/issued': at };
     token.metadata.resourceVersion = String(++this.#version);
   }
+  async annotateFlavoredToken(name: string, annotations: Record<string, string>, resourceVersion?: string) {
+    this.#maybeFail('annotateFlavoredToken');
+    const token = this.tokens.get(name);
+    if (!token) throw new KubeError(404, 'NotFound', 'not found');
+    if (resourceVersion !== undefined && resourceVersion !== token.metadata.resourceVersion)
+      throw new KubeError(409, 'Conflict', 'the object has been modified');
+    token.metadata.annotations = { ...token.metadata.annotations, ...annotations };
+    token.metadata.resourceVersion = String(++this.#version);
+    return structuredClone(token);
+  }
   /** Records marked issued while revoked or being deleted. */
   readonly markedWithdrawn: string[] = [];
   async markFlavoredTokenRevoked(name: string) {

@@ -1,0 +1,108 @@
+// The node-side step of an attested join (ADR 0014), as the shell script the issued cloud-init
+// installs and runs. A script over tpm2-tools rather than a binary of ours: every distribution
+// packages tpm2-tools, the script is ~60 lines a node administrator can read in the cloud-init
+// itself before running it, and nothing has to be downloaded, versioned or trusted besides it.
+// It needs bash, tpm2-tools (5.x), openssl (3.x) and curl; it reaches the TPM through tpm2-tools'
+// TCTI (TPM2TOOLS_TCTI; by default the kernel's resource manager, /dev/tpmrm0).
+//
+// What it does: creates the TPM's endorsement key (EK) and an attestation key (AK), asks the
+// issuer for a challenge, activates the credential (only the TPM holding the token's EK can),
+// answers with an HMAC proof (never the secret itself), verifies and decrypts the sealed join
+// secrets (src/flavor/attestation-exchange.ts), fills them into the JoinConfiguration template
+// and runs `kubeadm join`. Any failure prints one line naming the step and exits 1.
+
+export const ATTEST_SCRIPT_PATH = '/usr/local/sbin/nodeflavor-attest';
+export const JOIN_TEMPLATE_PATH = '/etc/kubernetes/nodeflavor-join.template.yaml';
+export const ISSUER_CA_PATH = '/etc/kubernetes/nodeflavor-issuer-ca.pem';
+/** What the template holds where the script puts the join secrets it recovered. */
+export const BOOTSTRAP_TOKEN_PLACEHOLDER = 'NODEFLAVOR-ATTESTED-BOOTSTRAP-TOKEN';
+export const FLAVOR_TOKEN_PLACEHOLDER = 'NODEFLAVOR-ATTESTED-FLAVOR-TOKEN';
+
+/** An https URL with nothing a shell or sed would read specially. */
+export const ATTESTATION_URL_PATTERN =
+  /^https:\/\/[A-Za-z0-9.[\]:-]+(?::[0-9]{1,5})?(?:\/[A-Za-z0-9._~/-]*)?$/;
+
+export interface AttestScriptInput {
+  /** Where the node reaches the issuer (its attestation endpoints live under /v1/attestations). */
+  issuerUrl: string;
+  tokenId: string;
+  /** Whether the issuer's CA is installed at ISSUER_CA_PATH (else curl uses the system's trust). */
+  pinnedCa: boolean;
+  joinConfigPath: string;
+}
+
+export function renderAttestScript(input: AttestScriptInput): string {
+  if (!ATTESTATION_URL_PATTERN.test(input.issuerUrl))
+    throw new Error(`attest script: issuer URL '${input.issuerUrl}' is not a plain https URL`);
+  if (!/^[a-z0-9]{6}$/.test(input.tokenId)) throw new Error('attest script: the token ID is malformed');
+  const issuer = input.issuerUrl.replace(/\/+$/, '');
+  return `#!/bin/bash
+# nodeflavor attested join (ADR 0014): prove this machine holds the TPM its token is bound to,
+# then join. Needs tpm2-tools, openssl and curl. --prepare-only writes the JoinConfiguration and
+# stops before kubeadm join.
+set -euo pipefail
+ISSUER='${issuer}'
+TOKEN_ID='${input.tokenId}'
+TEMPLATE="\${NODEFLAVOR_JOIN_TEMPLATE:-${JOIN_TEMPLATE_PATH}}"
+JOIN_CONFIG="\${NODEFLAVOR_JOIN_CONFIG:-${input.joinConfigPath}}"
+CA="\${NODEFLAVOR_ISSUER_CA-${input.pinnedCa ? ISSUER_CA_PATH : ''}}"
+fail() { echo "nodeflavor-attest: $*" >&2; exit 1; }
+flush() { tpm2_flushcontext -t >/dev/null 2>&1 || true; tpm2_flushcontext -s >/dev/null 2>&1 || true; }
+field() { sed -n "s/.*\\"$1\\":\\"\\([^\\"]*\\)\\".*/\\1/p" "$2"; }
+hmac() { printf '%s' "$2" | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$1" -r | cut -d' ' -f1; }
+post() {
+  curl -sS --max-time 30 \${CA:+--cacert "$CA"} -o "$3" -w '%{http_code}' \\
+    -H 'Content-Type: application/json' --data-binary @"$2" "$ISSUER/v1/attestations/$TOKEN_ID/$1"
+}
+for tool in tpm2_createek tpm2_createak tpm2_activatecredential openssl curl; do
+  command -v "$tool" >/dev/null || fail "$tool is not installed (install tpm2-tools, openssl and curl)"
+done
+work=$(mktemp -d)
+trap 'flush; rm -rf "$work"' EXIT
+cd "$work"
+
+tpm2_createek -c ek.ctx -G rsa -u ek.pub >/dev/null || fail "cannot create the endorsement key: is the TPM reachable?"
+flush
+tpm2_createak -C ek.ctx -c ak.ctx -G rsa -g sha256 -s rsassa -u ak.pub -n ak.name >/dev/null ||
+  fail "cannot create an attestation key"
+flush
+printf '{"ekPublic":"%s","akPublic":"%s"}' "$(openssl base64 -A <ek.pub)" "$(openssl base64 -A <ak.pub)" >challenge.json
+status=$(post challenge challenge.json challenged.json) || fail "cannot reach the issuer at $ISSUER"
+[ "$status" = 200 ] || fail "challenge refused (HTTP $status): $(field message challenged.json)"
+ticket=$(field ticket challenged.json)
+field credential challenged.json | openssl base64 -d -A >cred.blob
+
+tpm2_startauthsession --policy-session -S session.ctx >/dev/null
+tpm2_policysecret -S session.ctx -c e >/dev/null
+tpm2_activatecredential -c ak.ctx -C ek.ctx -i cred.blob -o secret.bin -P session:session.ctx >/dev/null 2>&1 ||
+  fail "this TPM cannot activate the issuer's credential: it is not the TPM the token is bound to"
+tpm2_flushcontext session.ctx >/dev/null 2>&1 || true
+flush
+secret=$(od -An -v -tx1 secret.bin | tr -d ' \\n')
+rm -f secret.bin
+
+printf '{"ticket":"%s","proof":"%s"}' "$ticket" "$(hmac "$secret" "proof:$ticket")" >answer.json
+status=$(post answer answer.json answered.json) || fail "cannot reach the issuer at $ISSUER"
+[ "$status" = 200 ] || fail "answer refused (HTTP $status): $(field message answered.json)"
+iv=$(field iv answered.json)
+ciphertext=$(field ciphertext answered.json)
+[ "$(hmac "$(hmac "$secret" mac)" "$iv:$ciphertext")" = "$(field mac answered.json)" ] ||
+  fail "the issuer's answer does not verify under this TPM's secret"
+secrets=$(printf '%s' "$ciphertext" | openssl base64 -d -A | openssl enc -d -aes-256-ctr -K "$(hmac "$secret" encrypt)" -iv "$iv")
+token=\${secrets%%$'\\n'*}
+flavor=\${secrets#*$'\\n'}
+[[ "$token" =~ ^[a-z0-9]{6}\\.[a-z0-9]{16}$ && "$flavor" =~ ^[a-z2-7]{52}$ ]] || fail "the join secrets are malformed"
+
+umask 077
+mkdir -p "$(dirname "$JOIN_CONFIG")"
+sed -e "s/${BOOTSTRAP_TOKEN_PLACEHOLDER}/$token/g" -e "s/${FLAVOR_TOKEN_PLACEHOLDER}/$flavor/g" "$TEMPLATE" >"$JOIN_CONFIG.tmp"
+mv "$JOIN_CONFIG.tmp" "$JOIN_CONFIG"
+echo "nodeflavor-attest: attested; join configuration written to $JOIN_CONFIG"
+[ "\${1:-}" = --prepare-only ] && exit 0
+flush
+cd /
+rm -rf "$work"
+trap - EXIT
+exec kubeadm join --config "$JOIN_CONFIG"
+`;
+}

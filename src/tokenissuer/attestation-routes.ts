@@ -1,0 +1,58 @@
+// POST /v1/attestations/{tokenId}/challenge and .../answer (ADR 0014). A node has no credential
+// but its TPM, so these are the issuer's only unauthenticated /v1 routes: each client address has
+// a small budget of them (a flood cannot turn into work or writes), and nothing they answer tells
+// a flavor apart (the refusals and the sealed secrets have the same shape for every flavor).
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { type AttestationDeps, answer, challenge } from './attestation.ts';
+import { addressKey, clientAddress, type TrustedProxies } from './client-address.ts';
+import { IssuerError } from './errors.ts';
+import type { IssuerMetrics } from './metrics.ts';
+import type { RateLimiter } from './rate-limit.ts';
+
+interface AttestationRoutesContext {
+  deps: AttestationDeps;
+  perAddress: RateLimiter;
+  trustedProxies: TrustedProxies;
+  metrics: IssuerMetrics;
+}
+
+export function registerAttestationRoutes(app: FastifyInstance, ctx: AttestationRoutesContext): void {
+  app.register(
+    async (attest) => {
+      attest.addHook('onRequest', async (request) => spendBudget(ctx, request));
+      attest.addHook('onSend', async (_request, reply) => {
+        reply.header('Cache-Control', 'no-store');
+      });
+      attest.post<{ Params: { tokenId: string } }>('/:tokenId/challenge', async (request) =>
+        challenge(ctx.deps, request.params.tokenId, requireBody(request.body)),
+      );
+      attest.post<{ Params: { tokenId: string } }>('/:tokenId/answer', async (request) =>
+        answer(ctx.deps, request.params.tokenId, requireBody(request.body)),
+      );
+    },
+    { prefix: '/v1/attestations' },
+  );
+}
+
+function requireBody(body: unknown): unknown {
+  if (body === undefined)
+    throw new IssuerError('UnsupportedMediaType', 'send the request as Content-Type: application/json');
+  return body;
+}
+
+function spendBudget(ctx: AttestationRoutesContext, request: FastifyRequest): void {
+  const address = addressKey(
+    clientAddress(request.socket.remoteAddress, request.headers['x-forwarded-for'], ctx.trustedProxies),
+  );
+  const decision = ctx.perAddress.take(address);
+  if (decision.allowed) return;
+  ctx.metrics.rateLimited.inc({ scope: 'attestation' });
+  throw new IssuerError(
+    'RateLimited',
+    `rate limit exceeded: retry in ${decision.retryAfterSeconds} s`,
+    undefined,
+    {
+      retryAfterSeconds: decision.retryAfterSeconds,
+    },
+  );
+}

@@ -1,0 +1,369 @@
+// The attested join's two requests (ADR 0014), as the issuer carries them out. A node has no
+// credential but its TPM, so these are unauthenticated (rate limited per address, routes in
+// attestation-routes.ts); every decision is made from the FlavoredToken as just read from the API
+// server (src/flavor/attestation-decision.ts), never from memory.
+//
+//   challenge: the machine's EK must be the token's; its AK must be a restricted signing key of
+//     that TPM; the answer is a credential for that AK under that EK (MakeCredential) and a
+//     ticket. Nothing is written.
+//   answer: the proof must show the credential's secret; then, in this order,
+//     1. the record is annotated with the ticket (resourceVersion precondition): from here on this
+//        ticket and every earlier one are used, so a replayed answer earns nothing;
+//     2. the bootstrap Secret is made (replacing one an earlier, unused attestation made), expiring
+//        after the join window;
+//     3. the record is read again: revoked or deleting meanwhile, the Secret goes and the answer
+//        is a 409 (a revocation that lands after this read deletes the Secret itself, as it does
+//        for a plain issuance, issue.ts revokeToken);
+//     4. the answer: the bootstrap token and flavor token sealed under the credential's secret.
+//   A crash after 1 leaves a used ticket and at most a Secret nobody knows: the node asks again.
+import { createHash, randomBytes as cryptoRandomBytes } from 'node:crypto';
+import { z } from 'zod';
+import {
+  ATTESTATION_REFUSED_ANNOTATION,
+  ATTESTED_ANNOTATION,
+  type AttestationRefusal,
+  attestedRecord,
+  badProof,
+  ekMismatch,
+  notAttested,
+  refusalRecord,
+  ticketRefusal,
+  tokenRefusal,
+} from '../flavor/attestation-decision.ts';
+import {
+  credentialSecret,
+  decodeTicket,
+  encodeTicket,
+  newTicket,
+  proofHolds,
+  type SealedJoinSecrets,
+  sealJoinSecrets,
+  ticketKey,
+} from '../flavor/attestation-exchange.ts';
+import {
+  formatBootstrapToken,
+  generateBootstrapToken,
+  type RandomBytes,
+  TOKEN_ID_PATTERN,
+} from '../flavor/bootstrap-token.ts';
+import { deriveFlavorToken } from '../flavor/flavor-token.ts';
+import type { KeyRing } from '../flavor/keyring.ts';
+import { API_VERSION, FLAVORED_TOKEN_KIND, type FlavoredToken, tokenExpiry } from '../flavor/resources.ts';
+import { rfc3339 } from '../flavor/rfc3339.ts';
+import { Secret } from '../flavor/secret.ts';
+import { attestationKeyProblems } from '../flavor/tpm/attestation-key.ts';
+import { credentialBlobFile } from '../flavor/tpm/credential-blob-file.ts';
+import { ekSpkiDer } from '../flavor/tpm/ek-identity.ts';
+import { makeCredential } from '../flavor/tpm/make-credential.ts';
+import { parseTpm2bPublic, type TpmPublic } from '../flavor/tpm/tpm-public.ts';
+import { withdrawal } from '../flavor/withdrawal.ts';
+import type { EventType, InvolvedObject } from '../kube/events.ts';
+import { isAlreadyExists, KubeError } from '../kube/kube-error.ts';
+import type { TokenKube } from '../kube/tokens.ts';
+import type { IssuanceSettings } from './config.ts';
+import { IssuerError } from './errors.ts';
+import { bootstrapSecretRequest, flavoredTokenName } from './issue.ts';
+
+/** A refusal recorded again within this long, for the same reason, is only counted. */
+const REFUSAL_RECORD_EVERY_MS = 60_000;
+const MAX_ANNOTATE_ATTEMPTS = 5;
+
+export interface AttestationDeps {
+  kube: TokenKube;
+  keyRing: () => Promise<KeyRing>;
+  settings: IssuanceSettings;
+  now: () => Date;
+  randomBytes?: RandomBytes;
+  events?: { emit(object: InvolvedObject, type: EventType, reason: string, message: string): void };
+  /** Every outcome, for the metric: 'challenged', 'attested' or a refusal's reason. */
+  count?: (outcome: string) => void;
+}
+
+const base64 = (max: number) =>
+  z
+    .string()
+    .max(max)
+    .regex(/^[A-Za-z0-9+/]+={0,2}$/, { message: 'must be base64' });
+
+export const ChallengeRequestSchema = z.strictObject({
+  /** The EK's TPM2B_PUBLIC, as `tpm2_createek -u` writes it, base64. */
+  ekPublic: base64(2048).meta({ description: "The TPM's EK, TPM2B_PUBLIC (tpm2_createek -u), base64." }),
+  /** The AK's TPM2B_PUBLIC, as `tpm2_createak -u` writes it, base64. */
+  akPublic: base64(2048).meta({
+    description: 'An attestation key, TPM2B_PUBLIC (tpm2_createak -u), base64.',
+  }),
+});
+
+export const AnswerRequestSchema = z.strictObject({
+  ticket: z.string().max(1024).meta({ description: 'The ticket the challenge answered.' }),
+  proof: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/, { message: 'must be 64 lowercase hex digits' })
+    .meta({ description: 'HMAC-SHA256 under the recovered secret of "proof:" and the ticket, hex.' }),
+});
+
+export interface ChallengeResponse {
+  ticket: string;
+  /** What `tpm2_activatecredential -i` reads, base64. */
+  credential: string;
+  deadline: string;
+}
+
+export interface AnswerResponse extends SealedJoinSecrets {
+  /** When the minted bootstrap token stops working: `kubeadm join` must have run by then. */
+  joinBy: string;
+}
+
+function invalid(message: string): IssuerError {
+  return new IssuerError('InvalidRequest', message);
+}
+
+function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw invalid(
+      `invalid request: ${issue?.path.join('.') || '(body)'} ${issue?.message ?? 'is malformed'}`,
+    );
+  }
+  return parsed.data;
+}
+
+function parseKey(text: string, what: string): TpmPublic {
+  try {
+    return parseTpm2bPublic(Buffer.from(text, 'base64'));
+  } catch (error) {
+    throw invalid(`${what} is not a TPM2B_PUBLIC: ${(error as Error).message}`);
+  }
+}
+
+/** The EK's identity as the ticket's secret is bound to it: SHA-256 of its SubjectPublicKeyInfo. */
+function ekDigest(token: FlavoredToken): string {
+  return createHash('sha256')
+    .update(ekSpkiDer({ publicKeyPem: token.spec.attestation?.ekPublicKey ?? '' }))
+    .digest('hex');
+}
+
+async function readToken(deps: AttestationDeps, tokenId: string): Promise<FlavoredToken | undefined> {
+  if (!TOKEN_ID_PATTERN.test(tokenId)) return undefined;
+  return deps.kube.getFlavoredToken(flavoredTokenName(tokenId));
+}
+
+export async function challenge(
+  deps: AttestationDeps,
+  tokenId: string,
+  body: unknown,
+): Promise<ChallengeResponse> {
+  const request = parseBody(ChallengeRequestSchema, body);
+  const now = deps.now();
+  const record = await readToken(deps, tokenId);
+  const unusable = tokenRefusal(record, tokenId, now);
+  if (unusable || !record) throw await refused(deps, record, unusable ?? notAttested(tokenId));
+  const ek = parseKey(request.ekPublic, 'ekPublic');
+  if (!ekSpkiDer({ tpm2bPublic: Buffer.from(request.ekPublic, 'base64') }).equals(ekSpkiOf(record)))
+    throw await refused(deps, record, ekMismatch(tokenId));
+  const ak = parseKey(request.akPublic, 'akPublic');
+  const problems = attestationKeyProblems(ak);
+  if (problems.length > 0) throw invalid(`akPublic is not an attestation key: ${problems.join('; ')}`);
+
+  const ring = await deps.keyRing();
+  const ticket = newTicket(
+    {
+      record: record.metadata.uid ?? '',
+      key: ring.active.id,
+      issuedAt: now.getTime(),
+      deadline: now.getTime() + deps.settings.attestation.challengeSeconds * 1000,
+      akName: ak.name.toString('hex'),
+    },
+    deps.randomBytes ?? cryptoRandomBytes,
+  );
+  const secret = credentialSecret(ring.active, ticket, ekDigest(record));
+  const made = makeCredential({
+    ekPublic: ek,
+    akName: ak.name,
+    credential: Buffer.from(secret.reveal(), 'hex'),
+  });
+  deps.count?.('challenged');
+  return {
+    ticket: encodeTicket(ticket),
+    credential: credentialBlobFile(made).toString('base64'),
+    deadline: new Date(ticket.deadline).toISOString(),
+  };
+}
+
+function ekSpkiOf(token: FlavoredToken): Buffer {
+  return ekSpkiDer({ publicKeyPem: token.spec.attestation?.ekPublicKey ?? '' });
+}
+
+export async function answer(deps: AttestationDeps, tokenId: string, body: unknown): Promise<AnswerResponse> {
+  const request = parseBody(AnswerRequestSchema, body);
+  const ticket = decodeTicket(request.ticket);
+  if (!ticket) throw invalid('invalid request: ticket is not a ticket this issuer made');
+  const now = deps.now();
+  const read = await readToken(deps, tokenId);
+  const unusable = tokenRefusal(read, tokenId, now);
+  if (unusable || !read) throw await refused(deps, read, unusable ?? notAttested(tokenId));
+  const stale = ticketRefusal(read, tokenId, ticket, now);
+  if (stale) throw await refused(deps, read, stale);
+  const ring = await deps.keyRing();
+  const key = ticketKey(ring, ticket);
+  if (!key)
+    throw await refused(deps, read, {
+      status: 409,
+      reason: 'StaleTicket',
+      message: `the challenge for token ${tokenId} was made under a key the issuer no longer holds: ask for a new one`,
+      record: false,
+    });
+  const secret = credentialSecret(key, ticket, ekDigest(read));
+  if (!proofHolds(secret, request.ticket, request.proof)) throw await refused(deps, read, badProof(tokenId));
+
+  const record = await useTicket(deps, read, tokenId, ticket.issuedAt);
+  const expiresAt = joinDeadline(deps, record);
+  const bootstrapToken = { ...generateBootstrapToken(deps.randomBytes ?? cryptoRandomBytes), id: tokenId };
+  await replaceBootstrapSecret(deps, bootstrapSecretRequest(deps, bootstrapToken, record, expiresAt));
+  const withdrawn = withdrawal(
+    await deps.kube.getFlavoredToken(record.metadata.name ?? ''),
+    record.metadata.uid,
+  );
+  if (withdrawn) {
+    await deps.kube.deleteBootstrapSecret(tokenId).catch(() => undefined);
+    throw await refused(deps, record, {
+      status: 409,
+      reason: 'Revoked',
+      message: `token ${tokenId} was ${withdrawn === 'revoked' ? 'revoked' : 'deleted'} while it was being attested: it earns nothing`,
+      record: false,
+    });
+  }
+  const flavorToken = deriveFlavorToken(ring.active, tokenId, record.spec.flavorClassName);
+  deps.count?.('attested');
+  deps.events?.emit(
+    involved(record),
+    'Normal',
+    'Attested',
+    `a machine proved it holds the TPM token ${tokenId} is bound to; its bootstrap token is valid until ${rfc3339(expiresAt)}`,
+  );
+  return {
+    ...sealJoinSecrets(secret, {
+      bootstrapToken: new Secret(formatBootstrapToken(bootstrapToken)),
+      flavorToken,
+    }),
+    joinBy: rfc3339(expiresAt),
+  };
+}
+
+/** Step 1: marks the ticket used on the record as judged; a concurrent write is judged again. */
+async function useTicket(
+  deps: AttestationDeps,
+  read: FlavoredToken,
+  tokenId: string,
+  ticketIssuedAt: number,
+): Promise<FlavoredToken> {
+  let record = read;
+  for (let attempt = 1; ; attempt++) {
+    const count = (attestedRecord(record)?.count ?? 0) + 1;
+    const value = JSON.stringify({ ticket: ticketIssuedAt, at: rfc3339(deps.now()), count });
+    try {
+      return await deps.kube.annotateFlavoredToken(
+        record.metadata.name ?? '',
+        { [ATTESTED_ANNOTATION]: value },
+        record.metadata.resourceVersion,
+      );
+    } catch (error) {
+      if (!(error instanceof KubeError && (error.status === 409 || error.status === 404))) throw error;
+      if (attempt >= MAX_ANNOTATE_ATTEMPTS)
+        throw new IssuerError(
+          'Unavailable',
+          `token ${tokenId} kept changing while it was being attested: retry`,
+        );
+    }
+    const freshRecord = await deps.kube.getFlavoredToken(record.metadata.name ?? '');
+    const unusable = tokenRefusal(freshRecord, tokenId, deps.now());
+    if (unusable || !freshRecord) throw await refused(deps, freshRecord, unusable ?? notAttested(tokenId));
+    if (freshRecord.metadata.uid !== read.metadata.uid)
+      throw await refused(deps, freshRecord, {
+        status: 409,
+        reason: 'StaleTicket',
+        message: `token ${tokenId} was re-created while it was being attested: ask for a new challenge`,
+        record: false,
+      });
+    const used = attestedRecord(freshRecord);
+    if (used && ticketIssuedAt <= used.ticket)
+      throw await refused(deps, freshRecord, {
+        status: 409,
+        reason: 'Replayed',
+        message: `this challenge for token ${tokenId} was answered already, or a later one was: a recorded exchange earns nothing`,
+        record: true,
+      });
+    record = freshRecord;
+  }
+}
+
+/** The minted bootstrap token lives for the join window, and never past the token itself. */
+function joinDeadline(deps: AttestationDeps, record: FlavoredToken): Date {
+  const now = deps.now().getTime();
+  const tokenEnd = record.status?.expiresAt
+    ? Date.parse(record.status.expiresAt)
+    : tokenExpiry(
+        record.spec,
+        new Date(record.metadata.creationTimestamp ?? deps.now().toISOString()),
+      ).getTime();
+  const end = Math.min(tokenEnd, now + deps.settings.attestation.joinWindowSeconds * 1000);
+  return new Date(Math.floor(end / 1000) * 1000);
+}
+
+/** Step 2: a Secret an earlier, unused attestation made is replaced (its secret is dropped with it). */
+async function replaceBootstrapSecret(
+  deps: AttestationDeps,
+  request: ReturnType<typeof bootstrapSecretRequest>,
+): Promise<void> {
+  try {
+    await deps.kube.createBootstrapSecret(request);
+  } catch (error) {
+    if (!isAlreadyExists(error)) throw error;
+    await deps.kube.deleteBootstrapSecret(request.token.id);
+    await deps.kube.createBootstrapSecret(request);
+  }
+}
+
+function involved(token: FlavoredToken): InvolvedObject {
+  return {
+    apiVersion: API_VERSION,
+    kind: FLAVORED_TOKEN_KIND,
+    name: token.metadata.name ?? '',
+    ...(token.metadata.uid ? { uid: token.metadata.uid } : {}),
+  };
+}
+
+const STATUS_CODE = { 403: 'Forbidden', 404: 'NotFound', 409: 'Conflict', 410: 'Gone' } as const;
+
+/**
+ * The refusal as the HTTP answer to throw, after counting it and, for a refusal worth a look,
+ * recording it on the token: a Warning Event and the attestation-refused annotation (at most once
+ * a minute per reason, so a flood of bad answers cannot become a flood of writes).
+ */
+async function refused(
+  deps: AttestationDeps,
+  token: FlavoredToken | undefined,
+  refusal: AttestationRefusal,
+): Promise<IssuerError> {
+  deps.count?.(refusal.reason);
+  if (refusal.record && token) {
+    deps.events?.emit(
+      involved(token),
+      'Warning',
+      'AttestationRefused',
+      `${refusal.reason}: ${refusal.message}`,
+    );
+    const last = refusalRecord(token);
+    const now = deps.now();
+    const recent =
+      last?.reason === refusal.reason && now.getTime() - Date.parse(last.at) < REFUSAL_RECORD_EVERY_MS;
+    if (!recent) {
+      const value = JSON.stringify({ reason: refusal.reason, message: refusal.message, at: rfc3339(now) });
+      await deps.kube
+        .annotateFlavoredToken(token.metadata.name ?? '', { [ATTESTATION_REFUSED_ANNOTATION]: value })
+        .catch(() => undefined);
+    }
+  }
+  return new IssuerError(STATUS_CODE[refusal.status], refusal.message);
+}
