@@ -25,7 +25,9 @@ import {
 import { installChartOutOfCluster } from '../test/e2e/support/chart.ts';
 import { e2eEnvironment } from '../test/e2e/support/environment.ts';
 import { applyFlavorClass, joinWith } from '../test/e2e/support/nodeflavor.ts';
+import { type RunningTpm, swtpmMissing } from '../test/e2e/support/swtpm.ts';
 import { waitFor } from '../test/e2e/support/wait.ts';
+import { attestedJoin } from './attested.ts';
 import { freePort, issueThroughApi, nodeTable, portalToken, readIssuerCa } from './steps.ts';
 
 const NAMESPACE = 'nodeflavor';
@@ -39,6 +41,7 @@ async function main(): Promise<void> {
   const realNodes: RealNode[] = [];
   let host: RealNodeHost | undefined;
   let operator: ManagedProcess | undefined;
+  const tpms: RunningTpm[] = [];
   const noRealNodes = realNodesUnsupported();
   say(
     noRealNodes
@@ -51,6 +54,7 @@ async function main(): Promise<void> {
   });
   const stopAll = async () => {
     for (const kubelet of kubelets) kubelet.stop();
+    for (const tpm of tpms) await tpm.stop();
     await host?.stop();
     await operator?.stop();
     await plane.stop();
@@ -82,6 +86,10 @@ async function main(): Promise<void> {
         `--issuer-address=127.0.0.1:${issuerPort}`,
         `--metrics-address=127.0.0.1:${metricsPort}`,
         '--log-level=warn',
+        // Attested joins (ADR 0014): files the demo writes before it issues an attested token.
+        `--attestation-url=https://127.0.0.1:${issuerPort}`,
+        `--attestation-ca-file=${join(dir, 'issuer-ca.pem')}`,
+        `--tpm-manufacturer-ca-file=${join(dir, 'tpm-manufacturers.pem')}`,
       ],
       join(dir, 'nodeflavor.log'),
     );
@@ -214,6 +222,12 @@ async function main(): Promise<void> {
     if (!/denied: NameTaken/.test(squat)) throw new Error('the squatter was not refused');
     const victim = await env.core.readNode({ name: 'node-a' });
     console.log(`    node-a is still ${victim.metadata?.labels?.['nodeflavor.io/flavor']}`);
+
+    if (realNodes.length > 0 && host) {
+      const tpmMissing = swtpmMissing();
+      if (tpmMissing) say(`attested join skipped: no software TPM here (${tpmMissing})`);
+      else await attestedJoin({ env, host, dir, url, ca, bearer, realNodes, tpms, say });
+    }
 
     say('shutting down');
   } catch (error) {

@@ -81,11 +81,20 @@ export interface Issued {
   /** The cluster CA and API server the JoinConfiguration reads (file discovery). */
   discoveryKubeconfig: string;
   discoveryKubeconfigPath: string;
+  /** Attested tokens: the node-side script (ADR 0014); else null. */
+  attestScript: string | null;
+  tokenID: string;
   body: string;
 }
 
-export function issueThroughApi(url: string, ca: string, bearer: string, flavor: string): Promise<Issued> {
-  const payload = JSON.stringify({ flavorClassName: flavor, ttl: '1h' });
+export function issueThroughApi(
+  url: string,
+  ca: string,
+  bearer: string,
+  flavor: string,
+  extra: Record<string, unknown> = {},
+): Promise<Issued> {
+  const payload = JSON.stringify({ flavorClassName: flavor, ttl: '1h', ...extra });
   return new Promise((resolve, reject) => {
     const req = request(
       `${url}/v1/tokens`,
@@ -115,6 +124,8 @@ export function issueThroughApi(url: string, ca: string, bearer: string, flavor:
             joinConfiguration: parsed.joinConfiguration,
             discoveryKubeconfig: parsed.discoveryKubeconfig,
             discoveryKubeconfigPath: parsed.discoveryKubeconfigPath,
+            attestScript: parsed.attestScript,
+            tokenID: parsed.tokenID,
             body,
           });
         });

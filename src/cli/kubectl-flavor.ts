@@ -2,6 +2,7 @@
 // kubectl-flavor: the kubectl plugin for flavored join tokens. It acts as the caller (their
 // kubeconfig, their RBAC) through the same issuance library as the token-issuer API.
 // Exit codes: 0 success, 1 runtime error, 2 usage error; errors are one line on stderr.
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { FLAVOR_CLASS_PLURAL, GROUP, isDnsSubdomain } from '../flavor/resources.ts';
 import { loadKubeConfig } from '../kube/config.ts';
@@ -39,7 +40,10 @@ Commands:
   issue --flavor F [--ttl 1h | --expires-at T] [--max-uses N]
         [--node-name N | --node-name-pattern P] [--description D]
         [--discovery file|token]
-        [-o yaml|json|join|cloud-init]    issue a join token for flavor F
+        [--ek-certificate FILE | --ek-public-key FILE] [--allow-rejoin]
+        [--attestation-url URL] [--attestation-ca-file F] [--tpm-manufacturer-ca-file F]
+        [-o yaml|json|join|cloud-init]    issue a join token for flavor F (bound to a
+                                          machine's TPM with --ek-*: docs/token-issuer.md)
   discovery [-o kubeconfig|json|yaml]     the discovery kubeconfig nodes need (no secret): install
                                           it once per machine at ${DEFAULT_DISCOVERY_KUBECONFIG_PATH}
   list [-o table|json|yaml]               list issued tokens (no secrets)
@@ -88,6 +92,12 @@ const OPTIONS = {
   description: { type: 'string' },
   output: { type: 'string', short: 'o' },
   discovery: { type: 'string' },
+  'ek-certificate': { type: 'string' },
+  'ek-public-key': { type: 'string' },
+  'allow-rejoin': { type: 'boolean' },
+  'attestation-url': { type: 'string' },
+  'attestation-ca-file': { type: 'string' },
+  'tpm-manufacturer-ca-file': { type: 'string' },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
@@ -105,6 +115,12 @@ const COMMAND_FLAGS: Readonly<Record<string, readonly string[]>> = {
     'key-secret',
     'bootstrap-group',
     'discovery',
+    'ek-certificate',
+    'ek-public-key',
+    'allow-rejoin',
+    'attestation-url',
+    'attestation-ca-file',
+    'tpm-manufacturer-ca-file',
   ],
   discovery: ['output'],
   list: ['output'],
@@ -125,6 +141,9 @@ const FLAG_OF_FIELD: Readonly<Record<string, string>> = {
   nodeName: '--node-name',
   nodeNamePattern: '--node-name-pattern',
   description: '--description',
+  attestation: '--ek-certificate/--ek-public-key',
+  'attestation.ekCertificate': '--ek-certificate',
+  'attestation.ekPublicKey': '--ek-public-key',
 };
 
 interface Io {
@@ -251,6 +270,7 @@ function parseIssueFlags(values: Values): IssueFlags {
     ...(values['node-name'] !== undefined ? { nodeName: values['node-name'] } : {}),
     ...(values['node-name-pattern'] !== undefined ? { nodeNamePattern: values['node-name-pattern'] } : {}),
     ...(values.description !== undefined ? { description: values.description } : {}),
+    ...attestationRequest(values),
   };
   const discovery = values.discovery;
   if (discovery !== undefined && !(DISCOVERY_MODES as readonly string[]).includes(discovery)) {
@@ -259,11 +279,44 @@ function parseIssueFlags(values: Values): IssueFlags {
   const settings = IssuanceSettingsSchema.safeParse({
     authExtraGroups: values['bootstrap-group'],
     discovery,
+    attestation: {
+      url: values['attestation-url'],
+      issuerCaFile: values['attestation-ca-file'],
+      manufacturerCaFile: values['tpm-manufacturer-ca-file'],
+    },
   });
-  if (!settings.success)
-    throw new UsageError(`--bootstrap-group ${settings.error.issues[0]?.message ?? 'is invalid'}`);
+  if (!settings.success) {
+    const issue = settings.error.issues[0];
+    const flag = issue?.path.includes('attestation') ? '--attestation-url' : '--bootstrap-group';
+    throw new UsageError(`${flag} ${issue?.message ?? 'is invalid'}`);
+  }
   validateIssueRequest(request, settings.data, new Date());
   return { request, output, keySecret, settings: settings.data };
+}
+
+/** --ek-certificate / --ek-public-key (PEM files) and --allow-rejoin as the request's `attestation`. */
+function attestationRequest(values: Values): Pick<IssueRequest, 'attestation'> {
+  const certificate = values['ek-certificate'];
+  const publicKey = values['ek-public-key'];
+  if (certificate === undefined && publicKey === undefined) {
+    if (values['allow-rejoin'])
+      throw new UsageError('--allow-rejoin needs --ek-certificate or --ek-public-key');
+    return {};
+  }
+  const read = (path: string, flag: string) => {
+    try {
+      return readFileSync(path, 'utf8');
+    } catch (error) {
+      throw new UsageError(`${flag} ${path}: ${(error as NodeJS.ErrnoException).code ?? 'cannot be read'}`);
+    }
+  };
+  return {
+    attestation: {
+      ...(certificate !== undefined ? { ekCertificate: read(certificate, '--ek-certificate') } : {}),
+      ...(publicKey !== undefined ? { ekPublicKey: read(publicKey, '--ek-public-key') } : {}),
+      ...(values['allow-rejoin'] ? { allowRejoin: true } : {}),
+    },
+  };
 }
 
 function parseKeySecret(values: Values): { namespace: string; name: string } {

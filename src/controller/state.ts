@@ -57,6 +57,7 @@ export function tokenFacts(token: StoredToken): TokenFacts {
     nodeNamePattern?: string;
     revoked?: boolean;
     revocationPolicy?: string;
+    attestation?: { allowRejoin?: boolean };
   };
   return {
     name: token.metadata.name,
@@ -72,6 +73,7 @@ export function tokenFacts(token: StoredToken): TokenFacts {
     stripNodesOnRevoke: spec.revocationPolicy === 'StripNodes',
     bindings: token.status?.bindings ?? [],
     uses: Math.max(token.status?.uses ?? 0, token.status?.bindings?.length ?? 0),
+    rejoin: spec.attestation?.allowRejoin === true && spec.nodeName !== undefined,
   };
 }
 

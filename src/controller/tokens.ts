@@ -222,6 +222,13 @@ async function judge(
     // An approved CSR is decided: only one still waiting for its approval needs one.
     if (decision.kind === 'already-bound' && !hasCondition(csr, 'Approved'))
       alreadyBound.push(csr.metadata.name);
+    if (decision.kind === 'rebind') {
+      // Recorded before any approval, like a binding: the approval follows what the token says.
+      const index = bindings.findIndex((b) => b.nodeName === decision.nodeName);
+      const previous = bindings[index];
+      if (previous) bindings[index] = { ...previous, csrName: csr.metadata.name, boundAt: rfc3339(now) };
+      alreadyBound.push(csr.metadata.name);
+    }
     if (decision.kind === 'bind') {
       uses += 1;
       const binding: TokenBinding = {

@@ -100,6 +100,8 @@ export interface ApprovalFacts {
     revoked: boolean;
     deleting: boolean;
     bindings: readonly TokenBinding[];
+    /** A rejoin token (verdict.ts TokenFacts.rejoin): its machine may come back to its own Node. */
+    rejoin?: boolean;
   };
   claim?: NodeNameClaim;
   /** The Node of that name, if one exists. */
@@ -125,9 +127,13 @@ const claimHeld: ApprovalCheck = ({ claim, tokenUID, nodeName }) =>
     ? undefined
     : `the claim on node name ${nodeName} is not held by this CSR's token`;
 
-// A CSR still pending has no certificate yet: a Node of its name is another machine's.
-const nameUnregistered: ApprovalCheck = ({ node, nodeName }) =>
-  node ? `node ${nodeName} exists already: this request did not create it` : undefined;
+// A CSR still pending has no certificate yet: a Node of its name is another machine's, except the
+// very Node a rejoin token's machine registered before (its binding records that UID).
+const nameUnregistered: ApprovalCheck = ({ node, nodeName, token }) =>
+  !node ||
+  (token?.rejoin && token.bindings.some((b) => b.nodeName === nodeName && b.nodeUID === node.uid))
+    ? undefined
+    : `node ${nodeName} exists already: this request did not create it`;
 
 const APPROVAL_CHAIN: ApprovalCheck[] = [
   tokenStillThere,

@@ -64,6 +64,12 @@ export interface TokenFacts {
   bindings: TokenBinding[];
   /** Joins counted so far; never decreases (bindings of deleted nodes may be pruned, uses stay). */
   uses: number;
+  /**
+   * A token bound to a TPM with allowRejoin and a pinned nodeName (ADR 0014): its machine, re-installed
+   * and attested again, may join again under that name. Its bootstrap Secret exists only after a
+   * TPM proof (the issuer mints it then), so a CSR made with it is that machine's.
+   */
+  rejoin?: boolean;
 }
 
 /** The status field holds at most this many bindings (the CRD's maxItems). */
@@ -97,6 +103,8 @@ export type BindingDecision =
   | { kind: 'bind'; nodeName: string }
   /** This CSR, or a retry of the same join before its Node registered: approvable, no further use. */
   | { kind: 'already-bound'; nodeName: string }
+  /** A re-installed machine of a rejoin token, its Node still there: the binding moves to this CSR. */
+  | { kind: 'rebind'; nodeName: string }
   | { kind: 'reject'; nodeName?: string; failure: Failure };
 
 type ReadableCsr = CsrFacts & { subject: Extract<CsrSubject, { ok: true }> };
@@ -228,8 +236,9 @@ const nameFree: BindingCheck = (csr, token, name) => {
   return undefined;
 };
 
+// A rejoin token's joins are its one machine's, under its one pinned name (nameAllowed): not counted.
 const usesLeft: BindingCheck = (_csr, token) =>
-  token.maxUses > 0 && token.uses >= token.maxUses
+  !token.rejoin && token.maxUses > 0 && token.uses >= token.maxUses
     ? {
         reason: 'NoUsesLeft',
         message: `token ${token.tokenId} has no uses left (${token.uses}/${token.maxUses})`,
@@ -280,6 +289,14 @@ export function decideBinding(
   const existing = token.bindings.find((b) => b.csrName === csr.name || b.nodeName === nodeName);
   if (existing) {
     const registered = existing.nodeUID !== undefined && existing.nodeUID === name.node?.uid;
+    if (existing.csrName !== csr.name && registered && token.rejoin) {
+      // A new join of the same machine: judged as a new binding would be, its name aside.
+      for (const check of [madeAfterIssue, notRevoked, notExpired, nameAllowed]) {
+        const failure = check({ ...csr, nodeName }, token, name);
+        if (failure) return { kind: 'reject', nodeName, failure };
+      }
+      return { kind: 'rebind', nodeName };
+    }
     if (existing.csrName !== csr.name && registered)
       return {
         kind: 'reject',

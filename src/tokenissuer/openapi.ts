@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { TOKEN_PHASES } from '../flavor/token-lifecycle.ts';
 import { FAILURE_REASONS } from '../flavor/verdict.ts';
+import { AnswerRequestSchema, ChallengeRequestSchema } from './attestation.ts';
 import { ERROR_STATUS } from './errors.ts';
 import { IssueRequestSchema } from './request.ts';
 import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './token-list.ts';
@@ -22,7 +23,11 @@ export function requestBodySchema(schema: z.ZodType): Record<string, unknown> {
 }
 
 /** Each operation that takes a body, and the schema the server validates that body with. */
-export const REQUEST_BODY_SCHEMAS: Record<string, z.ZodType> = { issueToken: IssueRequestSchema };
+export const REQUEST_BODY_SCHEMAS: Record<string, z.ZodType> = {
+  issueToken: IssueRequestSchema,
+  challengeAttestation: ChallengeRequestSchema,
+  answerAttestation: AnswerRequestSchema,
+};
 
 const json = (schema: object) => ({ 'application/json': { schema } });
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
@@ -50,6 +55,34 @@ const notYours = errorResponse(
     '(who must still be allowed its flavor, else 403) and to callers whose RBAC allows this verb on ' +
     'flavoredtokens.nodeflavor.io. The answer does not tell the two cases apart.',
 );
+
+const attestedTokenRef = {
+  name: 'tokenId',
+  in: 'path',
+  required: true,
+  description: 'The 6-character token ID of a token bound to a TPM (its material names it).',
+  schema: { type: 'string', maxLength: 253 },
+};
+
+/** The errors both attestation requests may answer (they take no credentials: no 401). */
+const attestationErrors = (invalid: string, forbidden: string, conflict: string, gone: string) => ({
+  '400': errorResponse(invalid),
+  '403': errorResponse(forbidden),
+  '404': errorResponse('No token bound to a TPM has this ID (an unknown ID, or a token not bound to one).'),
+  '408': errors['408'],
+  '409': errorResponse(conflict),
+  '410': errorResponse(gone),
+  '413': errorResponse('The body is larger than the limit (16 KiB by default).'),
+  '415': errorResponse('The body is not application/json.'),
+  '429': errorResponse(
+    'Too many attestation requests from this address (a small budget per client address); see Retry-After.',
+  ),
+  '500': errors['500'],
+  '503': errorResponse(
+    'The Kubernetes API is unavailable, the HMAC key ring is missing, or the token kept changing while ' +
+      'it was being attested; retry later.',
+  ),
+});
 
 const tokenRef = {
   name: 'id',
@@ -121,7 +154,10 @@ export const OPENAPI_DOCUMENT = {
         description:
           'Creates a FlavoredToken and its bootstrap token Secret and returns the join material. With an ' +
           'Idempotency-Key, a retry with the same key and body (same caller, on any replica, within the ' +
-          'idempotency TTL) returns the same token instead of a second one.',
+          'idempotency TTL) returns the same token instead of a second one. With `attestation` the token is ' +
+          'bound to one machine’s TPM (attested join): no Secret is made and the answer holds no secret ' +
+          '(`attested` true, `bootstrapToken` and `flavorToken` null); the machine earns both through ' +
+          '/v1/attestations/{tokenId}/challenge and /answer, which the material’s `attestScript` calls.',
         parameters: [
           {
             name: 'Idempotency-Key',
@@ -134,7 +170,8 @@ export const OPENAPI_DOCUMENT = {
         requestBody: { required: true, content: json(ref('IssueRequest')) },
         responses: {
           '201': {
-            description: 'Issued. Holds secrets: store and forward it with care (Cache-Control: no-store).',
+            description:
+              'Issued. Holds secrets unless `attested`: store and forward it with care (Cache-Control: no-store).',
             headers: { Location: { schema: { type: 'string' }, description: '/v1/tokens/{id}' } },
             content: json(ref('IssuedToken')),
           },
@@ -205,6 +242,62 @@ export const OPENAPI_DOCUMENT = {
           '200': { description: 'Revoked; the token’s status.', content: json(ref('TokenStatus')) },
           ...errors,
           '404': notYours,
+        },
+      },
+    },
+    '/v1/attestations/{tokenId}/challenge': {
+      post: {
+        operationId: 'challengeAttestation',
+        summary: 'Attested join, step 1: a TPM credential for the machine’s attestation key',
+        description:
+          'Unauthenticated: a machine has nothing but its TPM (rate limited per client address). The EK must ' +
+          'be the one the token is bound to and the AK a restricted signing key; the answer is a TPM2 ' +
+          'credential (`tpm2_activatecredential -i`) only that TPM can recover, for that AK only, and a ' +
+          'ticket to send back with the proof before `deadline`. Nothing is written. The answer has the same ' +
+          'shape for every flavor and does not name it.',
+        security: [],
+        parameters: [attestedTokenRef],
+        requestBody: { required: true, content: json(ref('AttestationChallengeRequest')) },
+        responses: {
+          '200': {
+            description: 'The credential and the ticket (Cache-Control: no-store).',
+            content: json(ref('AttestationChallenge')),
+          },
+          ...attestationErrors(
+            'The body is invalid, a key is not a TPM2B_PUBLIC, or akPublic is not fit to be an attestation key.',
+            'EKMismatch: this machine’s TPM is not the one the token is bound to (recorded on the token).',
+            'The token was revoked or deleted, or used already and not re-joinable (allowRejoin).',
+            'The token has expired.',
+          ),
+        },
+      },
+    },
+    '/v1/attestations/{tokenId}/answer': {
+      post: {
+        operationId: 'answerAttestation',
+        summary: 'Attested join, step 2: prove the credential, get the join secrets sealed',
+        description:
+          'Unauthenticated (rate limited per client address). `proof` is HMAC-SHA256 under the credential’s ' +
+          'secret of "proof:" and the ticket. When it holds, the ticket is used (on the token, so neither it ' +
+          'nor an earlier one earns anything again), a bootstrap token valid until `joinBy` is made, and the ' +
+          'bootstrap token and flavor token are answered AES-256-CTR encrypted and HMAC-SHA256 authenticated ' +
+          'under keys derived from that secret: the same lengths for every flavor.',
+        security: [],
+        parameters: [attestedTokenRef],
+        requestBody: { required: true, content: json(ref('AttestationAnswerRequest')) },
+        responses: {
+          '200': {
+            description: 'The sealed join secrets (Cache-Control: no-store).',
+            content: json(ref('AttestationAnswer')),
+          },
+          ...attestationErrors(
+            'The body is invalid, or the ticket is not one this issuer made.',
+            'BadProof: the proof does not show the credential’s secret (recorded on the token).',
+            'The token was revoked or deleted (also while it was being attested), or used already and not ' +
+              're-joinable; or the ticket was answered already or a later one was (Replayed), or was made for ' +
+              'an earlier token of this ID or under a key the issuer no longer holds (ask for a new challenge).',
+            'The token has expired, or the answer came after the ticket’s deadline (LateAnswer).',
+          ),
         },
       },
     },
@@ -304,6 +397,8 @@ export const OPENAPI_DOCUMENT = {
           'discovery',
           'discoveryKubeconfig',
           'discoveryKubeconfigPath',
+          'attested',
+          'attestScript',
         ],
         properties: {
           id: { type: 'string', description: 'ft-<tokenID>: the handle for status and revocation.' },
@@ -311,19 +406,34 @@ export const OPENAPI_DOCUMENT = {
           expiresAt: { type: 'string', format: 'date-time' },
           apiServerEndpoint: { type: 'string', description: 'host:port' },
           caCertHash: { type: 'string', pattern: '^sha256:[0-9a-f]{64}$' },
-          bootstrapToken: { type: 'string', pattern: '^[a-z0-9]{6}\\.[a-z0-9]{16}$', description: 'Secret.' },
-          flavorToken: { type: 'string', pattern: '^[a-z2-7]{52}$', description: 'Secret.' },
-          joinConfiguration: { type: 'string', description: 'kubeadm JoinConfiguration YAML (secret).' },
+          bootstrapToken: {
+            type: ['string', 'null'],
+            pattern: '^[a-z0-9]{6}\\.[a-z0-9]{16}$',
+            description: 'Secret. null for an attested token: its machine earns it by attestation.',
+          },
+          flavorToken: {
+            type: ['string', 'null'],
+            pattern: '^[a-z2-7]{52}$',
+            description: 'Secret. null for an attested token: its machine earns it by attestation.',
+          },
+          joinConfiguration: {
+            type: 'string',
+            description:
+              'kubeadm JoinConfiguration YAML (secret). For an attested token a template holding no secret: ' +
+              'attestScript fills in the two tokens.',
+          },
           joinCommand: {
             type: 'string',
             description:
               'Run with the JoinConfiguration saved as join.yaml (and, with file discovery, the discovery ' +
-              'kubeconfig installed at discoveryKubeconfigPath).',
+              'kubeconfig installed at discoveryKubeconfigPath). For an attested token: the attestation ' +
+              'script, installed where cloudInit puts it.',
           },
           cloudInit: {
             type: 'string',
             description:
-              '#cloud-config that writes the discovery kubeconfig (file discovery) and the configuration, and joins.',
+              '#cloud-config that writes the discovery kubeconfig (file discovery) and the configuration, and ' +
+              'joins. For an attested token it writes the template and attestScript and runs the script.',
           },
           discovery: {
             type: 'string',
@@ -341,6 +451,56 @@ export const OPENAPI_DOCUMENT = {
           discoveryKubeconfigPath: {
             type: 'string',
             description: 'Where the JoinConfiguration expects discoveryKubeconfig on the node.',
+          },
+          attested: {
+            type: 'boolean',
+            description: 'true when the token is bound to a TPM (the request’s `attestation`).',
+          },
+          attestScript: {
+            type: ['string', 'null'],
+            description:
+              'Attested tokens: the bash script (tpm2-tools, openssl, curl) that proves the machine holds the ' +
+              'TPM, fills the JoinConfiguration template and runs kubeadm join. No secret. null otherwise.',
+          },
+        },
+      },
+      AttestationChallengeRequest: requestBodySchema(ChallengeRequestSchema),
+      AttestationChallenge: {
+        type: 'object',
+        required: ['ticket', 'credential', 'deadline'],
+        properties: {
+          ticket: {
+            type: 'string',
+            maxLength: 1024,
+            description: 'What the credential was made for; send it back unchanged with the proof.',
+          },
+          credential: {
+            type: 'string',
+            description: 'The TPM2 credential in tpm2-tools’ file format (tpm2_activatecredential -i), base64.',
+          },
+          deadline: {
+            type: 'string',
+            format: 'date-time',
+            description: 'An answer after this counts for nothing (410).',
+          },
+        },
+      },
+      AttestationAnswerRequest: requestBodySchema(AnswerRequestSchema),
+      AttestationAnswer: {
+        type: 'object',
+        description:
+          'The bootstrap token and flavor token, "<bootstrap token>\\n<flavor token>\\n" (77 bytes), sealed ' +
+          'under keys derived from the credential’s secret S: AES-256-CTR under HMAC-SHA256(S, "encrypt"), ' +
+          'then HMAC-SHA256 under HMAC-SHA256(S, "mac") of "<iv>:<ciphertext>".',
+        required: ['iv', 'ciphertext', 'mac', 'joinBy'],
+        properties: {
+          iv: { type: 'string', pattern: '^[0-9a-f]{32}$', description: 'The 16-byte IV, hex.' },
+          ciphertext: { type: 'string', description: 'The encrypted join secrets, base64.' },
+          mac: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'HMAC-SHA256, hex.' },
+          joinBy: {
+            type: 'string',
+            format: 'date-time',
+            description: 'When the bootstrap token stops working: kubeadm join must have run by then.',
           },
         },
       },
@@ -377,6 +537,7 @@ export const OPENAPI_DOCUMENT = {
           'reason',
           'nodes',
           'conditions',
+          'attestation',
         ],
         properties: {
           id: { type: 'string' },
@@ -419,6 +580,40 @@ export const OPENAPI_DOCUMENT = {
                 lastTransitionTime: { type: 'string', format: 'date-time' },
               },
             },
+          },
+          attestation: {
+            anyOf: [ref('TokenAttestation'), { type: 'null' }],
+            description: 'For a token bound to a TPM: its attestations so far and the last refusal; else null.',
+          },
+        },
+      },
+      TokenAttestation: {
+        type: 'object',
+        required: ['ekCertificateIssuer', 'allowRejoin', 'attestations', 'attestedAt', 'lastRefusal'],
+        properties: {
+          ekCertificateIssuer: {
+            type: ['string', 'null'],
+            description: 'The manufacturer CA that vouched for the EK, when the token was bound by certificate.',
+          },
+          allowRejoin: { type: 'boolean' },
+          attestations: { type: 'integer', description: 'How many times its machine proved itself.' },
+          attestedAt: { type: ['string', 'null'], format: 'date-time' },
+          lastRefusal: {
+            description:
+              'The last refusal worth a look (EKMismatch, BadProof, LateAnswer, Replayed), as the Warning ' +
+              'Event AttestationRefused names it; null if none.',
+            anyOf: [
+              {
+                type: 'object',
+                required: ['reason', 'message', 'at'],
+                properties: {
+                  reason: { type: 'string' },
+                  message: { type: 'string' },
+                  at: { type: 'string', format: 'date-time' },
+                },
+              },
+              { type: 'null' },
+            ],
           },
         },
       },

@@ -109,6 +109,13 @@ export const IssueRequestSchema = z
     attestation: AttestationRequestSchema.optional(),
   })
   .superRefine((request, ctx) => {
+    if (request.attestation?.allowRejoin && request.nodeName === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['nodeName'],
+        message: 'is required with attestation.allowRejoin: a machine re-joins under its one name',
+      });
+    }
     if (request.attestation !== undefined && request.maxUses !== undefined && request.maxUses !== 1) {
       ctx.addIssue({
         code: 'custom',

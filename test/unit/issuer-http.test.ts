@@ -69,7 +69,11 @@ describe('token issuer HTTP API', () => {
       'discovery',
       'discoveryKubeconfig',
       'discoveryKubeconfigPath',
+      'attested',
+      'attestScript',
     ]);
+    assert.equal(body.attested, false);
+    assert.equal(body.attestScript, null);
     assert.doesNotMatch(response.body, /sweet/);
     assert.equal(kube.tokens.size, 1);
   });

@@ -302,6 +302,7 @@ describe('revokeToken and listTokens', () => {
       phaseSince: '2030-01-01T00:00:00Z',
       nodes: [],
       conditions: [],
+      attestation: null,
     });
   });
 });

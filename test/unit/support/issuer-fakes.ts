@@ -34,6 +34,14 @@ export class FakeTokenKube implements TokenKube {
   readonly secrets = new Map<string, StoredSecret>();
   /** Set to make the next call of that name throw. */
   failNext: Partial<Record<keyof TokenKube, KubeError>> = {};
+  /**
+   * Set to run once, just before the next call of that name does anything: a concurrent writer's
+   * turn between two of the code's own calls. Calls without one take no extra turn of the event loop.
+   */
+  beforeNext: Partial<Record<keyof TokenKube, () => unknown>> = {};
+  /** Every annotateFlavoredToken call, in order, including those that failed. */
+  readonly annotateCalls: { name: string; annotations: Record<string, string>; resourceVersion?: string }[] =
+    [];
   clusterInfo: string;
   /** The `jws-kubeconfig-*` entries cluster-info carries. */
   clusterInfoSignatures = 0;
@@ -50,6 +58,13 @@ export class FakeTokenKube implements TokenKube {
       metadata: { name },
       spec: description ? { description } : {},
     });
+  }
+
+  async #before(name: keyof TokenKube): Promise<void> {
+    const hook = this.beforeNext[name];
+    if (!hook) return;
+    delete this.beforeNext[name];
+    await hook();
   }
 
   #maybeFail(name: keyof TokenKube): void {
@@ -88,6 +103,7 @@ export class FakeTokenKube implements TokenKube {
   creationTimestamp = '2030-01-01T00:00:00Z';
   #version = 0;
   async getFlavoredToken(name: string) {
+    if (this.beforeNext.getFlavoredToken) await this.#before('getFlavoredToken');
     const token = this.tokens.get(name);
     return token === undefined ? undefined : structuredClone(token);
   }
@@ -109,6 +125,8 @@ export class FakeTokenKube implements TokenKube {
     token.metadata.resourceVersion = String(++this.#version);
   }
   async annotateFlavoredToken(name: string, annotations: Record<string, string>, resourceVersion?: string) {
+    if (this.beforeNext.annotateFlavoredToken) await this.#before('annotateFlavoredToken');
+    this.annotateCalls.push({ name, annotations, ...(resourceVersion === undefined ? {} : { resourceVersion }) });
     this.#maybeFail('annotateFlavoredToken');
     const token = this.tokens.get(name);
     if (!token) throw new KubeError(404, 'NotFound', 'not found');
@@ -150,6 +168,7 @@ export class FakeTokenKube implements TokenKube {
     if (this.tokens.get(name)?.metadata.uid === uid) this.tokens.delete(name);
   }
   async createBootstrapSecret(request: BootstrapSecretRequest) {
+    if (this.beforeNext.createBootstrapSecret) await this.#before('createBootstrapSecret');
     this.#maybeFail('createBootstrapSecret');
     if (this.secrets.has(request.token.id)) throw new KubeError(409, 'AlreadyExists', 'secret exists');
     this.secrets.set(request.token.id, {

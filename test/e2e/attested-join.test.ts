@@ -1,0 +1,497 @@
+// Attested joins on real nodes with software TPMs (ADR 0014): a token bound to one machine's TPM
+// (its EK certificate, from a configured manufacturer) hands out material with no secret in it;
+// the machine holding that TPM runs the material's script (tpm2-tools against a real swtpm),
+// proves itself to the issuer and joins with a real kubeadm, kubelet and containerd, and the
+// controller flavors it through the ordinary chain of trust. The same material on a machine with
+// another TPM, a machine that lies about its EK, a replayed exchange and a late answer get
+// nothing, each with a clear refusal (HTTP answer, Warning Event, metric, the token's status).
+// Its own control plane, as the real-node suite has: real nodes need the kubeadm ConfigMaps.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import {
+  answerProof,
+  decodeTicket,
+  openJoinSecrets,
+  type SealedJoinSecrets,
+} from '../../src/flavor/attestation-exchange.ts';
+import { Secret } from '../../src/flavor/secret.ts';
+import { ekSpkiDer } from '../../src/flavor/tpm/ek-identity.ts';
+import { createCertificateAuthority } from '../../src/pki/certs.ts';
+import type { TokenStatusView } from '../../src/tokenissuer/issue.ts';
+import type { IssueResponse } from '../../src/tokenissuer/response.ts';
+import type { RunningIssuer } from '../../src/tokenissuer/server.ts';
+import { skipUnless } from '../support/skip.ts';
+import { applyObjects } from './cluster/apply.ts';
+import { freePort } from './cluster/ports.ts';
+import { type RealNode, RealNodeHost, realNodesUnsupported } from './realnode/real-node.ts';
+import { postJson, runAttestScript } from './support/attestation.ts';
+import {
+  clusterRoleBindingObject,
+  serviceAccountObject,
+  serviceAccountToken,
+  startTestIssuer,
+  useFlavorClassesRole,
+} from './support/issuer.ts';
+import { OPERATOR_NAMESPACE } from './support/nodeflavor.ts';
+import { FLAVOR_LABEL, operatorFixture, waitAllFlavored } from './support/operator-fixture.ts';
+import {
+  activateCredential,
+  createEkAndAk,
+  type EkAndAk,
+  manufactureTpm,
+  type RunningTpm,
+  startTpm,
+  swtpmMissing,
+} from './support/swtpm.ts';
+import { waitFor } from './support/wait.ts';
+
+const unsupported = skipUnless(
+  'the attested-join suite (test/e2e/attested-join.test.ts)',
+  realNodesUnsupported() ?? swtpmMissing(),
+);
+const PORTAL = 'attested-portal';
+const KEY_SECRET = 'nodeflavor-hmac-keys';
+/** Short, so the late-answer test waits for little; a swtpm activates a credential in well under a second. */
+const CHALLENGE_SECONDS = 5;
+
+interface Machine {
+  tpm: RunningTpm;
+  keys: EkAndAk;
+  /** Where its EK and AK contexts are (what activateCredential loads). */
+  keysDir: string;
+  dir: string;
+}
+
+describe('attested joins: real nodes with software TPMs', { skip: unsupported }, () => {
+  const fx = operatorFixture({
+    logPrefix: 'attested',
+    controlPlane: {},
+    flavorClasses: {
+      sweet: {
+        labels: { [FLAVOR_LABEL]: 'sweet' },
+        taints: [{ key: 'nodeflavor.io/dedicated', value: 'sweet', effect: 'NoSchedule' }],
+      },
+      sour: { labels: { [FLAVOR_LABEL]: 'sour' } },
+    },
+  });
+  let issuer: RunningIssuer;
+  let issuerCa: string;
+  let bearer: string;
+  let host: RealNodeHost | undefined;
+  const nodes: RealNode[] = [];
+  /** TPMs of manufacturer A (configured): the bound machine and another machine; of B (unknown). */
+  let bound: Machine;
+  let other: Machine;
+  let foreign: Machine;
+  let keyRingVersion: string | undefined;
+
+  const url = (path: string) => `${issuer.url}${path}`;
+
+  async function machine(name: string, caDir: string): Promise<Machine> {
+    const dir = join(fx.logs, name);
+    mkdirSync(dir, { recursive: true });
+    await manufactureTpm({ caDir, stateDir: join(dir, 'state') });
+    const tpm = await startTpm(join(dir, 'state'));
+    const keysDir = join(dir, 'keys');
+    const keys = await createEkAndAk(tpm.tcti, keysDir);
+    return { tpm, keys, keysDir, dir };
+  }
+
+  const pem = (der: Buffer) =>
+    `-----BEGIN CERTIFICATE-----\n${der.toString('base64').match(/.{1,64}/g)?.join('\n')}\n-----END CERTIFICATE-----\n`;
+
+  async function issue(
+    flavor: string,
+    attestation: Record<string, unknown>,
+  ): Promise<{ status: number; body: IssueResponse & { error?: { message: string } }; text: string }> {
+    return postJson<IssueResponse & { error?: { message: string } }>(
+      url('/v1/tokens'),
+      issuerCa,
+      { flavorClassName: flavor, ttl: '1h', attestation },
+      bearer,
+    );
+  }
+
+  async function tokenView(id: string): Promise<TokenStatusView> {
+    const answer = await fetchJson(`/v1/tokens/${id}`);
+    return answer as TokenStatusView;
+  }
+
+  function fetchJson(path: string): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      const req = request(
+        url(path),
+        { ca: issuerCa, headers: { Authorization: `Bearer ${bearer}` } },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk) => {
+            text += chunk;
+          });
+          res.on('end', () => resolve(JSON.parse(text)));
+        },
+      );
+      req.on('error', reject);
+      req.end();
+    });
+  }
+
+  async function bootstrapSecret(tokenId: string) {
+    return fx.env.core
+      .readNamespacedSecret({ namespace: 'kube-system', name: `bootstrap-token-${tokenId}` })
+      .catch(() => undefined);
+  }
+
+  async function refusalEvents(tokenName: string): Promise<string[]> {
+    const events = await fx.env.core.listNamespacedEvent({
+      namespace: 'default',
+      fieldSelector: `involvedObject.name=${tokenName},reason=AttestationRefused`,
+    });
+    return events.items.map((e) => e.message ?? '');
+  }
+
+  async function attestationCount(outcome: string): Promise<number> {
+    const metric = await issuer.registry.getSingleMetric('nodeflavor_issuer_attestations_total')?.get();
+    return metric?.values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
+  }
+
+  /** The machine's side of the exchange done by hand (what the script does), for the replay tests. */
+  async function challengeFrom(m: Machine, tokenId: string, ekPub: Buffer = m.keys.ekPub.bytes) {
+    return postJson<{ ticket: string; credential: string; deadline: string; message?: string }>(
+      url(`/v1/attestations/${tokenId}/challenge`),
+      issuerCa,
+      { ekPublic: ekPub.toString('base64'), akPublic: m.keys.akPub.bytes.toString('base64') },
+    );
+  }
+
+  before(async () => {
+    await fx.ready();
+    const manufacturerA = join(fx.logs, 'manufacturer-a');
+    const manufacturerB = join(fx.logs, 'manufacturer-b');
+    [bound, other, foreign] = await Promise.all([
+      machine('bound', manufacturerA),
+      machine('other', manufacturerA),
+      machine('foreign', manufacturerB),
+    ]);
+    const manufacturerFile = join(fx.logs, 'tpm-manufacturers.pem');
+    const aCerts = await manufactureTpm({ caDir: manufacturerA, stateDir: join(fx.logs, 'spare-a') });
+    writeFileSync(manufacturerFile, aCerts.manufacturerCertsPem.join('\n'));
+
+    const ca = await createCertificateAuthority('attested-e2e-ca', 3_600_000);
+    issuerCa = ca.certPem;
+    const caFile = join(fx.logs, 'issuer-ca.pem');
+    writeFileSync(caFile, issuerCa);
+    const port = await freePort();
+    ({ issuer } = await startTestIssuer(
+      fx.env,
+      {
+        listen: { host: '127.0.0.1', port },
+        logLevel: 'warn',
+        issuance: {
+          attestation: {
+            url: `https://127.0.0.1:${port}`,
+            issuerCaFile: caFile,
+            manufacturerCaFile: manufacturerFile,
+            challengeSeconds: CHALLENGE_SECONDS,
+            perAddress: { capacity: 1000, refillPerSecond: 100 },
+          },
+        },
+      },
+      { ca },
+    ));
+    await applyObjects(fx.env.kubeconfigPath, [
+      serviceAccountObject(PORTAL, OPERATOR_NAMESPACE),
+      useFlavorClassesRole(PORTAL),
+      clusterRoleBindingObject(PORTAL, PORTAL, PORTAL, OPERATOR_NAMESPACE),
+    ]);
+    bearer = await serviceAccountToken(fx.env, OPERATOR_NAMESPACE, PORTAL);
+    fx.start();
+    const ring = await fx.env.core.readNamespacedSecret({ namespace: OPERATOR_NAMESPACE, name: KEY_SECRET });
+    keyRingVersion = ring.metadata?.resourceVersion;
+  });
+
+  after(async () => {
+    for (const node of nodes) await node.stop();
+    await host?.stop();
+    await issuer?.close();
+    await Promise.all([bound, other, foreign].map((m) => m?.tpm.stop()));
+  });
+
+  it('refuses to bind a token to an EK certificate from an unknown manufacturer, and writes nothing', async () => {
+    const before = await fx.env.core.listNamespacedSecret({ namespace: 'kube-system' });
+    const answer = await issue('sweet', { ekCertificate: pem(foreign.keys.ekCert.bytes) });
+    assert.equal(answer.status, 400, answer.text);
+    assert.match(answer.body.error?.message ?? '', /not among the configured TPM manufacturer CAs/);
+    const after = await fx.env.core.listNamespacedSecret({ namespace: 'kube-system' });
+    assert.equal(after.items.length, before.items.length);
+  });
+
+  it("every flavor's attested material has the same shape and length, and holds no secret", async () => {
+    const sweet = await issue('sweet', { ekCertificate: pem(bound.keys.ekCert.bytes) });
+    const sour = await issue('sour', { ekCertificate: pem(bound.keys.ekCert.bytes) });
+    assert.equal(sweet.status, 201, sweet.text);
+    assert.equal(sour.status, 201, sour.text);
+    assert.equal(Buffer.byteLength(sweet.text), Buffer.byteLength(sour.text));
+    assert.deepEqual(Object.keys(sweet.body), Object.keys(sour.body));
+    for (const key of Object.keys(sweet.body) as (keyof IssueResponse)[])
+      assert.equal(String(sweet.body[key]).length, String(sour.body[key]).length, `length of ${key}`);
+    for (const issued of [sweet.body, sour.body]) {
+      assert.equal(issued.attested, true);
+      assert.equal(issued.bootstrapToken, null);
+      assert.equal(issued.flavorToken, null);
+      assert.equal(
+        await bootstrapSecret(issued.tokenID),
+        undefined,
+        'no bootstrap Secret before attestation',
+      );
+      assert.doesNotMatch(
+        issued.cloudInit,
+        /[a-z0-9]{6}\.[a-z0-9]{16}/,
+        'no bootstrap token in the material',
+      );
+    }
+  });
+
+  it('the bound machine proves its TPM, joins with a real kubeadm and kubelet, and is flavored', async () => {
+    const issued = await issue('sweet', { ekCertificate: pem(bound.keys.ekCert.bytes) });
+    assert.equal(issued.status, 201, issued.text);
+    const run = await runAttestScript({
+      script: issued.body.attestScript ?? '',
+      joinTemplate: issued.body.joinConfiguration,
+      issuerCaPem: issuerCa,
+      tcti: bound.tpm.tcti,
+      dir: join(bound.dir, 'join'),
+    });
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /attested; join configuration written/);
+    const secret = await bootstrapSecret(issued.body.tokenID);
+    assert.ok(secret, 'the attestation minted the bootstrap Secret');
+
+    host = await RealNodeHost.start(fx.plane?.server ?? fx.env.server);
+    const node = await host.startNode({
+      name: 'attested-1',
+      joinConfiguration: readFileSync(run.joinConfigPath, 'utf8'),
+      discoveryKubeconfig: issued.body.discoveryKubeconfig,
+    });
+    nodes.push(node);
+    await node.joined();
+    await waitAllFlavored(fx.env, 'sweet', ['attested-1']);
+    const flavored = await fx.env.core.readNode({ name: 'attested-1' });
+    assert.ok(flavored.spec?.taints?.some((t) => t.key === 'nodeflavor.io/dedicated'));
+    const view = await waitFor(
+      async () => {
+        const v = await tokenView(issued.body.id);
+        return v.phase === 'Verified' ? v : undefined;
+      },
+      { what: 'the token to read Verified', timeoutMs: 60_000 },
+    );
+    assert.equal(view.attestation?.attestations, 1);
+    assert.deepEqual(
+      view.nodes.map((n) => n.nodeName),
+      ['attested-1'],
+    );
+
+    // Used: the same material earns nothing more (it was not issued with allowRejoin).
+    const again = await runAttestScript({
+      script: issued.body.attestScript ?? '',
+      joinTemplate: issued.body.joinConfiguration,
+      issuerCaPem: issuerCa,
+      tcti: bound.tpm.tcti,
+      dir: join(bound.dir, 'join-again'),
+    });
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /challenge refused \(HTTP 409\).*used by its machine already/);
+  });
+
+  it('a machine re-installed with the same TPM joins again under its name and flavor (allowRejoin)', async () => {
+    const name = 'rejoin-1';
+    const issued = await postJson<IssueResponse & { error?: { message: string } }>(
+      url('/v1/tokens'),
+      issuerCa,
+      {
+        flavorClassName: 'sweet',
+        ttl: '1h',
+        nodeName: name,
+        attestation: { ekCertificate: pem(bound.keys.ekCert.bytes), allowRejoin: true },
+      },
+      bearer,
+    );
+    assert.equal(issued.status, 201, issued.text);
+    const joinOnce = async (attempt: string) => {
+      const run = await runAttestScript({
+        script: issued.body.attestScript ?? '',
+        joinTemplate: issued.body.joinConfiguration,
+        issuerCaPem: issuerCa,
+        tcti: bound.tpm.tcti,
+        dir: join(bound.dir, `rejoin-${attempt}`),
+      });
+      assert.equal(run.code, 0, run.stderr);
+      host ??= await RealNodeHost.start(fx.plane?.server ?? fx.env.server);
+      const node = await host.startNode({
+        name,
+        joinConfiguration: readFileSync(run.joinConfigPath, 'utf8'),
+        discoveryKubeconfig: issued.body.discoveryKubeconfig,
+      });
+      nodes.push(node);
+      await node.joined();
+      await waitAllFlavored(fx.env, 'sweet', [name]);
+      return node;
+    };
+    const first = await joinOnce('first');
+    const firstUid = (await fx.env.core.readNode({ name })).metadata?.uid;
+    // Re-installed: the machine's disk is gone (its kubelet, certificates and containerd with it),
+    // and the admin deletes its Node as kubeadm's docs say to before a node joins again.
+    await first.stop();
+    nodes.splice(nodes.indexOf(first), 1);
+    await fx.env.core.deleteNode({ name });
+    await waitFor(async () => !(await fx.env.core.readNode({ name }).catch(() => undefined)), {
+      what: `Node ${name} to be gone`,
+      timeoutMs: 30_000,
+    });
+    await joinOnce('second');
+    const rejoined = await fx.env.core.readNode({ name });
+    assert.notEqual(rejoined.metadata?.uid, firstUid, 'a new Node, flavored again');
+    const view = await tokenView(issued.body.id);
+    assert.equal(view.attestation?.attestations, 2);
+  });
+
+  it('the same material on a machine with another TPM gets nothing, and a clear refusal', async () => {
+    const issued = await issue('sweet', { ekCertificate: pem(bound.keys.ekCert.bytes) });
+    const refusedBefore = await attestationCount('EKMismatch');
+    const run = await runAttestScript({
+      script: issued.body.attestScript ?? '',
+      joinTemplate: issued.body.joinConfiguration,
+      issuerCaPem: issuerCa,
+      tcti: other.tpm.tcti,
+      dir: join(other.dir, 'copied'),
+    });
+    assert.equal(run.code, 1);
+    assert.match(run.stderr, /challenge refused \(HTTP 403\): this machine's TPM is not the one token/);
+    assert.equal(await bootstrapSecret(issued.body.tokenID), undefined);
+    assert.equal(await attestationCount('EKMismatch'), refusedBefore + 1);
+    const events = await waitFor(
+      async () => {
+        const found = await refusalEvents(issued.body.id);
+        return found.length > 0 ? found : undefined;
+      },
+      { what: 'the AttestationRefused Event', timeoutMs: 15_000 },
+    );
+    assert.match(events[0] ?? '', /^EKMismatch: /);
+    const view = await tokenView(issued.body.id);
+    assert.equal(view.attestation?.lastRefusal?.reason, 'EKMismatch');
+    assert.equal(view.attestation?.attestations, 0);
+  });
+
+  it('a machine that presents the bound EK but holds another TPM cannot answer', async () => {
+    const issued = await issue('sour', { ekPublicKey: ekPublicPem(bound) });
+    assert.equal(issued.status, 201, issued.text);
+    // It copied the bound TPM's EK public key (public data), with an AK of its own TPM.
+    const challenged = await challengeFrom(other, issued.body.tokenID, bound.keys.ekPub.bytes);
+    assert.equal(challenged.status, 200, challenged.text);
+    await assert.rejects(
+      activateCredential(other.tpm.tcti, other.keysDir, Buffer.from(challenged.body.credential, 'base64')),
+      'another TPM cannot activate a credential made for the bound EK',
+    );
+    const guessed = await postJson(url(`/v1/attestations/${issued.body.tokenID}/answer`), issuerCa, {
+      ticket: challenged.body.ticket,
+      proof: randomBytes(32).toString('hex'),
+    });
+    assert.equal(guessed.status, 403, guessed.text);
+    assert.equal(await bootstrapSecret(issued.body.tokenID), undefined);
+    const view = await tokenView(issued.body.id);
+    assert.equal(view.attestation?.lastRefusal?.reason, 'BadProof');
+  });
+
+  it('a recorded exchange replayed gets nothing, and neither does a late answer', async () => {
+    const issued = await issue('sour', { ekCertificate: pem(bound.keys.ekCert.bytes) });
+    const tokenId = issued.body.tokenID;
+    const work = bound.keysDir;
+    const challenged = await challengeFrom(bound, tokenId);
+    assert.equal(challenged.status, 200, challenged.text);
+    const secret = await activateCredential(
+      bound.tpm.tcti,
+      work,
+      Buffer.from(challenged.body.credential, 'base64'),
+    );
+    const recovered = new Secret(secret.toString('hex'));
+    const answerBody = {
+      ticket: challenged.body.ticket,
+      proof: answerProof(recovered, challenged.body.ticket),
+    };
+    const answered = await postJson<SealedJoinSecrets>(
+      url(`/v1/attestations/${tokenId}/answer`),
+      issuerCa,
+      answerBody,
+    );
+    assert.equal(answered.status, 200, answered.text);
+    const opened = openJoinSecrets(recovered, answered.body);
+    const minted = await bootstrapSecret(tokenId);
+    assert.ok(opened && minted);
+    const mintedSecret = Buffer.from(minted.data?.['token-secret'] ?? '', 'base64').toString();
+    assert.equal(opened.bootstrapToken.reveal(), `${tokenId}.${mintedSecret}`);
+
+    const replayedBefore = await attestationCount('Replayed');
+    const replayed = await postJson(url(`/v1/attestations/${tokenId}/answer`), issuerCa, answerBody);
+    assert.equal(replayed.status, 409, replayed.text);
+    assert.equal(await attestationCount('Replayed'), replayedBefore + 1);
+    const after = await bootstrapSecret(tokenId);
+    assert.equal(
+      after?.metadata?.resourceVersion,
+      minted.metadata?.resourceVersion,
+      'the replay minted nothing',
+    );
+    // Replaying the challenge request gets a fresh credential: worth nothing without the TPM.
+    const rechallenged = await challengeFrom(bound, tokenId);
+    assert.notEqual(rechallenged.body.credential, challenged.body.credential);
+
+    // A fresh challenge, answered past its deadline.
+    const ticket = decodeTicket(rechallenged.body.ticket);
+    assert.ok(ticket);
+    const lateSecret = await activateCredential(
+      bound.tpm.tcti,
+      work,
+      Buffer.from(rechallenged.body.credential, 'base64'),
+    );
+    await waitFor(() => Date.now() > ticket.deadline + 1000, {
+      what: 'the challenge deadline to pass',
+      timeoutMs: (CHALLENGE_SECONDS + 5) * 1000,
+      intervalMs: 200,
+    });
+    const late = await postJson(url(`/v1/attestations/${tokenId}/answer`), issuerCa, {
+      ticket: rechallenged.body.ticket,
+      proof: answerProof(new Secret(lateSecret.toString('hex')), rechallenged.body.ticket),
+    });
+    assert.equal(late.status, 410, late.text);
+    assert.equal(
+      (await bootstrapSecret(tokenId))?.metadata?.resourceVersion,
+      minted.metadata?.resourceVersion,
+    );
+    assert.equal((await tokenView(issued.body.id)).attestation?.lastRefusal?.reason, 'LateAnswer');
+  });
+
+  it('the key ring and the TLS rules are unchanged: the script trusts only the pinned issuer CA', async () => {
+    const issued = await issue('sour', { ekCertificate: pem(bound.keys.ekCert.bytes) });
+    const stranger = await createCertificateAuthority('not-the-issuer', 3_600_000);
+    const run = await runAttestScript({
+      script: issued.body.attestScript ?? '',
+      joinTemplate: issued.body.joinConfiguration,
+      issuerCaPem: stranger.certPem,
+      tcti: bound.tpm.tcti,
+      dir: join(bound.dir, 'wrong-ca'),
+    });
+    assert.equal(run.code, 1);
+    assert.match(run.stderr, /cannot reach the issuer/);
+    assert.equal(await bootstrapSecret(issued.body.tokenID), undefined);
+    const ring = await fx.env.core.readNamespacedSecret({ namespace: OPERATOR_NAMESPACE, name: KEY_SECRET });
+    assert.equal(ring.metadata?.resourceVersion, keyRingVersion, 'attestations never touch the key ring');
+  });
+});
+
+function ekPublicPem(m: Machine): string {
+  const der = ekSpkiDer({ tpm2bPublic: m.keys.ekPub.bytes });
+  return `-----BEGIN PUBLIC KEY-----\n${der.toString('base64').match(/.{1,64}/g)?.join('\n')}\n-----END PUBLIC KEY-----\n`;
+}
