@@ -20,6 +20,7 @@ import {
 } from '../../src/flavor/attestation-exchange.ts';
 import { Secret } from '../../src/flavor/secret.ts';
 import { ekSpkiDer } from '../../src/flavor/tpm/ek-identity.ts';
+import { kubeJson } from '../../src/kube/fetch.ts';
 import { createCertificateAuthority } from '../../src/pki/certs.ts';
 import type { TokenStatusView } from '../../src/tokenissuer/issue.ts';
 import type { IssueResponse } from '../../src/tokenissuer/response.ts';
@@ -102,7 +103,10 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
   }
 
   const pem = (der: Buffer) =>
-    `-----BEGIN CERTIFICATE-----\n${der.toString('base64').match(/.{1,64}/g)?.join('\n')}\n-----END CERTIFICATE-----\n`;
+    `-----BEGIN CERTIFICATE-----\n${der
+      .toString('base64')
+      .match(/.{1,64}/g)
+      ?.join('\n')}\n-----END CERTIFICATE-----\n`;
 
   async function issue(
     flavor: string,
@@ -352,11 +356,39 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
       what: `Node ${name} to be gone`,
       timeoutMs: 30_000,
     });
-    await joinOnce('second');
+    const second = await joinOnce('second');
     const rejoined = await fx.env.core.readNode({ name });
     assert.notEqual(rejoined.metadata?.uid, firstUid, 'a new Node, flavored again');
+    assert.equal((await tokenView(issued.body.id)).attestation?.attestations, 2);
+
+    // Re-installed again, its Node kept this time: down long enough that the node lifecycle
+    // controller would have marked it NotReady (set here as it would, so as not to wait its grace
+    // period), it comes back to its own Node, whose flavor and verification stay.
+    await second.stop();
+    nodes.splice(nodes.indexOf(second), 1);
+    const now = new Date().toISOString();
+    await kubeJson(fx.env.kubeConfig, 'PATCH', `/api/v1/nodes/${name}/status`, {
+      contentType: 'application/strategic-merge-patch+json',
+      body: {
+        status: {
+          conditions: [
+            {
+              type: 'Ready',
+              status: 'Unknown',
+              reason: 'NodeStatusUnknown',
+              lastHeartbeatTime: now,
+              lastTransitionTime: now,
+            },
+          ],
+        },
+      },
+    });
+    await joinOnce('third');
+    const kept = await fx.env.core.readNode({ name });
+    assert.equal(kept.metadata?.uid, rejoined.metadata?.uid, 'the same Node, still flavored');
     const view = await tokenView(issued.body.id);
-    assert.equal(view.attestation?.attestations, 2);
+    assert.equal(view.attestation?.attestations, 3);
+    assert.equal(view.phase, 'Verified');
   });
 
   it('the same material on a machine with another TPM gets nothing, and a clear refusal', async () => {
@@ -493,5 +525,8 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
 
 function ekPublicPem(m: Machine): string {
   const der = ekSpkiDer({ tpm2bPublic: m.keys.ekPub.bytes });
-  return `-----BEGIN PUBLIC KEY-----\n${der.toString('base64').match(/.{1,64}/g)?.join('\n')}\n-----END PUBLIC KEY-----\n`;
+  return `-----BEGIN PUBLIC KEY-----\n${der
+    .toString('base64')
+    .match(/.{1,64}/g)
+    ?.join('\n')}\n-----END PUBLIC KEY-----\n`;
 }

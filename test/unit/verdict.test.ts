@@ -289,6 +289,48 @@ describe('decideBinding', () => {
         },
       },
     },
+    "a rejoin token's re-installed machine, its Node still registered, moves its binding to the new CSR": {
+      csr: csr({ name: 'csr-n1-reinstalled' }),
+      token: token({
+        nodeName: 'n1',
+        rejoin: true,
+        bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1', nodeUID: 'uid-1' })],
+      }),
+      name: { boundByOtherToken: false, node: { uid: 'uid-1', createdAt: at(-30 * MINUTE) } },
+      want: { kind: 'rebind', nodeName: 'n1' },
+    },
+    'a rejoin token revoked since is refused even for its own Node': {
+      csr: csr({ name: 'csr-n1-reinstalled' }),
+      token: token({
+        nodeName: 'n1',
+        rejoin: true,
+        revoked: true,
+        bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1', nodeUID: 'uid-1' })],
+      }),
+      name: { boundByOtherToken: false, node: { uid: 'uid-1', createdAt: at(-30 * MINUTE) } },
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: { reason: 'Revoked', message: 'token abcdef was revoked' },
+      },
+    },
+    'a rejoin token binds its name again after its Node was deleted, without a use left': {
+      csr: csr(),
+      token: token({ nodeName: 'n1', rejoin: true, maxUses: 1, uses: 1, bindings: [] }),
+      want: { kind: 'bind', nodeName: 'n1' },
+    },
+    'a rejoin token never binds another name than its own': {
+      csr: csr({ subject: subject({ nodeName: 'n2' }) }),
+      token: token({ nodeName: 'n1', rejoin: true, maxUses: 1, uses: 1, bindings: [] }),
+      want: {
+        kind: 'reject',
+        nodeName: 'n2',
+        failure: {
+          reason: 'NodeNameMismatch',
+          message: `node name "n2" does not match token abcdef's nodeName "n1"`,
+        },
+      },
+    },
     'the bound CSR itself stays bound after its Node registered (approvable, idempotent)': {
       csr: csr(),
       token: token({ bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1', nodeUID: 'uid-1' })] }),
