@@ -1,11 +1,15 @@
 // kubectl-flavor's usage handling, which never needs a cluster: exit 2 and one line for every
 // usage error, checked before the kubeconfig is even read. The commands themselves run against
 // a real API server in test/e2e/issuer.test.ts.
+
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { nodesTable } from '../../src/cli/flavor-output.ts';
 import { main } from '../../src/cli/kubectl-flavor.ts';
 import type { NodeFacts } from '../../src/flavor/verdict.ts';
+
+const TPM_FIXTURE = (name: string) => join(import.meta.dirname, 'fixtures', 'tpm', name);
 
 async function cli(...argv: string[]) {
   const out: string[] = [];
@@ -43,6 +47,33 @@ describe('kubectl-flavor usage', () => {
     [['issue', '--flavor', 'sweet', '--key-secret', 'justaname'], /--key-secret must be NAMESPACE\/NAME/],
     [['issue', '--flavor', 'sweet', '--bogus'], /Unknown option '--bogus'/],
     [['issue', '--flavor', 'sweet', '--discovery', 'magic'], /--discovery must be one of file, token/],
+    [
+      ['issue', '--flavor', 'sweet', '--allow-rejoin'],
+      /--allow-rejoin needs --ek-certificate or --ek-public-key/,
+    ],
+    [
+      ['issue', '--flavor', 'sweet', '--ek-certificate', '/nonexistent/ek.pem'],
+      /--ek-certificate \/nonexistent\/ek.pem: ENOENT/,
+    ],
+    [
+      ['issue', '--flavor', 'sweet', '--ek-public-key', TPM_FIXTURE('ek.pub')],
+      /--ek-public-key: must be PEM/,
+    ],
+    [
+      [
+        'issue',
+        '--flavor',
+        'sweet',
+        '--ek-certificate',
+        TPM_FIXTURE('manufacturer-a-root.pem'),
+        '--allow-rejoin',
+      ],
+      /--node-name: is required with attestation.allowRejoin/,
+    ],
+    [
+      ['issue', '--flavor', 'sweet', '--attestation-url', 'http://issuer'],
+      /--attestation-url must be a plain https URL/,
+    ],
     [['discovery', '-o', 'join'], /-o join is not one of kubeconfig, json, yaml/],
     [['discovery', '--flavor', 'sweet'], /flag --flavor does not apply to 'discovery'/],
     [['discovery', 'extra'], /unexpected argument 'extra'/],
