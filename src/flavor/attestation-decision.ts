@@ -32,15 +32,21 @@ export interface AttestedRecord {
 export function attestedRecord(token: FlavoredToken): AttestedRecord | undefined {
   const text = token.metadata.annotations?.[ATTESTED_ANNOTATION];
   if (text === undefined) return undefined;
-  try {
-    const value = JSON.parse(text) as Partial<AttestedRecord>;
-    if (typeof value.ticket === 'number' && typeof value.at === 'string' && typeof value.count === 'number')
-      return { ticket: value.ticket, at: value.at, count: value.count };
-  } catch {
-    // fall through: an unreadable record fails closed below
-  }
+  const value = jsonObject(text);
+  if (typeof value?.ticket === 'number' && typeof value.at === 'string' && typeof value.count === 'number')
+    return { ticket: value.ticket, at: value.at, count: value.count };
   // Unreadable (hand-edited): treat every earlier ticket as used, so nothing is replayed through it.
   return { ticket: Number.MAX_SAFE_INTEGER, at: '', count: 0 };
+}
+
+/** An annotation's JSON object, or undefined when it is not one. */
+function jsonObject(text: string): Record<string, unknown> | undefined {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export interface RefusalRecord {
@@ -51,14 +57,9 @@ export interface RefusalRecord {
 
 export function refusalRecord(token: FlavoredToken): RefusalRecord | undefined {
   const text = token.metadata.annotations?.[ATTESTATION_REFUSED_ANNOTATION];
-  if (text === undefined) return undefined;
-  try {
-    const value = JSON.parse(text) as Partial<RefusalRecord>;
-    if (typeof value.reason === 'string' && typeof value.message === 'string' && typeof value.at === 'string')
-      return { reason: value.reason, message: value.message, at: value.at };
-  } catch {
-    // not ours to interpret
-  }
+  const value = text === undefined ? undefined : jsonObject(text);
+  if (typeof value?.reason === 'string' && typeof value.message === 'string' && typeof value.at === 'string')
+    return { reason: value.reason, message: value.message, at: value.at };
   return undefined;
 }
 

@@ -117,23 +117,9 @@ export interface AttestedMaterialInput extends Omit<JoinMaterialInput, 'token' |
  * nothing secret, and nothing that differs between flavors.
  */
 export function renderAttestedJoinMaterial(input: AttestedMaterialInput): JoinMaterial {
-  const tokenLabelKey = input.tokenLabelKey ?? DEFAULT_TOKEN_LABEL_KEY;
-  const quarantineTaint =
-    input.quarantineTaint === undefined ? DEFAULT_QUARANTINE_TAINT : input.quarantineTaint;
-  const discovery = input.discovery ?? DEFAULT_DISCOVERY_MODE;
-  const discoveryKubeconfigPath = input.discoveryKubeconfigPath ?? DEFAULT_DISCOVERY_KUBECONFIG_PATH;
-  checkInput(input, tokenLabelKey, quarantineTaint, discoveryKubeconfigPath);
+  const shape = documentShape(input);
   if (!TOKEN_ID_PATTERN.test(input.tokenId)) throw new Error('join material: the token ID is malformed');
-  const discoveryKubeconfig = renderDiscoveryKubeconfig(input);
-  const shape: DocumentShape = {
-    apiServerEndpoint: input.apiServerEndpoint,
-    caCertHash: input.caCertHash,
-    discovery,
-    discoveryKubeconfigPath,
-    discoveryKubeconfig,
-    tokenLabelKey,
-    quarantineTaint,
-  };
+  const { discovery, discoveryKubeconfig, discoveryKubeconfigPath } = shape;
   const { joinConfiguration } = renderDocumentsDirectly(
     shape,
     BOOTSTRAP_TOKEN_PLACEHOLDER,
@@ -187,27 +173,13 @@ const YAML_OPTIONS: ToStringOptions = {
 };
 
 export function renderJoinMaterial(input: JoinMaterialInput): JoinMaterial {
-  const tokenLabelKey = input.tokenLabelKey ?? DEFAULT_TOKEN_LABEL_KEY;
-  const quarantineTaint =
-    input.quarantineTaint === undefined ? DEFAULT_QUARANTINE_TAINT : input.quarantineTaint;
-  const discovery = input.discovery ?? DEFAULT_DISCOVERY_MODE;
-  const discoveryKubeconfigPath = input.discoveryKubeconfigPath ?? DEFAULT_DISCOVERY_KUBECONFIG_PATH;
-  checkInput(input, tokenLabelKey, quarantineTaint, discoveryKubeconfigPath);
+  const shape = documentShape(input);
   checkTokens(input);
-  const discoveryKubeconfig = renderDiscoveryKubeconfig(input);
+  const { discovery, discoveryKubeconfig, discoveryKubeconfigPath } = shape;
 
   // The documents differ from token to token only in the two tokens, which have fixed lengths and
   // need no quoting: they are rendered once per cluster and settings with placeholders, and each
   // token fills those in (rendering the YAML was ~6% of the issuer's CPU per token).
-  const shape: DocumentShape = {
-    apiServerEndpoint: input.apiServerEndpoint,
-    caCertHash: input.caCertHash,
-    discovery,
-    discoveryKubeconfigPath,
-    discoveryKubeconfig,
-    tokenLabelKey,
-    quarantineTaint,
-  };
   const { joinConfiguration, cloudInit } = renderDocuments(
     shape,
     formatBootstrapToken(input.token),
@@ -225,6 +197,24 @@ export function renderJoinMaterial(input: JoinMaterialInput): JoinMaterial {
     discovery,
     discoveryKubeconfig,
     discoveryKubeconfigPath,
+  };
+}
+
+/** The input's settings with their defaults, checked (the checks never echo a token). */
+function documentShape(input: Omit<JoinMaterialInput, 'token' | 'flavorToken'>): DocumentShape {
+  const tokenLabelKey = input.tokenLabelKey ?? DEFAULT_TOKEN_LABEL_KEY;
+  const quarantineTaint =
+    input.quarantineTaint === undefined ? DEFAULT_QUARANTINE_TAINT : input.quarantineTaint;
+  const discoveryKubeconfigPath = input.discoveryKubeconfigPath ?? DEFAULT_DISCOVERY_KUBECONFIG_PATH;
+  checkInput(input, tokenLabelKey, quarantineTaint, discoveryKubeconfigPath);
+  return {
+    apiServerEndpoint: input.apiServerEndpoint,
+    caCertHash: input.caCertHash,
+    discovery: input.discovery ?? DEFAULT_DISCOVERY_MODE,
+    discoveryKubeconfigPath,
+    discoveryKubeconfig: renderDiscoveryKubeconfig(input),
+    tokenLabelKey,
+    quarantineTaint,
   };
 }
 

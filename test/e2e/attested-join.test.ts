@@ -172,6 +172,16 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
     );
   }
 
+  /** The material's script on machine `m` (its TPM), trusting `caPem` for the issuer. */
+  const runMaterial = (issued: IssueResponse, m: Machine, what: string, caPem = issuerCa) =>
+    runAttestScript({
+      script: issued.attestScript ?? '',
+      joinTemplate: issued.joinConfiguration,
+      issuerCaPem: caPem,
+      tcti: m.tpm.tcti,
+      dir: join(m.dir, what),
+    });
+
   before(async () => {
     await fx.ready();
     const manufacturerA = join(fx.logs, 'manufacturer-a');
@@ -263,13 +273,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
   it('the bound machine proves its TPM, joins with a real kubeadm and kubelet, and is flavored', async () => {
     const issued = await issue('sweet', { ekCertificate: pem(bound.keys.ekCert.bytes) });
     assert.equal(issued.status, 201, issued.text);
-    const run = await runAttestScript({
-      script: issued.body.attestScript ?? '',
-      joinTemplate: issued.body.joinConfiguration,
-      issuerCaPem: issuerCa,
-      tcti: bound.tpm.tcti,
-      dir: join(bound.dir, 'join'),
-    });
+    const run = await runMaterial(issued.body, bound, 'join');
     assert.equal(run.code, 0, run.stderr);
     assert.match(run.stdout, /attested; join configuration written/);
     const secret = await bootstrapSecret(issued.body.tokenID);
@@ -300,13 +304,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
     );
 
     // Used: the same material earns nothing more (it was not issued with allowRejoin).
-    const again = await runAttestScript({
-      script: issued.body.attestScript ?? '',
-      joinTemplate: issued.body.joinConfiguration,
-      issuerCaPem: issuerCa,
-      tcti: bound.tpm.tcti,
-      dir: join(bound.dir, 'join-again'),
-    });
+    const again = await runMaterial(issued.body, bound, 'join-again');
     assert.equal(again.code, 1);
     assert.match(again.stderr, /challenge refused \(HTTP 409\).*used by its machine already/);
   });
@@ -326,13 +324,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
     );
     assert.equal(issued.status, 201, issued.text);
     const joinOnce = async (attempt: string) => {
-      const run = await runAttestScript({
-        script: issued.body.attestScript ?? '',
-        joinTemplate: issued.body.joinConfiguration,
-        issuerCaPem: issuerCa,
-        tcti: bound.tpm.tcti,
-        dir: join(bound.dir, `rejoin-${attempt}`),
-      });
+      const run = await runMaterial(issued.body, bound, `rejoin-${attempt}`);
       assert.equal(run.code, 0, run.stderr);
       host ??= await RealNodeHost.start(fx.plane?.server ?? fx.env.server);
       const node = await host.startNode({
@@ -394,13 +386,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
   it('the same material on a machine with another TPM gets nothing, and a clear refusal', async () => {
     const issued = await issue('sweet', { ekCertificate: pem(bound.keys.ekCert.bytes) });
     const refusedBefore = await attestationCount('EKMismatch');
-    const run = await runAttestScript({
-      script: issued.body.attestScript ?? '',
-      joinTemplate: issued.body.joinConfiguration,
-      issuerCaPem: issuerCa,
-      tcti: other.tpm.tcti,
-      dir: join(other.dir, 'copied'),
-    });
+    const run = await runMaterial(issued.body, other, 'copied');
     assert.equal(run.code, 1);
     assert.match(run.stderr, /challenge refused \(HTTP 403\): this machine's TPM is not the one token/);
     assert.equal(await bootstrapSecret(issued.body.tokenID), undefined);
@@ -508,13 +494,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
   it('the key ring and the TLS rules are unchanged: the script trusts only the pinned issuer CA', async () => {
     const issued = await issue('sour', { ekCertificate: pem(bound.keys.ekCert.bytes) });
     const stranger = await createCertificateAuthority('not-the-issuer', 3_600_000);
-    const run = await runAttestScript({
-      script: issued.body.attestScript ?? '',
-      joinTemplate: issued.body.joinConfiguration,
-      issuerCaPem: stranger.certPem,
-      tcti: bound.tpm.tcti,
-      dir: join(bound.dir, 'wrong-ca'),
-    });
+    const run = await runMaterial(issued.body, bound, 'wrong-ca', stranger.certPem);
     assert.equal(run.code, 1);
     assert.match(run.stderr, /cannot reach the issuer/);
     assert.equal(await bootstrapSecret(issued.body.tokenID), undefined);
