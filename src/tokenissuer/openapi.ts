@@ -476,7 +476,8 @@ export const OPENAPI_DOCUMENT = {
           },
           credential: {
             type: 'string',
-            description: 'The TPM2 credential in tpm2-tools’ file format (tpm2_activatecredential -i), base64.',
+            description:
+              'The TPM2 credential in tpm2-tools’ file format (tpm2_activatecredential -i), base64.',
           },
           deadline: {
             type: 'string',
@@ -583,7 +584,8 @@ export const OPENAPI_DOCUMENT = {
           },
           attestation: {
             anyOf: [ref('TokenAttestation'), { type: 'null' }],
-            description: 'For a token bound to a TPM: its attestations so far and the last refusal; else null.',
+            description:
+              'For a token bound to a TPM: its attestations so far and the last refusal; else null.',
           },
         },
       },
@@ -593,7 +595,8 @@ export const OPENAPI_DOCUMENT = {
         properties: {
           ekCertificateIssuer: {
             type: ['string', 'null'],
-            description: 'The manufacturer CA that vouched for the EK, when the token was bound by certificate.',
+            description:
+              'The manufacturer CA that vouched for the EK, when the token was bound by certificate.',
           },
           allowRejoin: { type: 'boolean' },
           attestations: { type: 'integer', description: 'How many times its machine proved itself.' },

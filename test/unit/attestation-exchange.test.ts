@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
   answerProof,
-  CREDENTIAL_BYTES,
   type ChallengeTicket,
+  CREDENTIAL_BYTES,
   credentialSecret,
   decodeTicket,
   encodeTicket,
@@ -31,7 +31,13 @@ const AK_NAME = `000b${'8453837bb4537856b787200cd4727a7560970da329236e778bc009f9
 
 function ticket(seed = 'ticket'): ChallengeTicket {
   return newTicket(
-    { record: 'uid-1', key: key.id, issuedAt: 1_893_456_000_000, deadline: 1_893_456_060_000, akName: AK_NAME },
+    {
+      record: 'uid-1',
+      key: key.id,
+      issuedAt: 1_893_456_000_000,
+      deadline: 1_893_456_060_000,
+      akName: AK_NAME,
+    },
     seededRandomBytes(seed),
   );
 }
@@ -57,7 +63,10 @@ describe('challenge tickets', () => {
   it('the encoding has a fixed field order whatever order the object was built in', () => {
     const made = ticket();
     const { akName, nonce, deadline, issuedAt, key: keyId, record, v } = made;
-    assert.equal(encodeTicket({ akName, nonce, deadline, issuedAt, key: keyId, record, v }), encodeTicket(made));
+    assert.equal(
+      encodeTicket({ akName, nonce, deadline, issuedAt, key: keyId, record, v }),
+      encodeTicket(made),
+    );
   });
 
   it('a non-canonical encoding of the same fields is no ticket', () => {

@@ -126,7 +126,11 @@ export class FakeTokenKube implements TokenKube {
   }
   async annotateFlavoredToken(name: string, annotations: Record<string, string>, resourceVersion?: string) {
     if (this.beforeNext.annotateFlavoredToken) await this.#before('annotateFlavoredToken');
-    this.annotateCalls.push({ name, annotations, ...(resourceVersion === undefined ? {} : { resourceVersion }) });
+    this.annotateCalls.push({
+      name,
+      annotations,
+      ...(resourceVersion === undefined ? {} : { resourceVersion }),
+    });
     this.#maybeFail('annotateFlavoredToken');
     const token = this.tokens.get(name);
     if (!token) throw new KubeError(404, 'NotFound', 'not found');
@@ -182,6 +186,7 @@ export class FakeTokenKube implements TokenKube {
     });
   }
   async deleteBootstrapSecret(tokenId: string) {
+    if (this.beforeNext.deleteBootstrapSecret) await this.#before('deleteBootstrapSecret');
     return this.secrets.delete(tokenId);
   }
   async readClusterInfo() {
