@@ -7,18 +7,24 @@
 // shown exactly as the API answered it (and copied to the clipboard by the Copy button); with token
 // discovery the page offers no discovery kubeconfig. Along the way: the strict CSP is served and
 // nothing violates it, the bearer never reaches a URL, a cookie or browser storage, and the join
-// material can be removed from the page.
+// material can be removed from the page. Bound to a machine's TPM (ADR 0014): the user pastes the
+// machine's EK certificate, the page shows the API's refusal of a re-join without a node name next
+// to the node name, then material with no secret in it (the cloud-init first, the attestation
+// script, the JoinConfiguration template), and the refusal of that material on another TPM.
 // UPDATE_SCREENSHOT=1 writes the README's screenshot (docs/images/portal.png, secrets blanked).
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { type Browser, chromium, type Page } from 'playwright-core';
-import type { PlainIssueResponse } from '../../src/tokenissuer/response.ts';
+import type { IssueResponse, PlainIssueResponse } from '../../src/tokenissuer/response.ts';
 import type { RunningIssuer } from '../../src/tokenissuer/server.ts';
 import { skipUnless } from '../support/skip.ts';
 import { applyObjects } from './cluster/apply.ts';
+import { freePort } from './cluster/ports.ts';
 import type { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
+import { postJson } from './support/attestation.ts';
 import { controllerHarness } from './support/controller-harness.ts';
 import {
   clusterRoleBindingObject,
@@ -32,6 +38,8 @@ import { tempDirForThisProcess } from './support/temp-dir.ts';
 import { uniqueName, waitFor } from './support/wait.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
+/** Software-TPM fixtures (swtpm): manufacturer A's CAs, a TPM's EK certificate, another TPM's EK. */
+const TPM_FIXTURES = join(import.meta.dirname, '..', 'unit', 'fixtures', 'tpm');
 const NAMESPACE = 'nodeflavor-e2e-portal';
 /** Without the background-networking flags Chromium floods the closed network (docs/FACTS). */
 const CHROMIUM_ARGS = [
@@ -54,6 +62,12 @@ describe('the self-service page in headless Chromium', { skip }, () => {
   /** A second issuer, with token discovery. */
   let byToken: RunningIssuer | undefined;
   let byTokenId: string | undefined;
+  /** A third, set up for attested joins (TPM manufacturer A's CAs), and its CA. */
+  let byTpm: RunningIssuer | undefined;
+  let byTpmCa = '';
+  let byTpmTokenId: string | undefined;
+  /** The 400s a test provokes on purpose (Chromium logs each one as a console error). */
+  let expectedBadRequests = 0;
   let browser: Browser;
   let page: Page;
   let bearer: string;
@@ -97,6 +111,10 @@ describe('the self-service page in headless Chromium', { skip }, () => {
     });
     page.on('console', (message) => {
       if (message.type() === 'error' && /Failed to load resource: .* 404/.test(message.text())) return;
+      if (message.type() === 'error' && /Failed to load resource: .* 400/.test(message.text())) {
+        expectedBadRequests -= 1;
+        if (expectedBadRequests >= 0) return;
+      }
       if (message.type() === 'error') problems.push(message.text());
     });
     page.on('pageerror', (error) => problems.push(error.message));
@@ -107,16 +125,19 @@ describe('the self-service page in headless Chromium', { skip }, () => {
     await browser?.close();
     await issuer?.close();
     await byToken?.close();
-    // The token-discovery token no node used: revoked (its bootstrap Secret goes with it).
-    if (byTokenId)
-      await customObjects(h.env.kubeConfig)
-        .deleteClusterCustomObject({
-          group: 'nodeflavor.io',
-          version: 'v1alpha1',
-          plural: 'flavoredtokens',
-          name: byTokenId,
-        })
-        .catch(() => undefined);
+    await byTpm?.close();
+    // The token-discovery token no node used: revoked (its bootstrap Secret goes with it); and the
+    // TPM-bound one (which never had a Secret).
+    for (const name of [byTokenId, byTpmTokenId])
+      if (name)
+        await customObjects(h.env.kubeConfig)
+          .deleteClusterCustomObject({
+            group: 'nodeflavor.io',
+            version: 'v1alpha1',
+            plural: 'flavoredtokens',
+            name,
+          })
+          .catch(() => undefined);
   });
 
   it('serves the page with the strict CSP', async () => {
@@ -269,6 +290,177 @@ describe('the self-service page in headless Chromium', { skip }, () => {
     assert.equal(
       await page.locator('#material-usage').textContent(),
       'Give this to the new machine as its cloud-init user data: it writes the configuration and joins.',
+    );
+  });
+
+  it("binds a token to the machine's TPM: no secret on the page, the script, refusals where they belong", async () => {
+    // The issuer knows TPM manufacturer A (root and intermediate), as --tpm-manufacturer-ca-file.
+    const dir = tempDirForThisProcess('nodeflavor-portal-tpm-');
+    const manufacturerCaFile = join(dir, 'tpm-manufacturers.pem');
+    writeFileSync(
+      manufacturerCaFile,
+      ['manufacturer-a-root.pem', 'manufacturer-a-intermediate.pem']
+        .map((file) => readFileSync(join(TPM_FIXTURES, file), 'utf8'))
+        .join(''),
+    );
+    const port = await freePort();
+    const started = await startTestIssuer(h.env, {
+      listen: { host: '127.0.0.1', port },
+      portal: { enabled: true },
+      logLevel: 'silent',
+      issuance: { attestation: { url: `https://127.0.0.1:${port}`, manufacturerCaFile } },
+    });
+    byTpm = started.issuer;
+    byTpmCa = started.ca.certPem;
+    // What `tpm2_nvread 0x1c00002 | openssl x509 -inform der` prints on the machine.
+    const ekCertificate = new X509Certificate(readFileSync(join(TPM_FIXTURES, 'ek-cert.der'))).toString();
+    assert.match(ekCertificate, /^-----BEGIN CERTIFICATE-----\n/);
+
+    await page.goto(`${byTpm.url}/portal/`);
+    await page.getByLabel('Your token', { exact: true }).fill(bearer);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: '2. Request a join token' }).waitFor();
+    await page.getByRole('group', { name: "Bind to this machine's TPM (optional)" }).waitFor();
+    await page.getByLabel('EK certificate or EK public key (PEM)').fill(ekCertificate);
+    await page.locator('#ek-kind').filter({ hasText: 'An EK certificate' }).waitFor();
+
+    // Re-join without an exact node name: the API's 400, next to the node name.
+    await page.getByRole('radio', { name: 'Node names matching a pattern' }).check();
+    await page.getByLabel('Node name pattern', { exact: true }).fill('portal-tpm-*');
+    await page.getByLabel('Allow re-join after re-install').check();
+    const posted = () =>
+      page.waitForResponse(
+        (response) =>
+          new URL(response.url()).pathname === '/v1/tokens' && response.request().method() === 'POST',
+      );
+    const refusedAnswer = posted();
+    expectedBadRequests += 1;
+    await page.getByRole('button', { name: 'Request join token' }).click();
+    const refused = await refusedAnswer;
+    assert.equal(refused.status(), 400);
+    const refusedBody = refused.request().postDataJSON() as Record<string, unknown>;
+    assert.deepEqual(refusedBody.attestation, { ekCertificate, allowRejoin: true });
+    assert.equal(refusedBody.nodeName, undefined);
+    assert.equal(refusedBody.nodeNamePattern, 'portal-tpm-*');
+    const nodeError = page.locator('fieldset:has(#node) #node-error');
+    await nodeError.waitFor();
+    assert.equal(
+      await nodeError.textContent(),
+      'Node name is required with attestation.allowRejoin: a machine re-joins under its one name',
+    );
+    assert.equal(await page.locator('#node').getAttribute('aria-invalid'), 'true');
+    assert.match((await page.locator('#node').getAttribute('aria-describedby')) ?? '', /\bnode-error\b/);
+    assert.equal(await page.locator('#material-section').isVisible(), false);
+
+    // With the exact node name: a token bound to that TPM.
+    const name = uniqueName('portal-tpm');
+    await page.getByRole('radio', { name: 'Exactly this node name' }).check();
+    await page.getByLabel('Node name', { exact: true }).fill(name);
+    const issuedAnswer = posted();
+    await page.getByRole('button', { name: 'Request join token' }).click();
+    const issued = await issuedAnswer;
+    assert.equal(issued.status(), 201, await issued.text());
+    const answer = (await issued.json()) as IssueResponse;
+    byTpmTokenId = answer.id;
+    assert.equal(answer.attested, true);
+    assert.equal(answer.bootstrapToken, null);
+    assert.equal(answer.flavorToken, null);
+    assert.ok(answer.attestScript?.startsWith('#!/bin/bash\n'));
+    assert.equal(await nodeError.isVisible(), false, 'the refusal of before is gone');
+
+    // The cloud-init (which installs and runs the script) is shown first; then the script and
+    // the template; the discovery kubeconfig last (file discovery).
+    const material = page.getByRole('textbox', { name: 'Join material' });
+    await waitFor(async () => (await material.inputValue()) === answer.cloudInit, {
+      what: 'the attested cloud-init on the page',
+    });
+    assert.deepEqual(
+      (await page.locator('#format-choices label:not([hidden])').allTextContents()).map((t) => t.trim()),
+      [
+        'cloud-init (use this: installs and runs the attestation script)',
+        'Attestation script (nodeflavor-attest)',
+        'kubeadm JoinConfiguration template (the script fills it in; not usable alone)',
+        'Discovery kubeconfig',
+      ],
+    );
+    assert.equal(await page.getByRole('radio', { name: 'cloud-init' }).isChecked(), true);
+    const notice = (await page.locator('#material-notice').textContent()) ?? '';
+    assert.match(notice, /^No secret in it: this material works only on the machine with the TPM/);
+    assert.match(notice, /Anyone may read it, .* reach the machine unaltered/);
+    const usage = page.locator('#material-usage');
+    assert.match(
+      (await usage.textContent()) ?? '',
+      /runs the script, which proves the machine holds the TPM/,
+    );
+    const shown: string[] = [answer.cloudInit];
+    await page.getByRole('radio', { name: 'Attestation script (nodeflavor-attest)', exact: true }).check();
+    const script = await material.inputValue();
+    assert.equal(script, answer.attestScript);
+    assert.ok(script.startsWith('#!/bin/bash\n'), script.slice(0, 40));
+    assert.match(
+      (await usage.textContent()) ?? '',
+      /^The script the cloud-init installs as \/usr\/local\/sbin\/nodeflavor-attest/,
+    );
+    shown.push(script);
+    await page.getByRole('radio', { name: 'kubeadm JoinConfiguration template' }).check();
+    const template = await material.inputValue();
+    assert.equal(template, answer.joinConfiguration);
+    assert.ok(template.includes('NODEFLAVOR-ATTESTED-BOOTSTRAP-TOKEN'), 'placeholders where the tokens go');
+    assert.match((await usage.textContent()) ?? '', /^A template, not usable alone/);
+    shown.push(template);
+    await page.getByRole('radio', { name: 'Discovery kubeconfig' }).check();
+    shown.push(await material.inputValue());
+    // No bootstrap token (id.secret) and no flavor token anywhere: not in any format, not on the page.
+    const pageText = await page.evaluate(
+      `document.body.innerText + [...document.querySelectorAll('textarea, input')].map((e) => e.value).join('\\n')`,
+    );
+    for (const text of [...shown, String(pageText)]) {
+      assert.doesNotMatch(text, /\b[a-z0-9]{6}\.[a-z0-9]{16}\b/, 'a bootstrap token on the page');
+      assert.doesNotMatch(text, /\b[a-z2-7]{52}\b/, 'a flavor token on the page');
+    }
+    await assert.rejects(
+      h.env.core.readNamespacedSecret({
+        namespace: 'kube-system',
+        name: `bootstrap-token-${answer.tokenID}`,
+      }),
+      (error: { code?: number }) => error.code === 404,
+      'no bootstrap Secret before the machine proves itself',
+    );
+
+    // The watch: bound to a TPM, not attested yet.
+    await page
+      .getByRole('status')
+      .filter({ hasText: 'Issued: waiting for the machine with its TPM to prove itself and join.' })
+      .waitFor();
+    const facts = page.locator('#attestation-facts');
+    await facts.filter({ hasText: 'attested 0 times' }).waitFor();
+    assert.match(
+      (await facts.textContent()) ?? '',
+      /EK certificate, from .*; re-join allowed\): attested 0 times\.$/,
+    );
+    assert.equal(await page.locator('#attestation-refusal').isVisible(), false);
+
+    // The material copied to a machine with another TPM: its challenge is refused, and the page says so.
+    const another = await postJson(`${byTpm.url}/v1/attestations/${answer.tokenID}/challenge`, byTpmCa, {
+      ekPublic: readFileSync(join(TPM_FIXTURES, 'tpm-b-ek.pub')).toString('base64'),
+      akPublic: readFileSync(join(TPM_FIXTURES, 'ak.pub')).toString('base64'),
+    });
+    assert.equal(another.status, 403, another.text);
+    const refusal = page.getByRole('alert').filter({ hasText: 'Last refusal: EKMismatch: ' });
+    await refusal.waitFor({ timeout: 15_000 });
+    assert.match(
+      (await refusal.textContent()) ?? '',
+      /^Last refusal: EKMismatch: .*\. The material was tried on a machine with another TPM\.$/,
+    );
+    assert.match((await facts.textContent()) ?? '', /attested 0 times/);
+
+    // Off the page on request, and the page's formats are the plain ones again.
+    await page.getByRole('button', { name: 'Remove from page' }).click();
+    assert.equal(await page.locator('#material').inputValue(), '');
+    assert.equal(await page.getByRole('radio', { name: /^Attestation script/ }).count(), 0);
+    assert.deepEqual(
+      (await page.locator('#format-choices label:not([hidden])').allTextContents()).map((t) => t.trim()),
+      ['kubeadm JoinConfiguration', 'cloud-init'],
     );
   });
 

@@ -10,18 +10,28 @@
 // - every token request carries an Idempotency-Key, one per intent (see `intent`): a retry of
 //   the same request (a second click after an error, a lost answer) gets the token the first
 //   attempt may already have made, never a second live one.
-// Which formats of the material it offers, and the text that goes with each: formats.js.
+// - a token bound to a TPM (ADR 0014) is answered with material holding no secret; the page says
+//   so and shows that material the same way (once, removable): it offers no way to keep it either.
+// Which formats of the material it offers, the text that goes with each, and which field a pasted
+// EK PEM is: formats.js.
 
-import { materialFormats } from './formats.js';
+import { ekBinding, FORMATS, materialFormats, PLAIN_LABELS, PLAIN_NOTICE } from './formats.js';
 
 /** @type {{ bearer: string } | null} */
 let session = null;
 /**
  * The material shown (every format of it), kept only while it is on the page.
  * @type {{ id: string, joinConfiguration: string, cloudInit: string, joinCommand: string, discovery: string,
- *   discoveryKubeconfig: string, discoveryKubeconfigPath: string } | null}
+ *   discoveryKubeconfig: string, discoveryKubeconfigPath: string, attested: boolean,
+ *   attestScript: string | null } | null}
  */
 let material = null;
+/**
+ * Whether the material shown last was bound to a TPM: when the kind changes (or for attested
+ * material, whose cloud-init comes first) the page shows the first format offered, else it keeps
+ * the format the user chose for earlier material.
+ */
+let shownAttested = false;
 /** The watch in progress (aborted on sign-out or a new request). */
 let watching = null;
 /**
@@ -40,9 +50,11 @@ const $ = (id) => {
 };
 
 class ApiError extends Error {
-  constructor(status, message) {
+  /** @param {{ field: string, message: string }[]} fields the 400 answer's field errors */
+  constructor(status, message, fields = []) {
     super(message);
     this.status = status;
+    this.fields = fields;
   }
 }
 
@@ -67,7 +79,10 @@ async function api(method, path, body, extraHeaders = {}) {
   }
   if (!response.ok) {
     const message = parsed?.error?.message ?? `the issuer answered ${response.status}`;
-    throw new ApiError(response.status, message);
+    const fields = Array.isArray(parsed?.error?.fields)
+      ? parsed.error.fields.filter((f) => typeof f?.field === 'string' && typeof f?.message === 'string')
+      : [];
+    throw new ApiError(response.status, message, fields);
   }
   return parsed;
 }
@@ -130,6 +145,7 @@ function signOut() {
   intent = null;
   stopWatching();
   forgetMaterial();
+  clearFieldErrors();
   $('flavors').replaceChildren();
   $('tokens').replaceChildren();
   for (const id of ['request-section', 'material-section', 'status-section', 'tokens-section'])
@@ -184,16 +200,95 @@ function requestBody() {
   if (mode === 'pattern' && node !== '') body.nodeNamePattern = node;
   const description = $('description').value.trim();
   if (description !== '') body.description = description;
+  const ek = ekBinding($('ek').value);
+  if (ek && 'field' in ek) {
+    body.attestation = { [ek.field]: ek.pem };
+    if ($('allow-rejoin').checked) body.attestation.allowRejoin = true;
+  }
   return body;
+}
+
+// ---- field errors ------------------------------------------------------------------------------
+
+/**
+ * Where a field error of a token request is shown (next to the input it is about), and the
+ * field's name in the sentence: the API's `fields` name JSON paths ("nodeName is required ...").
+ */
+const FIELD_ERRORS = [
+  { field: 'nodeName', input: 'node', error: 'node-error', name: 'Node name' },
+  { field: 'nodeNamePattern', input: 'node', error: 'node-error', name: 'Node name pattern' },
+  { field: 'ttl', input: 'ttl', error: 'ttl-error', name: 'Validity' },
+  { field: 'expiresAt', input: 'ttl', error: 'ttl-error', name: 'Expiry' },
+  { field: 'attestation.ekCertificate', input: 'ek', error: 'ek-error', name: 'The EK certificate' },
+  { field: 'attestation.ekPublicKey', input: 'ek', error: 'ek-error', name: 'The EK public key' },
+  { field: 'attestation.allowRejoin', input: 'ek', error: 'ek-error', name: 'Allow re-join' },
+  { field: 'attestation', input: 'ek', error: 'ek-error', name: 'Binding to a TPM' },
+];
+
+function clearFieldErrors() {
+  for (const { input, error } of FIELD_ERRORS) {
+    say(error, '');
+    $(input).setAttribute('aria-invalid', 'false');
+  }
+}
+
+/** Shows each error next to its input (the first one focused); returns whether any had a place. */
+function showFieldErrors(fields) {
+  /** @type {Map<string, { input: string, texts: string[] }>} */
+  const shown = new Map();
+  for (const { field, message } of fields) {
+    const place = FIELD_ERRORS.find((p) => p.field === field);
+    if (!place) continue;
+    const entry = shown.get(place.error) ?? { input: place.input, texts: [] };
+    entry.texts.push(`${place.name} ${message}`);
+    shown.set(place.error, entry);
+  }
+  for (const [error, { input, texts }] of shown) {
+    say(error, texts.join(' '));
+    $(input).setAttribute('aria-invalid', 'true');
+  }
+  const first = shown.values().next().value;
+  if (first) $(first.input).focus();
+  return shown.size > 0;
+}
+
+/** What the page tells about the EK pasted so far: which kind it is, or why it is neither. */
+function ekChanged() {
+  const ek = ekBinding($('ek').value);
+  $('ek').setAttribute('aria-invalid', ek && 'problem' in ek ? 'true' : 'false');
+  say('ek-error', ek && 'problem' in ek ? `The pasted EK ${ek.problem}` : '');
+  say(
+    'ek-kind',
+    ek === null || 'problem' in ek
+      ? ''
+      : ek.field === 'ekCertificate'
+        ? 'An EK certificate: the issuer checks that a TPM manufacturer it knows signed it.'
+        : 'An EK public key: bound on your word (an EK certificate would have the manufacturer vouch for it).',
+  );
 }
 
 async function requestToken(event) {
   event.preventDefault();
   say('request-error', '');
+  clearFieldErrors();
   const mode = selected('node-mode');
   if (mode !== 'any' && $('node').value.trim() === '') {
     say('request-error', mode === 'pattern' ? 'Enter a node name pattern.' : 'Enter the node name.');
     $('node').focus();
+    return;
+  }
+  const ek = ekBinding($('ek').value);
+  const ekProblem =
+    ek && 'problem' in ek
+      ? `The pasted EK ${ek.problem}`
+      : ek === null && $('allow-rejoin').checked
+        ? "Allow re-join applies to a token bound to a TPM: paste the machine's EK, or clear the box."
+        : '';
+  if (ekProblem !== '') {
+    say('request-error', ekProblem);
+    say('ek-error', ekProblem);
+    $('ek').setAttribute('aria-invalid', 'true');
+    $('ek').focus();
     return;
   }
   stopWatching();
@@ -215,7 +310,12 @@ async function requestToken(event) {
       discovery: issued.discovery,
       discoveryKubeconfig: issued.discoveryKubeconfig,
       discoveryKubeconfigPath: issued.discoveryKubeconfigPath,
+      attested: issued.attested === true,
+      attestScript: typeof issued.attestScript === 'string' ? issued.attestScript : null,
     };
+    // Attested material opens on its cloud-init; a change of kind opens on the first format.
+    if (material.attested || shownAttested) pickFormat(materialFormats(material).formats[0]);
+    shownAttested = material.attested;
     renderMaterial();
     show('material-section', true);
     $('material-heading').focus();
@@ -226,6 +326,8 @@ async function requestToken(event) {
     // may be retried as it is, with the same key.
     if (error.status === 409 && intent === current) intent = null;
     say('request-error', error.message);
+    // A 400 names its fields: each is shown next to its input too.
+    if (error.status === 400 && Array.isArray(error.fields)) showFieldErrors(error.fields);
   } finally {
     busy(button, false);
   }
@@ -233,24 +335,47 @@ async function requestToken(event) {
 
 // ---- the join material -------------------------------------------------------------------------
 
-/** Shows only the given formats' choices: one not offered is hidden and disabled (out of the tab order). */
-function offerFormats(formats) {
-  for (const radio of document.querySelectorAll('input[name="format"]')) {
-    const offered = formats.includes(radio.value);
+/**
+ * Shows only the given formats' choices, in the given order and under the given names: one not
+ * offered is hidden and disabled (out of the tab order).
+ */
+function offerFormats(formats, labels) {
+  const choices = $('format-choices');
+  for (const format of [...formats, ...FORMATS.filter((f) => !formats.includes(f))]) {
+    const radio = document.querySelector(`input[name="format"][value="${format}"]`);
+    const offered = formats.includes(format);
     radio.disabled = !offered;
-    radio.closest('label').hidden = !offered;
+    const label = radio.closest('label');
+    label.hidden = !offered;
+    $(`format-name-${format}`).textContent = labels[format] ?? PLAIN_LABELS[format];
+    // Moved to the end in turn: the choices end up in this order (and so does the tab order).
+    choices.append(label);
   }
+}
+
+function pickFormat(format) {
+  for (const radio of document.querySelectorAll('input[name="format"]'))
+    radio.checked = radio.value === format;
+}
+
+/** What the page says above the material: hand it over like a password, or: it holds no secret. */
+function renderNotice(text, attested) {
+  const notice = $('material-notice');
+  notice.textContent = text;
+  notice.classList.toggle('warning', !attested);
+  notice.classList.toggle('no-secret', attested);
 }
 
 function renderMaterial() {
   if (!material) return;
-  const { formats, usage } = materialFormats(material);
-  offerFormats(formats);
+  const { formats, usage, labels, notice, attested } = materialFormats(material);
+  offerFormats(formats, labels);
+  renderNotice(notice, attested);
   let format = selected('format');
   if (!formats.includes(format)) {
     // The choice left over from earlier material is not offered now (token discovery).
     format = formats[0];
-    document.querySelector(`input[name="format"][value="${format}"]`).checked = true;
+    pickFormat(format);
   }
   $('material').value = material[format];
   $('material-usage').textContent = usage[format];
@@ -276,7 +401,8 @@ function forgetMaterial() {
   material = null;
   $('material').value = '';
   $('material-usage').textContent = '';
-  offerFormats(['joinConfiguration', 'cloudInit']);
+  offerFormats(['joinConfiguration', 'cloudInit'], PLAIN_LABELS);
+  renderNotice(PLAIN_NOTICE, false);
   say('copy-status', '');
   show('material-section', false);
 }
@@ -302,7 +428,9 @@ function renderPhase(view) {
   phase.classList.toggle('ok', view.phase === 'Verified');
   phase.classList.toggle('bad', bad);
   const texts = {
-    Issued: 'Issued: waiting for a node to join with it.',
+    Issued: view.attestation
+      ? 'Issued: waiting for the machine with its TPM to prove itself and join.'
+      : 'Issued: waiting for a node to join with it.',
     Bound: `Bound: node ${node?.nodeName ?? ''} joined; verifying its flavor token.`,
     Verified: `Verified: node ${node?.nodeName ?? ''} is verified and ready for workloads.`,
     Failed: `Failed: ${view.reason ?? 'unknown reason'}.`,
@@ -316,6 +444,33 @@ function renderPhase(view) {
       : view.phaseSince
         ? `Since ${new Date(view.phaseSince).toLocaleString()}.`
         : '';
+  renderAttestation(view.attestation ?? null);
+}
+
+/** For a token bound to a TPM: how often its machine proved itself, and the last refusal. */
+function renderAttestation(attestation) {
+  if (!attestation) {
+    say('attestation-facts', '');
+    say('attestation-refusal', '');
+    return;
+  }
+  const count = attestation.attestations;
+  const by = attestation.ekCertificateIssuer
+    ? `its EK certificate, from ${attestation.ekCertificateIssuer}`
+    : 'its EK public key';
+  say(
+    'attestation-facts',
+    `Tied to one machine's TPM (${by}${attestation.allowRejoin ? '; re-join allowed' : ''}): ` +
+      `attested ${count} ${count === 1 ? 'time' : 'times'}` +
+      (attestation.attestedAt ? `, last at ${new Date(attestation.attestedAt).toLocaleString()}.` : '.'),
+  );
+  const refusal = attestation.lastRefusal;
+  const text = refusal
+    ? `Last refusal: ${refusal.reason}: ${refusal.message} (${new Date(refusal.at).toLocaleString()}).` +
+      (refusal.reason === 'EKMismatch' ? ' The material was tried on a machine with another TPM.' : '')
+    : '';
+  // The same refusal again (every status event carries it) is not announced again.
+  if ($('attestation-refusal').textContent !== text) say('attestation-refusal', text);
 }
 
 function stopWatching() {
@@ -329,6 +484,7 @@ function startWatching(id) {
   watching = controller;
   show('status-section', true);
   $('token-id').textContent = id;
+  renderAttestation(null);
   void (async () => {
     let failures = 0;
     while (!controller.signal.aborted && session) {
@@ -428,6 +584,7 @@ document.addEventListener('DOMContentLoaded', () => {
     radio.addEventListener('change', nodeModeChanged);
   for (const radio of document.querySelectorAll('input[name="format"]'))
     radio.addEventListener('change', renderMaterial);
+  $('ek').addEventListener('input', ekChanged);
   nodeModeChanged();
   // A page restored from the back/forward cache must not show what the user left behind.
   window.addEventListener('pagehide', () => {
