@@ -74,6 +74,7 @@ export function tokenFacts(token: StoredToken): TokenFacts {
     bindings: token.status?.bindings ?? [],
     uses: Math.max(token.status?.uses ?? 0, token.status?.bindings?.length ?? 0),
     rejoin: spec.attestation?.allowRejoin === true && spec.nodeName !== undefined,
+    attested: spec.attestation !== undefined,
   };
 }
 

@@ -136,7 +136,7 @@ export function ticketRefusal(
     return {
       status: 409,
       reason: 'Replayed',
-      message: `this challenge for token ${tokenId} was answered already, or a later one was: a recorded exchange earns nothing`,
+      message: `this challenge for token ${tokenId} was answered already, or a later one was: a replayed exchange earns nothing`,
       record: true,
     };
   return undefined;

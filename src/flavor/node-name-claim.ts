@@ -130,8 +130,7 @@ const claimHeld: ApprovalCheck = ({ claim, tokenUID, nodeName }) =>
 // A CSR still pending has no certificate yet: a Node of its name is another machine's, except the
 // very Node a rejoin token's machine registered before (its binding records that UID).
 const nameUnregistered: ApprovalCheck = ({ node, nodeName, token }) =>
-  !node ||
-  (token?.rejoin && token.bindings.some((b) => b.nodeName === nodeName && b.nodeUID === node.uid))
+  !node || (token?.rejoin && token.bindings.some((b) => b.nodeName === nodeName && b.nodeUID === node.uid))
     ? undefined
     : `node ${nodeName} exists already: this request did not create it`;
 

@@ -93,6 +93,12 @@ export const REMEDIES: Readonly<Record<FailureReason, Remedy>> = {
     meaning: "the token's FlavorClass does not exist (deleted, renamed, or never created)",
     action: 'create it; the node is verified (or flavored again) on the next reconcile',
   },
+  AttestationRequired: {
+    check: "the flavor's measured boot requirement",
+    meaning:
+      'the FlavorClass requires a measured boot state (measuredBoot), and the node joined with a token not bound to a TPM',
+    action: "issue a token bound to the machine's TPM (attestation) and re-join the machine with it",
+  },
   MalformedCSR: {
     check: 'the CSR is a kubelet client request',
     meaning:

@@ -316,6 +316,16 @@ const TaintSchema = z.object({
 });
 type Taint = z.infer<typeof TaintSchema>;
 
+/** A measured boot state a flavor requires (ADR 0014): SHA-256 PCR values a TPM quote must show. */
+export const MeasuredBootSchema = z.object({
+  pcrs: z
+    .array(z.object({ index: z.number().int().min(0).max(23), sha256: z.string().regex(/^[0-9a-f]{64}$/) }))
+    .min(1)
+    .max(24)
+    .superRefine(uniqueBy((p: { index: number }) => String(p.index), 'PCR index')),
+});
+export type MeasuredBoot = z.infer<typeof MeasuredBootSchema>;
+
 export const FlavorClassSpecSchema = z.object({
   /** Free text for humans; never applied to nodes. */
   description: z.string().max(LIMITS.descriptionLength).optional(),
@@ -329,6 +339,8 @@ export const FlavorClassSpecSchema = z.object({
     .max(LIMITS.taints)
     .superRefine(uniqueBy((t: Taint) => `${t.key}\u0000${t.effect}`, 'taint (key, effect)'))
     .optional(),
+  /** Only TPM-attested joins, with a quote showing these PCR values, earn this flavor. */
+  measuredBoot: MeasuredBootSchema.optional(),
 });
 export type FlavorClassSpec = z.infer<typeof FlavorClassSpecSchema>;
 

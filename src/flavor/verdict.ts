@@ -30,6 +30,7 @@ export const FAILURE_REASONS = [
   'NoBinding',
   'InvalidRecord',
   'FlavorClassNotFound',
+  'AttestationRequired',
   'MissingToken',
   'MalformedToken',
   'InvalidToken',
@@ -70,6 +71,8 @@ export interface TokenFacts {
    * TPM proof (the issuer mints it then), so a CSR made with it is that machine's.
    */
   rejoin?: boolean;
+  /** Bound to a TPM (spec.attestation): its bootstrap Secret was minted only after a TPM proof. */
+  attested?: boolean;
 }
 
 /** The status field holds at most this many bindings (the CRD's maxItems). */
@@ -485,8 +488,18 @@ const tokenMatches: NodeCheck = ({ node, bound: { token }, keyRing }) =>
         message: `node ${node.name}'s flavor token does not match token ${token.tokenId}`,
       };
 
+// A flavor that requires a measured boot state is earned only through a TPM (ADR 0014): the issuer
+// checked the quote before it minted the bootstrap token; a token not bound to a TPM never earns it.
+const attestedIfRequired: NodeCheck = ({ bound: { token }, flavorClass }) =>
+  flavorClass?.measuredBoot && !token.attested
+    ? {
+        reason: 'AttestationRequired',
+        message: `FlavorClass "${token.flavorClassName}" requires a measured boot state, and token ${token.tokenId} is not bound to a TPM`,
+      }
+    : undefined;
+
 /** Every bound node, verified or not. */
-const BOUND_NODE_CHAIN: NodeCheck[] = [tokenStillValid, flavorClassExists];
+const BOUND_NODE_CHAIN: NodeCheck[] = [tokenStillValid, flavorClassExists, attestedIfRequired];
 /** A node not verified yet: the flavor token its kubelet presented, checked under the key ring. */
 const PRESENTED_TOKEN_CHAIN: NodeCheck[] = [tokenPresented, tokenWellFormed, tokenMatches];
 

@@ -54,7 +54,7 @@ post() {
   curl -sS --max-time 30 \${CA:+--cacert "$CA"} -o "$3" -w '%{http_code}' \\
     -H 'Content-Type: application/json' --data-binary @"$2" "$ISSUER/v1/attestations/$TOKEN_ID/$1"
 }
-for tool in tpm2_createek tpm2_createak tpm2_activatecredential openssl curl; do
+for tool in tpm2_createek tpm2_createak tpm2_activatecredential tpm2_quote tpm2_pcrread openssl curl; do
   command -v "$tool" >/dev/null || fail "$tool is not installed (install tpm2-tools, openssl and curl)"
 done
 work=$(mktemp -d)
@@ -81,7 +81,19 @@ flush
 secret=$(od -An -v -tx1 secret.bin | tr -d ' \\n')
 rm -f secret.bin
 
-printf '{"ticket":"%s","proof":"%s"}' "$ticket" "$(hmac "$secret" "proof:$ticket")" >answer.json
+# A flavor that requires a measured boot state asks for a quote of its PCRs over its nonce.
+quote=''
+pcrs=$(field pcrs challenged.json)
+if [ -n "$pcrs" ]; then
+  tpm2_quote -c ak.ctx -l "$pcrs" -q "$(field nonce challenged.json)" -g sha256 -m quote.msg -s quote.sig >/dev/null ||
+    fail "cannot quote PCRs $pcrs"
+  flush
+  tpm2_pcrread "$pcrs" -o pcrs.bin >/dev/null || fail "cannot read PCRs $pcrs"
+  quote=$(printf ',"quote":{"akPublic":"%s","message":"%s","signature":"%s","pcrValues":"%s"}' \\
+    "$(openssl base64 -A <ak.pub)" "$(openssl base64 -A <quote.msg)" "$(openssl base64 -A <quote.sig)" "$(openssl base64 -A <pcrs.bin)")
+fi
+
+printf '{"ticket":"%s","proof":"%s"%s}' "$ticket" "$(hmac "$secret" "proof:$ticket")" "$quote" >answer.json
 status=$(post answer answer.json answered.json) || fail "cannot reach the issuer at $ISSUER"
 [ "$status" = 200 ] || fail "answer refused (HTTP $status): $(field message answered.json)"
 iv=$(field iv answered.json)

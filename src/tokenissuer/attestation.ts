@@ -48,13 +48,20 @@ import {
 } from '../flavor/bootstrap-token.ts';
 import { deriveFlavorToken } from '../flavor/flavor-token.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
-import { API_VERSION, FLAVORED_TOKEN_KIND, type FlavoredToken, tokenExpiry } from '../flavor/resources.ts';
+import {
+  API_VERSION,
+  FLAVORED_TOKEN_KIND,
+  type FlavoredToken,
+  type MeasuredBoot,
+  tokenExpiry,
+} from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
 import { Secret } from '../flavor/secret.ts';
 import { attestationKeyProblems } from '../flavor/tpm/attestation-key.ts';
 import { credentialBlobFile } from '../flavor/tpm/credential-blob-file.ts';
 import { ekSpkiDer } from '../flavor/tpm/ek-identity.ts';
 import { makeCredential } from '../flavor/tpm/make-credential.ts';
+import { quoteProblems } from '../flavor/tpm/quote.ts';
 import { parseTpm2bPublic, type TpmPublic } from '../flavor/tpm/tpm-public.ts';
 import { withdrawal } from '../flavor/withdrawal.ts';
 import type { EventType, InvolvedObject } from '../kube/events.ts';
@@ -94,8 +101,19 @@ export const ChallengeRequestSchema = z.strictObject({
   }),
 });
 
+/** A TPM quote of the PCRs the challenge asked for (a FlavorClass with measuredBoot). */
+const QuoteSchema = z.strictObject({
+  akPublic: base64(2048).meta({ description: 'The AK that signed the quote, TPM2B_PUBLIC, base64.' }),
+  message: base64(1024).meta({ description: 'TPMS_ATTEST (tpm2_quote -m), base64.' }),
+  signature: base64(1024).meta({ description: 'TPMT_SIGNATURE (tpm2_quote -s), base64.' }),
+  pcrValues: base64(2048).meta({ description: 'The PCR values, in index order (tpm2_pcrread -o), base64.' }),
+});
+
 export const AnswerRequestSchema = z.strictObject({
   ticket: z.string().max(1024).meta({ description: 'The ticket the challenge answered.' }),
+  quote: QuoteSchema.optional().meta({
+    description: "The quote the challenge asked for (its 'quote' was not null).",
+  }),
   proof: z
     .string()
     .regex(/^[0-9a-f]{64}$/, { message: 'must be 64 lowercase hex digits' })
@@ -107,6 +125,8 @@ export interface ChallengeResponse {
   /** What `tpm2_activatecredential -i` reads, base64. */
   credential: string;
   deadline: string;
+  /** The flavor requires a measured boot state: quote these PCRs over this nonce with the AK. */
+  quote: { pcrs: string; nonce: string } | null;
 }
 
 export interface AnswerResponse extends SealedJoinSecrets {
@@ -184,11 +204,68 @@ export async function challenge(
     credential: Buffer.from(secret.reveal(), 'hex'),
   });
   deps.count?.('challenged');
+  const encoded = encodeTicket(ticket);
+  const measured = (await deps.kube.getFlavorClass(record.spec.flavorClassName))?.spec.measuredBoot;
   return {
-    ticket: encodeTicket(ticket),
+    ticket: encoded,
     credential: credentialBlobFile(made).toString('base64'),
-    deadline: new Date(ticket.deadline).toISOString(),
+    deadline: rfc3339(new Date(ticket.deadline)),
+    quote: measured ? { pcrs: pcrSelection(measured), nonce: quoteNonce(encoded).toString('hex') } : null,
   };
+}
+
+/** `tpm2_quote -l` / `tpm2_pcrread` syntax for the flavor's PCRs: sha256:0,7. */
+function pcrSelection(measured: MeasuredBoot): string {
+  return `sha256:${measured.pcrs
+    .map((p) => p.index)
+    .sort((a, b) => a - b)
+    .join(',')}`;
+}
+
+/** The quote's qualifying data: bound to this ticket, so a quote made for another challenge fails. */
+function quoteNonce(ticketText: string): Buffer {
+  return createHash('sha256').update(`nodeflavor/v1/quote:${ticketText}`).digest();
+}
+
+/**
+ * Why the machine's measured state does not earn the flavor, when the flavor requires one: read
+ * fresh, so a requirement added since the challenge applies (fail closed).
+ */
+async function measuredStateRefusal(
+  deps: AttestationDeps,
+  token: FlavoredToken,
+  tokenId: string,
+  request: z.output<typeof AnswerRequestSchema>,
+  akName: string,
+): Promise<AttestationRefusal | undefined> {
+  const flavor = await deps.kube.getFlavorClass(token.spec.flavorClassName);
+  if (!flavor)
+    return {
+      status: 409,
+      reason: 'FlavorClassNotFound',
+      message: `FlavorClass '${token.spec.flavorClassName}' of token ${tokenId} does not exist: nothing to join as`,
+      record: false,
+    };
+  const measured = flavor.spec.measuredBoot;
+  if (!measured) return undefined;
+  const mismatch = (problem: string): AttestationRefusal => ({
+    status: 403,
+    reason: 'PCRMismatch',
+    message: `token ${tokenId}'s flavor requires a measured boot state (${pcrSelection(measured)}): ${problem}`,
+    record: true,
+  });
+  if (!request.quote) return mismatch('the answer carries no quote');
+  const ak = parseKey(request.quote.akPublic, 'quote.akPublic');
+  if (ak.name.toString('hex') !== akName) return mismatch("the quote's AK is not the challenge's");
+  const problems = quoteProblems({
+    ak,
+    message: Buffer.from(request.quote.message, 'base64'),
+    signature: Buffer.from(request.quote.signature, 'base64'),
+    values: Buffer.from(request.quote.pcrValues, 'base64'),
+    nonce: quoteNonce(request.ticket),
+    required: measured.pcrs,
+  });
+  return problems.length > 0 ? mismatch(problems.slice(0, 3).join('; ')) : undefined;
 }
 
 function ekSpkiOf(token: FlavoredToken): Buffer {
@@ -216,6 +293,8 @@ export async function answer(deps: AttestationDeps, tokenId: string, body: unkno
     });
   const secret = credentialSecret(key, ticket, ekDigest(read));
   if (!proofHolds(secret, request.ticket, request.proof)) throw await refused(deps, read, badProof(tokenId));
+  const measuredState = await measuredStateRefusal(deps, read, tokenId, request, ticket.akName);
+  if (measuredState) throw await refused(deps, read, measuredState);
 
   const record = await useTicket(deps, read, tokenId, ticket.issuedAt);
   const expiresAt = joinDeadline(deps, record);
@@ -291,7 +370,7 @@ async function useTicket(
       throw await refused(deps, freshRecord, {
         status: 409,
         reason: 'Replayed',
-        message: `this challenge for token ${tokenId} was answered already, or a later one was: a recorded exchange earns nothing`,
+        message: `this challenge for token ${tokenId} was answered already, or a later one was: a replayed exchange earns nothing`,
         record: true,
       });
     record = freshRecord;

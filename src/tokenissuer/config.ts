@@ -160,7 +160,7 @@ export const AttestationSettingsSchema = z.strictObject({
   challengeSeconds: z.number().int().min(5).max(600).default(60),
   /** How long the bootstrap token an attestation mints stays valid: time enough for `kubeadm join`. */
   joinWindowSeconds: z.number().int().min(60).max(86_400).default(900),
-  /** Challenges per client address (unauthenticated endpoints: a node has nothing but its TPM). */
+  /** Attestation requests (challenges and answers) per client address: unauthenticated, a node has nothing but its TPM. */
   perAddress: bucketSchema({ capacity: 10, refillPerSecond: 0.5 }).prefault({}),
 });
 export type AttestationSettings = z.output<typeof AttestationSettingsSchema>;

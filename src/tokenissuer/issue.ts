@@ -191,6 +191,19 @@ export async function prepareIssuance(deps: IssuanceDeps, input: IssueInput): Pr
       `FlavorClass '${request.flavorClassName}' not found: create it or check --flavor (flavorClassName)`,
     );
   }
+  // A flavor that requires a measured boot state is earned only through a TPM (ADR 0014).
+  if (flavor.spec.measuredBoot && request.attestation === undefined) {
+    throw new IssuerError(
+      'InvalidRequest',
+      `invalid request: attestation is required: FlavorClass '${request.flavorClassName}' requires a measured boot state (measuredBoot), which only a token bound to a TPM can show`,
+      [
+        {
+          field: 'attestation',
+          message: `is required by FlavorClass '${request.flavorClassName}' (measuredBoot)`,
+        },
+      ],
+    );
+  }
   const ring = await deps.keyRing();
   const { facts, signatures } = await readJoinFacts(deps);
   if (deps.settings.discovery === 'token') {

@@ -467,7 +467,7 @@ export const OPENAPI_DOCUMENT = {
       AttestationChallengeRequest: requestBodySchema(ChallengeRequestSchema),
       AttestationChallenge: {
         type: 'object',
-        required: ['ticket', 'credential', 'deadline'],
+        required: ['ticket', 'credential', 'deadline', 'quote'],
         properties: {
           ticket: {
             type: 'string',
@@ -483,6 +483,18 @@ export const OPENAPI_DOCUMENT = {
             type: 'string',
             format: 'date-time',
             description: 'An answer after this counts for nothing (410).',
+          },
+          quote: {
+            type: ['object', 'null'],
+            description:
+              'When the token’s FlavorClass requires a measured boot state (measuredBoot): quote these PCRs ' +
+              'with the AK over this nonce (tpm2_quote -l <pcrs> -q <nonce> -g sha256) and send the quote ' +
+              'with the answer; otherwise null.',
+            required: ['pcrs', 'nonce'],
+            properties: {
+              pcrs: { type: 'string', description: 'The selection, e.g. sha256:0,7.' },
+              nonce: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'The qualifying data, hex.' },
+            },
           },
         },
       },

@@ -254,7 +254,7 @@ describe('attested join material', () => {
       assert.deepEqual([...(schemas.IssuedToken?.required ?? [])].sort(), Object.keys(body).sort());
       assert.deepEqual(Object.keys(schemas.IssuedToken?.properties ?? {}).sort(), Object.keys(body).sort());
     }
-    assert.deepEqual(schemas.AttestationChallenge?.required, ['ticket', 'credential', 'deadline']);
+    assert.deepEqual(schemas.AttestationChallenge?.required, ['ticket', 'credential', 'deadline', 'quote']);
     assert.deepEqual(schemas.AttestationAnswer?.required, ['iv', 'ciphertext', 'mac', 'joinBy']);
     const paths = OPENAPI_DOCUMENT.paths as unknown as Record<
       string,

@@ -264,8 +264,9 @@ describe('challenge and answer', () => {
     const before = structuredClone(record(t, issued));
 
     const challenged = await challenge(t.deps, issued.tokenId, challengeBody());
-    assert.deepEqual(Object.keys(challenged), ['ticket', 'credential', 'deadline']);
-    assert.equal(challenged.deadline, new Date(T0 + 60_000).toISOString());
+    assert.deepEqual(Object.keys(challenged), ['ticket', 'credential', 'deadline', 'quote']);
+    assert.equal(challenged.quote, null, 'no measured boot state required');
+    assert.equal(challenged.deadline, new Date(T0 + 60_000).toISOString().replace('.000Z', 'Z'));
     const ticket = decodeTicket(challenged.ticket);
     assert.ok(ticket);
     assert.deepEqual(
@@ -768,7 +769,7 @@ describe('the attestation routes over HTTP', () => {
     assert.equal(challenged.statusCode, 200, challenged.body);
     assert.equal(challenged.headers['cache-control'], 'no-store');
     const challengeJson = challenged.json() as ChallengeResponse;
-    assert.deepEqual(Object.keys(challengeJson), ['ticket', 'credential', 'deadline']);
+    assert.deepEqual(Object.keys(challengeJson), ['ticket', 'credential', 'deadline', 'quote']);
 
     const ticket = decodeTicket(challengeJson.ticket);
     assert.ok(ticket);

@@ -46,6 +46,11 @@ const CLASSES: ReadonlyMap<string, FlavorClassSpec> = new Map([
   ['sweet', SWEET],
   ['sour', SOUR],
 ]);
+/** The same classes, sweet requiring a measured boot state (PCR 7). */
+const measuredClasses: ReadonlyMap<string, FlavorClassSpec> = new Map([
+  ['sweet', { ...SWEET, measuredBoot: { pcrs: [{ index: 7, sha256: 'ab'.repeat(32) }] } }],
+  ['sour', SOUR],
+]);
 
 function token(overrides: Partial<TokenFacts> = {}): TokenFacts {
   const bindings = overrides.bindings ?? [];
@@ -729,6 +734,19 @@ describe('decideNode', () => {
       input: input({ bindings: [bound({ deleting: true, stripNodesOnRevoke: true }, verifiedBinding)] }),
       want: { kind: 'unflavored', reason: 'Revoked' },
     },
+    'a flavor that requires a measured boot state, a token not bound to a TPM: AttestationRequired': {
+      input: input({ flavorClasses: measuredClasses }),
+      want: { kind: 'unflavored', reason: 'AttestationRequired', message: /requires a measured boot state/ },
+    },
+    'a flavor that requires a measured boot state, an attested token: verify': {
+      input: input({ flavorClasses: measuredClasses, bindings: [bound({ attested: true })] }),
+      want: { kind: 'verify' },
+    },
+    'a verified node whose flavor gained the requirement since, a token not bound to a TPM: AttestationRequired':
+      {
+        input: input({ flavorClasses: measuredClasses, bindings: [bound({}, verifiedBinding)] }),
+        want: { kind: 'unflavored', reason: 'AttestationRequired' },
+      },
     "the token's FlavorClass does not exist: FlavorClassNotFound": {
       input: input({ bindings: [bound({ flavorClassName: 'vanilla' })] }),
       want: { kind: 'unflavored', reason: 'FlavorClassNotFound', message: /"vanilla" of token abcdef/ },
