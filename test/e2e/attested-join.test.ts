@@ -7,7 +7,7 @@
 // nothing, each with a clear refusal (HTTP answer, Warning Event, metric, the token's status).
 // Its own control plane, as the real-node suite has: real nodes need the kubeadm ConfigMaps.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
@@ -37,7 +37,7 @@ import {
   startTestIssuer,
   useFlavorClassesRole,
 } from './support/issuer.ts';
-import { OPERATOR_NAMESPACE } from './support/nodeflavor.ts';
+import { applyFlavorClass, OPERATOR_NAMESPACE } from './support/nodeflavor.ts';
 import { FLAVOR_LABEL, operatorFixture, waitAllFlavored } from './support/operator-fixture.ts';
 import {
   activateCredential,
@@ -47,6 +47,7 @@ import {
   type RunningTpm,
   startTpm,
   swtpmMissing,
+  tpm2,
 } from './support/swtpm.ts';
 import { waitFor } from './support/wait.ts';
 
@@ -489,6 +490,49 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
       minted.metadata?.resourceVersion,
     );
     assert.equal((await tokenView(issued.body.id)).attestation?.lastRefusal?.reason, 'LateAnswer');
+  });
+
+  it('a flavor that requires a measured boot state: only a TPM whose quoted PCR 7 matches earns it', async () => {
+    // What a measured boot would have extended PCR 7 with (a software TPM measures no boot itself).
+    const measurement = createHash('sha256').update('nodeflavor e2e: the expected boot loader').digest();
+    const expected = createHash('sha256').update(Buffer.alloc(32)).update(measurement).digest('hex');
+    await applyFlavorClass(fx.env, 'measured', {
+      labels: { [FLAVOR_LABEL]: 'measured' },
+      measuredBoot: { pcrs: [{ index: 7, sha256: expected }] },
+    });
+    const plain = await postJson<IssueResponse & { error?: { message: string } }>(
+      url('/v1/tokens'),
+      issuerCa,
+      { flavorClassName: 'measured', ttl: '1h' },
+      bearer,
+    );
+    assert.equal(plain.status, 400, plain.text);
+    assert.match(plain.body.error?.message ?? '', /requires a measured boot state/);
+
+    const issued = await issue('measured', { ekCertificate: pem(bound.keys.ekCert.bytes) });
+    assert.equal(issued.status, 201, issued.text);
+    // PCR 7 as the TPM started (all zeros): not the required state.
+    const unmeasured = await runMaterial(issued.body, bound, 'unmeasured');
+    assert.equal(unmeasured.code, 1);
+    assert.match(
+      unmeasured.stderr,
+      /answer refused \(HTTP 403\): .*requires a measured boot state \(sha256:7\): PCR 7 is 0{64}/,
+    );
+    assert.equal(await bootstrapSecret(issued.body.tokenID), undefined);
+    assert.equal((await tokenView(issued.body.id)).attestation?.lastRefusal?.reason, 'PCRMismatch');
+
+    await tpm2(bound.tpm.tcti, ['pcrextend', `7:sha256=${measurement.toString('hex')}`]);
+    const measured = await runMaterial(issued.body, bound, 'measured');
+    assert.equal(measured.code, 0, measured.stderr);
+    host ??= await RealNodeHost.start(fx.plane?.server ?? fx.env.server);
+    const node = await host.startNode({
+      name: 'measured-1',
+      joinConfiguration: readFileSync(measured.joinConfigPath, 'utf8'),
+      discoveryKubeconfig: issued.body.discoveryKubeconfig,
+    });
+    nodes.push(node);
+    await node.joined();
+    await waitAllFlavored(fx.env, 'measured', ['measured-1']);
   });
 
   it('the key ring and the TLS rules are unchanged: the script trusts only the pinned issuer CA', async () => {

@@ -51,6 +51,7 @@ export interface FlavorClassSpecInput {
   annotations?: Record<string, string>;
   taints?: { key: string; value?: string; effect: string }[];
   description?: string;
+  measuredBoot?: { pcrs: { index: number; sha256: string }[] };
 }
 
 export async function applyFlavorClass(
