@@ -37,7 +37,10 @@ export async function attestedJoin(options: {
   // What the operator was started with: the issuer's CA for the script, the TPM manufacturer's CAs.
   writeFileSync(join(dir, 'issuer-ca.pem'), ca);
   writeFileSync(join(dir, 'tpm-manufacturers.pem'), c.made.manufacturerCertsPem.join('\n'));
-  const base64 = c.keys.ekCert.bytes.toString('base64').match(/.{1,64}/g)?.join('\n');
+  const base64 = c.keys.ekCert.bytes
+    .toString('base64')
+    .match(/.{1,64}/g)
+    ?.join('\n');
   const ekCertificate = `-----BEGIN CERTIFICATE-----\n${base64}\n-----END CERTIFICATE-----\n`;
   const issued = await issueThroughApi(url, ca, bearer, 'sweet', { attestation: { ekCertificate } });
   const parsed = JSON.parse(issued.body) as { bootstrapToken: string | null; cloudInit: string };
