@@ -1,8 +1,9 @@
 // The gatherer: caches of Nodes (trimmed), kubelet client CSRs, FlavoredTokens and
 // FlavorClasses, plus the indexes the reconcilers need to stay O(1) per key at thousands of
 // nodes (token ID → token, token ID → CSRs, node name → tokens that bound it).
+import { attestedRecord } from '../flavor/attestation-decision.ts';
 import { parseKubeletCsr } from '../flavor/csr.ts';
-import type { NodeNameClaim, TokenBinding } from '../flavor/resources.ts';
+import type { FlavoredToken, NodeNameClaim, TokenBinding } from '../flavor/resources.ts';
 import { TOKEN_ID_LABEL, tokenExpiry } from '../flavor/resources.ts';
 import type { BoundToken, CsrFacts, Failure, NodeFacts, TokenFacts } from '../flavor/verdict.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
@@ -57,7 +58,7 @@ export function tokenFacts(token: StoredToken): TokenFacts {
     nodeNamePattern?: string;
     revoked?: boolean;
     revocationPolicy?: string;
-    attestation?: { allowRejoin?: boolean };
+    attestation?: { allowRejoin?: boolean; ekCertificateIssuer?: string };
   };
   return {
     name: token.metadata.name,
@@ -75,10 +76,19 @@ export function tokenFacts(token: StoredToken): TokenFacts {
     uses: Math.max(token.status?.uses ?? 0, token.status?.bindings?.length ?? 0),
     rejoin: spec.attestation?.allowRejoin === true && spec.nodeName !== undefined,
     attested: spec.attestation !== undefined,
+    ekCertified: spec.attestation?.ekCertificateIssuer !== undefined,
+    ...attestedAtOf(token),
   };
 }
 
 /** A token read from the API server just now, as the claim and approval checks take it. */
+/** When the token's machine last proved its TPM (the issuer's record, ADR 0014), if ever. */
+export function attestedAtOf(token: StoredToken): { attestedAt?: Date } {
+  const at = attestedRecord(token as unknown as FlavoredToken)?.at;
+  const time = at ? Date.parse(at) : Number.NaN;
+  return Number.isFinite(time) ? { attestedAt: new Date(time) } : {};
+}
+
 export function freshTokenFacts(token: StoredToken): TokenFacts & { uid: string } {
   return { ...tokenFacts(token), uid: token.metadata.uid };
 }

@@ -27,8 +27,17 @@ export function setCondition(
   return existing ? conditions.map((c) => (c.type === next.type ? updated : c)) : [...conditions, updated];
 }
 
-export function secretDeletedRecorded(status: FlavoredTokenStatus | undefined): boolean {
-  return (status?.conditions ?? []).some((c) => c.type === SECRET_DELETED_CONDITION && c.status === 'True');
+/**
+ * Whether the bootstrap Secret is known gone. A token bound to a TPM gets a new Secret with each
+ * attestation (ADR 0014): one minted after the deletion was recorded (`attestedAt` later than the
+ * condition's time) exists again, and goes again.
+ */
+export function secretDeletedRecorded(status: FlavoredTokenStatus | undefined, attestedAt?: Date): boolean {
+  const condition = (status?.conditions ?? []).find(
+    (c) => c.type === SECRET_DELETED_CONDITION && c.status === 'True',
+  );
+  if (!condition) return false;
+  return attestedAt === undefined || Date.parse(condition.lastTransitionTime) >= attestedAt.getTime();
 }
 
 /** The status that also says the bootstrap Secret is gone. */
@@ -37,8 +46,9 @@ export function withSecretDeleted(
   generation: number | undefined,
   now: Date,
 ): FlavoredTokenStatus {
+  // A fresh time each deletion: it is what the next attestation's Secret is compared with.
   const conditions = setCondition(
-    status.conditions ?? [],
+    (status.conditions ?? []).filter((c) => c.type !== SECRET_DELETED_CONDITION),
     {
       type: SECRET_DELETED_CONDITION,
       status: 'True',

@@ -30,7 +30,7 @@ import { type CsrObject, type StoredToken, TOKEN_FINALIZER } from '../kube/token
 import { failpoint } from '../ops/failpoints.ts';
 import { claimNodeName, releaseDeadClaims } from './claims.ts';
 import type { ControllerContext } from './context.ts';
-import { nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
+import { attestedAtOf, nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
 import { secretDeletedRecorded, setCondition, updateTokenStatus, withSecretDeleted } from './token-status.ts';
 
 interface BindingOutcome {
@@ -392,7 +392,7 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     // Deleting revokes: the bootstrap Secret goes first. With StripNodes the finalizer stays
     // until every node that joined with the token has lost the flavor (the node reconciler
     // strips them while the token, marked deleting, is still here to say so).
-    if (tokenId && !secretDeletedRecorded(cached.status)) {
+    if (tokenId && !secretDeletedRecorded(cached.status, attestedAtOf(cached).attestedAt)) {
       await ctx.api.deleteBootstrapSecret(tokenId);
       // Recorded, so the passes that wait for StripNodes below do not delete it again.
       await updateTokenStatus(ctx, name, async (fresh) =>
@@ -460,8 +460,9 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
   let secretDeleted = false;
   const written = await updateTokenStatus(ctx, name, async (fresh) => {
     outcome = await judge(ctx, fresh, now, keyRing);
-    const deleteAfter = bootstrapSecretDeleteAfterMs(outcome, outcome.status.bindings ?? [], now);
-    if (deleteAfter === 0 && !secretDeletedRecorded(outcome.status)) {
+    const { attestedAt } = attestedAtOf(fresh);
+    const deleteAfter = bootstrapSecretDeleteAfterMs(outcome, outcome.status.bindings ?? [], now, attestedAt);
+    if (deleteAfter === 0 && !secretDeletedRecorded(outcome.status, attestedAt)) {
       // Deleted first, then recorded in this same status write (a crash in between deletes it
       // again next time: a 404 is fine). Once only, should a 409 make us judge again.
       if (!secretDeleted) await ctx.api.deleteBootstrapSecret(tokenId);
@@ -515,7 +516,12 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     // The Consumed/Expired/Revoked and SecretDeleted conditions record this on the token itself.
     ctx.log.debug({ token: tokenId, why }, 'bootstrap token Secret deleted');
   }
-  const deleteSecretAfter = bootstrapSecretDeleteAfterMs(outcome, outcome.status.bindings ?? [], now);
+  const deleteSecretAfter = bootstrapSecretDeleteAfterMs(
+    outcome,
+    outcome.status.bindings ?? [],
+    now,
+    attestedAtOf(written ?? cached).attestedAt,
+  );
   // Consumed, but a bound kubelet may still need the token to fetch its certificate.
   if (deleteSecretAfter !== undefined && deleteSecretAfter > 0)
     ctx.requeueToken(name, deleteSecretAfter + 100);

@@ -17,11 +17,24 @@ export function bootstrapSecretDeleteAfterMs(
   token: { consumed: boolean; expired: boolean; revoked: boolean },
   bindings: TokenBinding[],
   now: Date,
+  /**
+   * A token bound to a TPM: when its machine last proved it, minting a new Secret (ADR 0014). That
+   * Secret waits for its join (it expires on its own after the issuer's join window); once a
+   * binding was made (or moved) after it, it goes a grace after that binding, as for any join.
+   */
+  attestedAt?: Date,
 ): number | undefined {
   if (token.revoked || token.expired) return 0;
   if (!token.consumed) return undefined;
+  const since = (b: TokenBinding) =>
+    attestedAt !== undefined && Date.parse(b.boundAt) >= attestedAt.getTime();
+  if (attestedAt !== undefined && !bindings.some(since)) return undefined;
+  // A binding moved to a re-installed machine's CSR (after its Node was verified): its kubelet
+  // fetches its certificate with the new Secret, as a first join's does before it registers.
+  const rebound = (b: TokenBinding) =>
+    b.verifiedAt !== undefined && Date.parse(b.boundAt) > Date.parse(b.verifiedAt);
   const waits = bindings
-    .filter((b) => b.nodeUID === undefined)
+    .filter((b) => b.nodeUID === undefined || rebound(b))
     .map((b) => Date.parse(b.boundAt) + BOOTSTRAP_SECRET_GRACE_MS - now.getTime());
   return Math.max(0, ...waits);
 }

@@ -319,7 +319,8 @@ type Taint = z.infer<typeof TaintSchema>;
 /** A measured boot state a flavor requires (ADR 0014): SHA-256 PCR values a TPM quote must show. */
 export const MeasuredBootSchema = z.object({
   pcrs: z
-    .array(z.object({ index: z.number().int().min(0).max(23), sha256: z.string().regex(/^[0-9a-f]{64}$/) }))
+    // 0–15: the static root of trust's PCRs (16 and 23 can be reset by any software, 17–22 are DRTM's).
+    .array(z.object({ index: z.number().int().min(0).max(15), sha256: z.string().regex(/^[0-9a-f]{64}$/) }))
     .min(1)
     .max(24)
     .superRefine(uniqueBy((p: { index: number }) => String(p.index), 'PCR index')),

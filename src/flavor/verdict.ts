@@ -73,6 +73,10 @@ export interface TokenFacts {
   rejoin?: boolean;
   /** Bound to a TPM (spec.attestation): its bootstrap Secret was minted only after a TPM proof. */
   attested?: boolean;
+  /** Bound to a TPM by an EK certificate from a configured manufacturer (not a bare public key). */
+  ekCertified?: boolean;
+  /** When its machine last proved its TPM: each proof mints one bootstrap Secret, for one join. */
+  attestedAt?: Date;
 }
 
 /** The status field holds at most this many bindings (the CRD's maxItems). */
@@ -239,9 +243,24 @@ const nameFree: BindingCheck = (csr, token, name) => {
   return undefined;
 };
 
-// A rejoin token's joins are its one machine's, under its one pinned name (nameAllowed): not counted.
-const usesLeft: BindingCheck = (_csr, token) =>
-  !token.rejoin && token.maxUses > 0 && token.uses >= token.maxUses
+/**
+ * A rejoin token joins again only with a CSR made after its machine proved its TPM again: its
+ * earlier Secret may still be valid for a while, and must not earn a second join.
+ */
+function joinsAfterNewAttestation(csr: { createdAt: Date }, token: TokenFacts, boundAt?: Date): boolean {
+  const attestedAt = token.attestedAt?.getTime();
+  if (attestedAt === undefined || csr.createdAt.getTime() < attestedAt) return false;
+  return boundAt === undefined || boundAt.getTime() < attestedAt;
+}
+
+// A rejoin token's joins are its one machine's, under its one pinned name (nameAllowed): each
+// after a new attestation of that machine, not counted against maxUses.
+const usesLeft: BindingCheck = (csr, token) =>
+  (
+    token.rejoin
+      ? token.uses > 0 && !joinsAfterNewAttestation(csr, token)
+      : token.maxUses > 0 && token.uses >= token.maxUses
+  )
     ? {
         reason: 'NoUsesLeft',
         message: `token ${token.tokenId} has no uses left (${token.uses}/${token.maxUses})`,
@@ -292,8 +311,13 @@ export function decideBinding(
   const existing = token.bindings.find((b) => b.csrName === csr.name || b.nodeName === nodeName);
   if (existing) {
     const registered = existing.nodeUID !== undefined && existing.nodeUID === name.node?.uid;
-    if (existing.csrName !== csr.name && registered && token.rejoin) {
-      // A new join of the same machine: judged as a new binding would be, its name aside.
+    if (
+      existing.csrName !== csr.name &&
+      registered &&
+      token.rejoin &&
+      joinsAfterNewAttestation(csr, token, new Date(existing.boundAt))
+    ) {
+      // A new join of the same machine, once per attestation: judged as a new binding would be.
       for (const check of [madeAfterIssue, notRevoked, notExpired, nameAllowed]) {
         const failure = check({ ...csr, nodeName }, token, name);
         if (failure) return { kind: 'reject', nodeName, failure };
@@ -490,11 +514,12 @@ const tokenMatches: NodeCheck = ({ node, bound: { token }, keyRing }) =>
 
 // A flavor that requires a measured boot state is earned only through a TPM (ADR 0014): the issuer
 // checked the quote before it minted the bootstrap token; a token not bound to a TPM never earns it.
+// Bound by an EK certificate: a bare public key could be a software key, which quotes anything.
 const attestedIfRequired: NodeCheck = ({ bound: { token }, flavorClass }) =>
-  flavorClass?.measuredBoot && !token.attested
+  flavorClass?.measuredBoot && !token.ekCertified
     ? {
         reason: 'AttestationRequired',
-        message: `FlavorClass "${token.flavorClassName}" requires a measured boot state, and token ${token.tokenId} is not bound to a TPM`,
+        message: `FlavorClass "${token.flavorClassName}" requires a measured boot state, and token ${token.tokenId} is not bound to a TPM by a manufacturer's EK certificate`,
       }
     : undefined;
 

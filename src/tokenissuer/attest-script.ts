@@ -54,6 +54,7 @@ post() {
   curl -sS --max-time 30 \${CA:+--cacert "$CA"} -o "$3" -w '%{http_code}' \\
     -H 'Content-Type: application/json' --data-binary @"$2" "$ISSUER/v1/attestations/$TOKEN_ID/$1"
 }
+[ -r "$TEMPLATE" ] || fail "the join configuration template $TEMPLATE is missing (the cloud-init writes it)"
 for tool in tpm2_createek tpm2_createak tpm2_activatecredential tpm2_quote tpm2_pcrread openssl curl; do
   command -v "$tool" >/dev/null || fail "$tool is not installed (install tpm2-tools, openssl and curl)"
 done
@@ -107,14 +108,20 @@ flavor=\${secrets#*$'\\n'}
 
 umask 077
 mkdir -p "$(dirname "$JOIN_CONFIG")"
-sed -e "s/${BOOTSTRAP_TOKEN_PLACEHOLDER}/$token/g" -e "s/${FLAVOR_TOKEN_PLACEHOLDER}/$flavor/g" "$TEMPLATE" >"$JOIN_CONFIG.tmp"
-mv "$JOIN_CONFIG.tmp" "$JOIN_CONFIG"
+# A file of our own, 0600 whatever was there before, renamed into place.
+staged=$(mktemp "$JOIN_CONFIG.XXXXXX")
+sed -e "s/${BOOTSTRAP_TOKEN_PLACEHOLDER}/$token/g" -e "s/${FLAVOR_TOKEN_PLACEHOLDER}/$flavor/g" "$TEMPLATE" >"$staged"
+mv "$staged" "$JOIN_CONFIG"
 echo "nodeflavor-attest: attested; join configuration written to $JOIN_CONFIG"
 [ "\${1:-}" = --prepare-only ] && exit 0
 flush
 cd /
 rm -rf "$work"
 trap - EXIT
-exec kubeadm join --config "$JOIN_CONFIG"
+# The bootstrap token works until it expires: once kubeadm is done with it, it leaves the disk.
+status=0
+kubeadm join --config "$JOIN_CONFIG" || status=$?
+rm -f "$JOIN_CONFIG"
+exit "$status"
 `;
 }

@@ -1,7 +1,9 @@
 // POST /v1/attestations/{tokenId}/challenge and .../answer (ADR 0014). A node has no credential
 // but its TPM, so these are the issuer's only unauthenticated /v1 routes: each client address has
-// a small budget of them (a flood cannot turn into work or writes), and nothing they answer tells
-// a flavor apart (the refusals and the sealed secrets have the same shape for every flavor).
+// a small budget of them, a refusal is written to the token at most once a minute, and the routes
+// exist only where attested joins are set up. The sealed secrets have the same shape for every
+// flavor; a challenge's `quote` says whether the flavor requires a measured boot state (and which
+// PCRs), which the machine must know to answer.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { type AttestationDeps, answer, challenge } from './attestation.ts';
 import { addressKey, clientAddress, type TrustedProxies } from './client-address.ts';

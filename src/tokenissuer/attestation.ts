@@ -71,7 +71,7 @@ import type { IssuanceSettings } from './config.ts';
 import { IssuerError } from './errors.ts';
 import { bootstrapSecretRequest, flavoredTokenName } from './issue.ts';
 
-/** A refusal recorded again within this long, for the same reason, is only counted. */
+/** A refusal within this long of the last one recorded on the token is only counted (and an Event). */
 const REFUSAL_RECORD_EVERY_MS = 60_000;
 const MAX_ANNOTATE_ATTEMPTS = 5;
 
@@ -198,11 +198,13 @@ export async function challenge(
     deps.randomBytes ?? cryptoRandomBytes,
   );
   const secret = credentialSecret(ring.active, ticket, ekDigest(record));
-  const made = makeCredential({
-    ekPublic: ek,
-    akName: ak.name,
-    credential: Buffer.from(secret.reveal(), 'hex'),
-  });
+  let made: ReturnType<typeof makeCredential>;
+  try {
+    made = makeCredential({ ekPublic: ek, akName: ak.name, credential: Buffer.from(secret.reveal(), 'hex') });
+  } catch (error) {
+    // The machine's EK public area names parameters no TPM's standard EK has (its key matched).
+    throw invalid(`ekPublic cannot protect a credential: ${(error as Error).message}`);
+  }
   deps.count?.('challenged');
   const encoded = encodeTicket(ticket);
   const measured = (await deps.kube.getFlavorClass(record.spec.flavorClassName))?.spec.measuredBoot;
@@ -280,8 +282,12 @@ export async function answer(deps: AttestationDeps, tokenId: string, body: unkno
   const read = await readToken(deps, tokenId);
   const unusable = tokenRefusal(read, tokenId, now);
   if (unusable || !read) throw await refused(deps, read, unusable ?? notAttested(tokenId));
-  const stale = ticketRefusal(read, tokenId, ticket, now);
-  if (stale) throw await refused(deps, read, stale);
+  // The ticket's timeliness is judged only once the proof holds: a ticket edited or forged by
+  // someone without the TPM is a BadProof, never a recorded LateAnswer or Replayed.
+  if (ticket.record !== read.metadata.uid) {
+    const stale = ticketRefusal(read, tokenId, ticket, now);
+    if (stale) throw await refused(deps, read, stale);
+  }
   const ring = await deps.keyRing();
   const key = ticketKey(ring, ticket);
   if (!key)
@@ -293,6 +299,8 @@ export async function answer(deps: AttestationDeps, tokenId: string, body: unkno
     });
   const secret = credentialSecret(key, ticket, ekDigest(read));
   if (!proofHolds(secret, request.ticket, request.proof)) throw await refused(deps, read, badProof(tokenId));
+  const late = ticketRefusal(read, tokenId, ticket, now);
+  if (late) throw await refused(deps, read, late);
   const measuredState = await measuredStateRefusal(deps, read, tokenId, request, ticket.akName);
   if (measuredState) throw await refused(deps, read, measuredState);
 
@@ -300,10 +308,15 @@ export async function answer(deps: AttestationDeps, tokenId: string, body: unkno
   const expiresAt = joinDeadline(deps, record);
   const bootstrapToken = { ...generateBootstrapToken(deps.randomBytes ?? cryptoRandomBytes), id: tokenId };
   await replaceBootstrapSecret(deps, bootstrapSecretRequest(deps, bootstrapToken, record, expiresAt));
-  const withdrawn = withdrawal(
-    await deps.kube.getFlavoredToken(record.metadata.name ?? ''),
-    record.metadata.uid,
-  );
+  let reread: FlavoredToken | undefined;
+  try {
+    reread = await deps.kube.getFlavoredToken(record.metadata.name ?? '');
+  } catch (error) {
+    // Not known to be live: the Secret just made goes again (nobody has its secret yet).
+    await deps.kube.deleteBootstrapSecret(tokenId).catch(() => undefined);
+    throw error;
+  }
+  const withdrawn = withdrawal(reread, record.metadata.uid);
   if (withdrawn) {
     await deps.kube.deleteBootstrapSecret(tokenId).catch(() => undefined);
     throw await refused(deps, record, {
@@ -433,10 +446,10 @@ async function refused(
       'AttestationRefused',
       `${refusal.reason}: ${refusal.message}`,
     );
+    // At most one record a minute per token, whatever the reason: these requests are unauthenticated.
     const last = refusalRecord(token);
     const now = deps.now();
-    const recent =
-      last?.reason === refusal.reason && now.getTime() - Date.parse(last.at) < REFUSAL_RECORD_EVERY_MS;
+    const recent = last !== undefined && now.getTime() - Date.parse(last.at) < REFUSAL_RECORD_EVERY_MS;
     if (!recent) {
       const value = JSON.stringify({ reason: refusal.reason, message: refusal.message, at: rfc3339(now) });
       await deps.kube

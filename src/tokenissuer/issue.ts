@@ -192,13 +192,14 @@ export async function prepareIssuance(deps: IssuanceDeps, input: IssueInput): Pr
     );
   }
   // A flavor that requires a measured boot state is earned only through a TPM (ADR 0014).
-  if (flavor.spec.measuredBoot && request.attestation === undefined) {
+  // Bound by an EK certificate: a bare public key may be a software key, which quotes anything.
+  if (flavor.spec.measuredBoot && request.attestation?.ekCertificate === undefined) {
     throw new IssuerError(
       'InvalidRequest',
-      `invalid request: attestation is required: FlavorClass '${request.flavorClassName}' requires a measured boot state (measuredBoot), which only a token bound to a TPM can show`,
+      `invalid request: attestation.ekCertificate is required: FlavorClass '${request.flavorClassName}' requires a measured boot state (measuredBoot), which only a TPM a manufacturer vouches for can show`,
       [
         {
-          field: 'attestation',
+          field: 'attestation.ekCertificate',
           message: `is required by FlavorClass '${request.flavorClassName}' (measuredBoot)`,
         },
       ],

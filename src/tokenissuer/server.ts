@@ -141,20 +141,22 @@ export function buildIssuerApp(
   });
 
   const limits = config.rateLimit;
-  registerAttestationRoutes(app, {
-    deps: {
-      kube: deps.kube,
-      keyRing: () => deps.keyRing.get(),
-      settings: config.issuance,
-      now,
-      ...(deps.randomBytes ? { randomBytes: deps.randomBytes } : {}),
-      ...(deps.events ? { events: deps.events } : {}),
-      count: (outcome) => metrics.attestations.inc({ outcome }),
-    },
-    perAddress: new RateLimiter(config.issuance.attestation.perAddress, limits.maxTrackedCallers),
-    trustedProxies,
-    metrics,
-  });
+  // Unauthenticated routes exist only where attested joins are set up (--attestation-url).
+  if (config.issuance.attestation.url)
+    registerAttestationRoutes(app, {
+      deps: {
+        kube: deps.kube,
+        keyRing: () => deps.keyRing.get(),
+        settings: config.issuance,
+        now,
+        ...(deps.randomBytes ? { randomBytes: deps.randomBytes } : {}),
+        ...(deps.events ? { events: deps.events } : {}),
+        count: (outcome) => metrics.attestations.inc({ outcome }),
+      },
+      perAddress: new RateLimiter(config.issuance.attestation.perAddress, limits.maxTrackedCallers),
+      trustedProxies,
+      metrics,
+    });
   registerRoutes(app, {
     config,
     issuance: {

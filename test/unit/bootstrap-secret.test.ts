@@ -57,3 +57,34 @@ describe('when a bootstrap token Secret may be deleted', () => {
     test(name, () => assert.equal(bootstrapSecretDeleteAfterMs(c.token, c.bindings, NOW), c.want));
   }
 });
+
+// A token bound to a TPM gets a new Secret with each attestation (ADR 0014): it waits for the join
+// it was minted for, then goes a grace after the binding that join made or moved.
+describe('bootstrapSecretDeleteAfterMs after a new attestation', () => {
+  const ago = (ms: number) => new Date(NOW.getTime() - ms);
+  const verified = (boundAgoMs: number, verifiedAgoMs: number): TokenBinding => ({
+    ...bound(boundAgoMs, 'u'),
+    verifiedAt: ago(verifiedAgoMs).toISOString(),
+  });
+  test('attested, not joined again yet: the Secret waits (it expires on its own)', () => {
+    const bindings = [verified(3_600_000, 3_590_000)];
+    assert.equal(
+      bootstrapSecretDeleteAfterMs(state({ consumed: true }), bindings, NOW, ago(30_000)),
+      undefined,
+    );
+  });
+  test('the binding moved to the new join: a grace after it, though the Node is registered', () => {
+    const bindings = [verified(10_000, 3_590_000)];
+    assert.equal(
+      bootstrapSecretDeleteAfterMs(state({ consumed: true }), bindings, NOW, ago(30_000)),
+      BOOTSTRAP_SECRET_GRACE_MS - 10_000,
+    );
+  });
+  test('a first join, verified: now, as for any token', () => {
+    const bindings = [verified(60_000, 50_000)];
+    assert.equal(bootstrapSecretDeleteAfterMs(state({ consumed: true }), bindings, NOW, ago(70_000)), 0);
+  });
+  test('revoked: at once, whatever the attestation', () => {
+    assert.equal(bootstrapSecretDeleteAfterMs(state({ revoked: true }), [], NOW, ago(1_000)), 0);
+  });
+});

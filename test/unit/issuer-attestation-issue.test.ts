@@ -185,6 +185,35 @@ describe('issuing a token bound to a TPM', () => {
     assert.equal(plain.attested, false);
   });
 
+  it('a flavor that requires a measured boot state: only a token bound by an EK certificate (400 otherwise)', async () => {
+    const { kube, deps } = await setup({ url: URL, manufacturerCaFile: manufacturerA });
+    kube.flavors.set('measured', {
+      apiVersion: 'nodeflavor.io/v1alpha1',
+      kind: 'FlavorClass',
+      metadata: { name: 'measured' },
+      spec: { measuredBoot: { pcrs: [{ index: 7, sha256: 'ab'.repeat(32) }] } },
+    });
+    await refused(
+      issueToken(deps, { flavorClassName: 'measured' }),
+      400,
+      /requires a measured boot state/,
+      'attestation.ekCertificate',
+    );
+    // A bare public key may be a software key, which would quote any PCR values.
+    await refused(
+      issueToken(deps, { flavorClassName: 'measured', attestation: { ekPublicKey: EK_PEM } }),
+      400,
+      /only a TPM a manufacturer vouches for/,
+      'attestation.ekCertificate',
+    );
+    assert.equal(kube.tokens.size + kube.secrets.size, 0);
+    const issued = await issueToken(deps, {
+      flavorClassName: 'measured',
+      attestation: { ekCertificate: EK_CERT_A },
+    });
+    assert.equal(issued.attested, true);
+  });
+
   it('refuses maxUses other than 1 for a token bound to a TPM', async () => {
     const { kube, deps } = await setup();
     await refused(

@@ -35,7 +35,12 @@ describe('OpenAPI document', () => {
 
   it('describes exactly the routes the server registers', async () => {
     const { app } = buildIssuerApp(
-      parseIssuerConfig({ tls: { certPem: 'x', keyPem: 'y' }, logLevel: 'silent' }),
+      parseIssuerConfig({
+        tls: { certPem: 'x', keyPem: 'y' },
+        logLevel: 'silent',
+        // The attestation routes are served only where attested joins are set up.
+        issuance: { attestation: { url: 'https://issuer.example.com' } },
+      }),
       {
         kube: new FakeTokenKube(await clusterInfoKubeconfig()),
         reviews: new FakeReviews(),

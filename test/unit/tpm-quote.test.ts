@@ -71,6 +71,13 @@ describe('TPM quote', () => {
     ]);
   });
 
+  it('refuses a quote with more than one PCR selection (values could be paired with other PCRs)', () => {
+    // TPMS_ATTEST: magic 4, type 2, signer 2+34, extraData 2+8, clock 17, firmware 8, then the count.
+    const twoSelections = Buffer.from(message);
+    twoSelections.writeUInt32BE(2, 4 + 2 + 36 + 10 + 17 + 8);
+    assert.throws(() => parseQuote(twoSelections), /2 PCR selections, not exactly one/);
+  });
+
   it('reports a malformed signature structure instead of throwing', () => {
     assert.equal(check({ signature: Buffer.from([0, 0x14]) }).length, 1);
   });

@@ -294,23 +294,89 @@ describe('decideBinding', () => {
         },
       },
     },
-    "a rejoin token's re-installed machine, its Node still registered, moves its binding to the new CSR": {
-      csr: csr({ name: 'csr-n1-reinstalled' }),
+    "a rejoin token's re-installed machine, attested again, moves its binding to its new CSR": {
+      csr: csr({ name: 'csr-n1-reinstalled', createdAt: at(-MINUTE) }),
       token: token({
         nodeName: 'n1',
         rejoin: true,
-        bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1', nodeUID: 'uid-1' })],
+        attestedAt: at(-2 * MINUTE),
+        bindings: [
+          binding({
+            nodeName: 'n1',
+            csrName: 'csr-n1',
+            nodeUID: 'uid-1',
+            boundAt: at(-30 * MINUTE).toISOString(),
+          }),
+        ],
       }),
       name: { boundByOtherToken: false, node: { uid: 'uid-1', createdAt: at(-30 * MINUTE) } },
       want: { kind: 'rebind', nodeName: 'n1' },
     },
+    'a rejoin token: a CSR made before its last attestation (the earlier Secret) is AlreadyJoined': {
+      csr: csr({ name: 'csr-n1-stale', createdAt: at(-3 * MINUTE) }),
+      token: token({
+        nodeName: 'n1',
+        rejoin: true,
+        attestedAt: at(-2 * MINUTE),
+        bindings: [
+          binding({
+            nodeName: 'n1',
+            csrName: 'csr-n1',
+            nodeUID: 'uid-1',
+            boundAt: at(-30 * MINUTE).toISOString(),
+          }),
+        ],
+      }),
+      name: { boundByOtherToken: false, node: { uid: 'uid-1', createdAt: at(-30 * MINUTE) } },
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: {
+          reason: 'AlreadyJoined',
+          message: 'node n1 already joined with token abcdef: a joined node does not bootstrap again',
+        },
+      },
+    },
+    'a rejoin token: a second CSR with the same attestation (the binding moved already) is AlreadyJoined': {
+      csr: csr({ name: 'csr-n1-second', createdAt: at(-MINUTE) }),
+      token: token({
+        nodeName: 'n1',
+        rejoin: true,
+        attestedAt: at(-2 * MINUTE),
+        bindings: [
+          binding({
+            nodeName: 'n1',
+            csrName: 'csr-n1-first',
+            nodeUID: 'uid-1',
+            boundAt: at(-MINUTE).toISOString(),
+          }),
+        ],
+      }),
+      name: { boundByOtherToken: false, node: { uid: 'uid-1', createdAt: at(-30 * MINUTE) } },
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: {
+          reason: 'AlreadyJoined',
+          message: 'node n1 already joined with token abcdef: a joined node does not bootstrap again',
+        },
+      },
+    },
     'a rejoin token revoked since is refused even for its own Node': {
-      csr: csr({ name: 'csr-n1-reinstalled' }),
+      csr: csr({ name: 'csr-n1-reinstalled', createdAt: at(-MINUTE) }),
       token: token({
         nodeName: 'n1',
         rejoin: true,
         revoked: true,
-        bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1', nodeUID: 'uid-1' })],
+        attestedAt: at(-2 * MINUTE),
+        bindings: [
+          binding({
+            nodeName: 'n1',
+            csrName: 'csr-n1',
+            nodeUID: 'uid-1',
+            boundAt: at(-30 * MINUTE).toISOString(),
+          }),
+        ],
       }),
       name: { boundByOtherToken: false, node: { uid: 'uid-1', createdAt: at(-30 * MINUTE) } },
       want: {
@@ -319,14 +385,44 @@ describe('decideBinding', () => {
         failure: { reason: 'Revoked', message: 'token abcdef was revoked' },
       },
     },
-    'a rejoin token binds its name again after its Node was deleted, without a use left': {
-      csr: csr(),
-      token: token({ nodeName: 'n1', rejoin: true, maxUses: 1, uses: 1, bindings: [] }),
+    'a rejoin token binds its name again after its Node was deleted and its machine attested again': {
+      csr: csr({ createdAt: at(-MINUTE) }),
+      token: token({
+        nodeName: 'n1',
+        rejoin: true,
+        maxUses: 1,
+        uses: 1,
+        attestedAt: at(-2 * MINUTE),
+        bindings: [],
+      }),
       want: { kind: 'bind', nodeName: 'n1' },
+    },
+    'a rejoin token: a CSR made before its last attestation has no use left': {
+      csr: csr({ createdAt: at(-3 * MINUTE) }),
+      token: token({
+        nodeName: 'n1',
+        rejoin: true,
+        maxUses: 1,
+        uses: 1,
+        attestedAt: at(-2 * MINUTE),
+        bindings: [],
+      }),
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: { reason: 'NoUsesLeft', message: 'token abcdef has no uses left (1/1)' },
+      },
     },
     'a rejoin token never binds another name than its own': {
       csr: csr({ subject: subject({ nodeName: 'n2' }) }),
-      token: token({ nodeName: 'n1', rejoin: true, maxUses: 1, uses: 1, bindings: [] }),
+      token: token({
+        nodeName: 'n1',
+        rejoin: true,
+        maxUses: 1,
+        uses: 1,
+        attestedAt: at(-2 * MINUTE),
+        bindings: [],
+      }),
       want: {
         kind: 'reject',
         nodeName: 'n2',
@@ -738,8 +834,16 @@ describe('decideNode', () => {
       input: input({ flavorClasses: measuredClasses }),
       want: { kind: 'unflavored', reason: 'AttestationRequired', message: /requires a measured boot state/ },
     },
-    'a flavor that requires a measured boot state, an attested token: verify': {
-      input: input({ flavorClasses: measuredClasses, bindings: [bound({ attested: true })] }),
+    'a flavor that requires a measured boot state, a token bound by a bare EK public key: AttestationRequired':
+      {
+        input: input({ flavorClasses: measuredClasses, bindings: [bound({ attested: true })] }),
+        want: { kind: 'unflavored', reason: 'AttestationRequired', message: /EK certificate/ },
+      },
+    'a flavor that requires a measured boot state, a token bound by an EK certificate: verify': {
+      input: input({
+        flavorClasses: measuredClasses,
+        bindings: [bound({ attested: true, ekCertified: true })],
+      }),
       want: { kind: 'verify' },
     },
     'a verified node whose flavor gained the requirement since, a token not bound to a TPM: AttestationRequired':

@@ -36,6 +36,10 @@ export function parseQuote(message: Uint8Array): QuotedPcrs {
   reader.take(17, 'clockInfo');
   reader.take(8, 'firmwareVersion');
   const banks = reader.u32('pcrSelect count');
+  // One selection of the SHA-256 bank: the TPM hashes values in selection order, so several
+  // entries could pair a reported value with another PCR than the one it is checked against.
+  if (banks !== 1)
+    throw new TpmFormatError(`quote: ${banks} PCR selections, not exactly one (the SHA-256 bank)`);
   const sha256Indexes: number[] = [];
   const otherBanks: number[] = [];
   for (let bank = 0; bank < banks; bank++) {
