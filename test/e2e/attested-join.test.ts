@@ -183,6 +183,23 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
       dir: join(m.dir, what),
     });
 
+  /** A real node joining with what the script wrote: kubeadm join, the kubelet, containerd. */
+  async function joinRealNode(
+    name: string,
+    joinConfigPath: string,
+    issued: IssueResponse,
+  ): Promise<RealNode> {
+    host ??= await RealNodeHost.start(fx.plane?.server ?? fx.env.server);
+    const node = await host.startNode({
+      name,
+      joinConfiguration: readFileSync(joinConfigPath, 'utf8'),
+      discoveryKubeconfig: issued.discoveryKubeconfig,
+    });
+    nodes.push(node);
+    await node.joined();
+    return node;
+  }
+
   before(async () => {
     await fx.ready();
     const manufacturerA = join(fx.logs, 'manufacturer-a');
@@ -280,14 +297,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
     const secret = await bootstrapSecret(issued.body.tokenID);
     assert.ok(secret, 'the attestation minted the bootstrap Secret');
 
-    host = await RealNodeHost.start(fx.plane?.server ?? fx.env.server);
-    const node = await host.startNode({
-      name: 'attested-1',
-      joinConfiguration: readFileSync(run.joinConfigPath, 'utf8'),
-      discoveryKubeconfig: issued.body.discoveryKubeconfig,
-    });
-    nodes.push(node);
-    await node.joined();
+    await joinRealNode('attested-1', run.joinConfigPath, issued.body);
     await waitAllFlavored(fx.env, 'sweet', ['attested-1']);
     const flavored = await fx.env.core.readNode({ name: 'attested-1' });
     assert.ok(flavored.spec?.taints?.some((t) => t.key === 'nodeflavor.io/dedicated'));
@@ -327,14 +337,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
     const joinOnce = async (attempt: string) => {
       const run = await runMaterial(issued.body, bound, `rejoin-${attempt}`);
       assert.equal(run.code, 0, run.stderr);
-      host ??= await RealNodeHost.start(fx.plane?.server ?? fx.env.server);
-      const node = await host.startNode({
-        name,
-        joinConfiguration: readFileSync(run.joinConfigPath, 'utf8'),
-        discoveryKubeconfig: issued.body.discoveryKubeconfig,
-      });
-      nodes.push(node);
-      await node.joined();
+      const node = await joinRealNode(name, run.joinConfigPath, issued.body);
       await waitAllFlavored(fx.env, 'sweet', [name]);
       return node;
     };
@@ -524,14 +527,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
     await tpm2(bound.tpm.tcti, ['pcrextend', `7:sha256=${measurement.toString('hex')}`]);
     const measured = await runMaterial(issued.body, bound, 'measured');
     assert.equal(measured.code, 0, measured.stderr);
-    host ??= await RealNodeHost.start(fx.plane?.server ?? fx.env.server);
-    const node = await host.startNode({
-      name: 'measured-1',
-      joinConfiguration: readFileSync(measured.joinConfigPath, 'utf8'),
-      discoveryKubeconfig: issued.body.discoveryKubeconfig,
-    });
-    nodes.push(node);
-    await node.joined();
+    await joinRealNode('measured-1', measured.joinConfigPath, issued.body);
     await waitAllFlavored(fx.env, 'measured', ['measured-1']);
   });
 

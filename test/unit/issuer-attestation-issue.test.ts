@@ -10,11 +10,16 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ekSpkiDer } from '../../src/flavor/tpm/ek-identity.ts';
 import { IssuanceSettingsSchema } from '../../src/tokenissuer/config.ts';
-import { IssuerError } from '../../src/tokenissuer/errors.ts';
+import type { IssuerError } from '../../src/tokenissuer/errors.ts';
 import { issueIdempotently } from '../../src/tokenissuer/idempotent-issue.ts';
 import { type IssuanceDeps, issueToken, tokenStatusView } from '../../src/tokenissuer/issue.ts';
 import { issueResponse } from '../../src/tokenissuer/response.ts';
-import { clusterInfoKubeconfig, FakeTokenKube, fakeKeyRing } from './support/issuer-fakes.ts';
+import {
+  clusterInfoKubeconfig,
+  FakeTokenKube,
+  fakeKeyRing,
+  issuerErrorFrom,
+} from './support/issuer-fakes.ts';
 import { seededRandomBytes } from './support/random.ts';
 
 const fixture = (name: string) => readFileSync(join(import.meta.dirname, 'fixtures', 'tpm', name));
@@ -65,14 +70,7 @@ async function refused(
   message: RegExp,
   field?: string,
 ): Promise<IssuerError> {
-  let caught: unknown;
-  await assert.rejects(promise, (error) => {
-    caught = error;
-    return true;
-  });
-  assert.ok(caught instanceof IssuerError, String(caught));
-  assert.equal(caught.status, status, caught.message);
-  assert.match(caught.message, message);
+  const caught = await issuerErrorFrom(promise, status, message);
   if (field !== undefined)
     assert.ok(
       caught.fields?.some((f) => f.field === field),

@@ -45,7 +45,6 @@ import {
   challenge,
 } from '../../src/tokenissuer/attestation.ts';
 import { IssuanceSettingsSchema, parseIssuerConfig } from '../../src/tokenissuer/config.ts';
-import { IssuerError } from '../../src/tokenissuer/errors.ts';
 import {
   type IssuanceDeps,
   type IssuedToken,
@@ -54,7 +53,12 @@ import {
   tokenStatusView,
 } from '../../src/tokenissuer/issue.ts';
 import { buildIssuerApp } from '../../src/tokenissuer/server.ts';
-import { clusterInfoKubeconfig, FakeReviews, FakeTokenKube } from './support/issuer-fakes.ts';
+import {
+  clusterInfoKubeconfig,
+  FakeReviews,
+  FakeTokenKube,
+  issuerErrorFrom,
+} from './support/issuer-fakes.ts';
 import { seededRandomBytes } from './support/random.ts';
 
 const fixture = (name: string) => readFileSync(join(import.meta.dirname, 'fixtures', 'tpm', name));
@@ -165,21 +169,7 @@ async function nodeAnswer(t: Setup, challenged: ChallengeResponse, ekDigest = EK
   return { secret, body: { ticket: challenged.ticket, proof: answerProof(secret, challenged.ticket) } };
 }
 
-async function refusedWith(
-  promise: Promise<unknown>,
-  status: number,
-  message?: RegExp,
-): Promise<IssuerError> {
-  let caught: unknown;
-  await assert.rejects(promise, (error) => {
-    caught = error;
-    return true;
-  });
-  assert.ok(caught instanceof IssuerError, String(caught));
-  assert.equal(caught.status, status, caught.message);
-  if (message) assert.match(caught.message, message);
-  return caught;
-}
+const refusedWith = issuerErrorFrom;
 
 const record = (t: Setup, issued: IssuedToken): FlavoredToken => {
   const token = t.kube.tokens.get(issued.name);

@@ -1,5 +1,7 @@
 // In-memory stand-ins for the token issuer's Kubernetes I/O (TokenKube) and reviews, for unit
 // tests of the issuance logic and the HTTP layer. The real API server is exercised by the e2e tests.
+
+import assert from 'node:assert/strict';
 import type { KeyRing } from '../../../src/flavor/keyring.ts';
 import { newKeyRing } from '../../../src/flavor/keyring.ts';
 import {
@@ -15,6 +17,7 @@ import type { BootstrapSecretRequest, TokenKube } from '../../../src/kube/tokens
 import { createCertificateAuthority } from '../../../src/pki/certs.ts';
 import type { Reviews } from '../../../src/tokenissuer/auth.ts';
 import { DEFAULT_ISSUER_AUDIENCE } from '../../../src/tokenissuer/config.ts';
+import { IssuerError } from '../../../src/tokenissuer/errors.ts';
 import type { TokenFeed } from '../../../src/tokenissuer/token-feed.ts';
 import { seededRandomBytes } from './random.ts';
 
@@ -273,4 +276,21 @@ export class FakeFeed implements TokenFeed {
     else this.kube.tokens.delete(name);
     for (const listener of this.listeners.get(name) ?? []) listener(token);
   }
+}
+
+/** The IssuerError `promise` rejects with, checked for its status and (optionally) its message. */
+export async function issuerErrorFrom(
+  promise: Promise<unknown>,
+  status: number,
+  message?: RegExp,
+): Promise<IssuerError> {
+  let caught: unknown;
+  await assert.rejects(promise, (error) => {
+    caught = error;
+    return true;
+  });
+  assert.ok(caught instanceof IssuerError, String(caught));
+  assert.equal(caught.status, status, caught.message);
+  if (message) assert.match(caught.message, message);
+  return caught;
 }
