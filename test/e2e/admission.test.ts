@@ -10,7 +10,7 @@ import { randomInt } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
-import { AdmissionregistrationV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, RbacAuthorizationV1Api, type V1Node } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { type Config, parseConfig } from '../../src/config.ts';
@@ -183,12 +183,13 @@ for (const mode of MODES) {
       labels: Record<string, string>,
       taints: (typeof QUARANTINE)[] = [],
       nodeName = uniqueName(prefix),
+      beforeRegister?: (kubelet: SimulatedKubelet) => Promise<void>,
     ) => {
       const token = await createBootstrapToken(env);
-      const kubelet = new SimulatedKubelet(
+      const kubelet: SimulatedKubelet = new SimulatedKubelet(
         nodeName,
         parseJoinConfiguration(joinConfiguration(env, token.token, { nodeLabels: labels, taints })),
-        { timeoutMs: 30_000 },
+        { timeoutMs: 30_000, ...(beforeRegister ? { beforeRegister: () => beforeRegister(kubelet) } : {}) },
       );
       kubelets.push(kubelet);
       await kubelet.join();
@@ -377,7 +378,25 @@ for (const mode of MODES) {
         const name = uniqueName('claimed');
         await claimName(name);
         const first = await firstVersionOf(env, name);
-        await join('claimed', labels, taints, name);
+        // In a real join the claim precedes the registration by a CSR's approval and signing; here
+        // by a few milliseconds. Policy mode's parameters come from the API server's own informer,
+        // so the registration waits until a dry run of it (as this kubelet) is quarantined.
+        const claimSeen = async (kubelet: SimulatedKubelet) => {
+          await waitFor(
+            async () => {
+              const dryRun = await kubelet.client().request('POST', '/api/v1/nodes?dryRun=All', {
+                apiVersion: 'v1',
+                kind: 'Node',
+                metadata: { name, labels },
+                spec: { taints },
+              });
+              const node = dryRun.body as V1Node | undefined;
+              return (node?.spec?.taints ?? []).some((t) => t.key === QUARANTINE_TAINT_KEY);
+            },
+            { what: 'admission to see the claim', timeoutMs: 15_000, intervalMs: 50 },
+          );
+        };
+        await join('claimed', labels, taints, name, claimSeen);
         const node = await first();
         assert.ok(
           (node.spec?.taints ?? []).some((t) => t.key === QUARANTINE_TAINT_KEY && t.effect === 'NoSchedule'),
@@ -404,7 +423,25 @@ for (const mode of MODES) {
       const key = `example.com/${fresh}`;
       try {
         await applyFlavorClass(env, fresh, { labels: { [key]: 'a7' } });
-        // At once, by the API server alone: a kubelet and an ordinary user adding the new key.
+        // By the API server alone, as soon as its own FlavorClass informer (the policy's parameters)
+        // has the class: a dry run shows when, then a kubelet and an ordinary user adding the key.
+        const created = Date.now();
+        await waitFor(
+          async () =>
+            (
+              await patchNode(
+                guarded.client(),
+                guarded.nodeName,
+                { metadata: { labels: { [key]: 'a7' } } },
+                MERGE,
+                '?dryRun=All',
+              )
+            ).status === 403,
+          { what: "the policy to have the new class's keys", timeoutMs: 15_000, intervalMs: 20 },
+        );
+        process.stdout.write(
+          `ℹ the class-keys policy refused the new key ${Date.now() - created} ms after the class was created\n`,
+        );
         for (const [who, client] of [
           ['kubelet', guarded.client()],
           ['user', user.http],
