@@ -12,21 +12,19 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { type Config, controllerUsername } from '../config.ts';
 import { prepareKubeConfig } from '../kube/config.ts';
-import { fencedKubeConfig } from '../kube/deadlines.ts';
-import { EventRecorder } from '../kube/events.ts';
 import type { FlavorClassCache } from '../kube/flavor-classes.ts';
 import { KeyRingWatch } from '../kube/keyring-watch.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { electorFor, type Leadership, soleLeadership } from '../kube/leader.ts';
 import type { RestartReason } from '../kube/listwatch.ts';
 import { KubeReviews } from '../kube/reviews.ts';
-import { kubeControllerApi } from './api.ts';
 import { checkAutoApproval } from './auto-approval.ts';
 import { watchedCaches } from './caches.ts';
 import type { CacheName, Caches, ControllerContext } from './context.ts';
 import { controllerMetrics } from './metrics.ts';
 import { enqueueAll as enqueueEvery, reconcilerQueues, routeEvents } from './routing.ts';
 import { Indexes } from './state.ts';
+import { termContexts } from './term-context.ts';
 import { RECONCILERS } from './wiring.ts';
 
 export interface ControllerHandle {
@@ -105,34 +103,8 @@ export function startController(options: {
     watched[name].addEventHandler(routeEvents(name, RECONCILERS, queues, reads));
   const removeHandlers = [route('nodes'), route('csrs'), route('tokens'), route('claims'), route('classes')];
 
-  const recorder = new EventRecorder(kubeConfig, { component: 'nodeflavor-controller' });
   /** The context of one term: every write (and Event) goes through the term's fenced KubeConfig. */
-  const termContext = (term: AbortSignal): ControllerContext => {
-    const termKubeConfig = fencedKubeConfig(kubeConfig, term);
-    const events = recorder.through(termKubeConfig);
-    events.onError = (error) => {
-      if (!term.aborted) log.warn({ err: error.message }, 'could not record an Event');
-    };
-    return {
-      kubeConfig: termKubeConfig,
-      api: kubeControllerApi(termKubeConfig),
-      config,
-      caches,
-      indexes,
-      metrics,
-      events,
-      log,
-      keyRing: () => keyRing.get(),
-      freshKeyRing: () => keyRing.refresh(),
-      now: () => new Date(),
-      enqueueNode: (name) => queues.nodes.add(name),
-      requeueNode: (name, afterMs) => queues.nodes.addAfter(name, afterMs),
-      enqueueToken: (name) => queues.tokens.add(name),
-      requeueToken: (name, afterMs) => queues.tokens.addAfter(name, Math.min(afterMs, 2 ** 31 - 1)),
-      enqueueCsr: (name) => queues.csrs.add(name),
-      requeueCsr: (name, afterMs) => queues.csrs.addAfter(name, afterMs),
-    };
-  };
+  const termContext = termContexts({ kubeConfig, config, caches, indexes, metrics, log, keyRing, queues });
   // Until the first term: a closed fence, so nothing can write before this replica leads.
   const closed = new AbortController();
   closed.abort();
@@ -146,7 +118,7 @@ export function startController(options: {
     if (ring && leading) enqueueAll();
   });
 
-  // Both queues start at once: a node whose binding is not recorded yet waits (its grace
+  // All queues start at once: a node whose binding is not recorded yet waits (its grace
   // period) rather than being judged, so nothing needs to hold the node queue back.
   let leading = false;
   const startWorking = (term: AbortSignal) => {
