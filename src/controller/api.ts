@@ -2,8 +2,10 @@
 // to the term's fenced KubeConfig (src/kube), and unit tests to a fake that records the calls, so
 // the reconcilers can be tested on event sequences without an API server.
 import type { DesiredNodeState } from '../flavor/converge.ts';
-import type { FlavoredTokenStatus, NodeNameClaim } from '../flavor/resources.ts';
+import type { FlavorClassStatus, FlavoredTokenStatus, NodeNameClaim } from '../flavor/resources.ts';
 import { kubeJson } from '../kube/fetch.ts';
+import { writeFlavorClassStatus } from '../kube/flavor-class-writes.ts';
+import type { StoredFlavorClass } from '../kube/flavor-classes.ts';
 import { orUndefinedIfNotFound } from '../kube/kube-error.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { createClaim, readClaim, readNode, replaceClaim } from '../kube/node-name-claims.ts';
@@ -47,6 +49,8 @@ export interface ControllerApi {
   readClaim(nodeName: string): Promise<NodeNameClaim | undefined>;
   /** Replaces a claim at its resourceVersion (409 when stale). */
   replaceClaim(claim: NodeNameClaim): Promise<NodeNameClaim>;
+  /** Replaces the FlavorClass's status at its resourceVersion (409 when stale); the class as stored. */
+  writeClassStatus(flavorClass: StoredFlavorClass, status: FlavorClassStatus): Promise<unknown>;
 }
 
 export function kubeControllerApi(kubeConfig: KubeConfig): ControllerApi {
@@ -86,5 +90,6 @@ export function kubeControllerApi(kubeConfig: KubeConfig): ControllerApi {
     createClaim: (claim) => createClaim(kubeConfig, claim),
     readClaim: (nodeName) => readClaim(kubeConfig, nodeName),
     replaceClaim: (claim) => replaceClaim(kubeConfig, claim),
+    writeClassStatus: (flavorClass, status) => writeFlavorClassStatus(kubeConfig, flavorClass, status),
   };
 }

@@ -23,14 +23,18 @@ export interface Cache<T> {
   readonly hasSynced: boolean;
 }
 
-export interface Caches {
-  nodes: Cache<TrimmedNode>;
-  csrs: Cache<CsrObject>;
-  tokens: Cache<StoredToken>;
-  classes: Cache<StoredFlavorClass>;
+/** What each cache holds. */
+export interface CacheObjects {
+  nodes: TrimmedNode;
+  csrs: CsrObject;
+  tokens: StoredToken;
+  classes: StoredFlavorClass;
   /** NodeNameClaims: who holds which node name (ADR 0011). */
-  claims: Cache<NodeNameClaim>;
+  claims: NodeNameClaim;
 }
+export type CacheName = keyof CacheObjects;
+export type CacheObject<C extends CacheName> = CacheObjects[C];
+export type Caches = { [C in CacheName]: Cache<CacheObject<C>> };
 
 /** Where reconcilers say what happened (src/kube/events.ts, deduplicated and aggregated). */
 export interface EventSink {

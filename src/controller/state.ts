@@ -2,10 +2,12 @@
 // FlavorClasses, plus the indexes the reconcilers need to stay O(1) per key at thousands of
 // nodes (token ID → token, token ID → CSRs, node name → tokens that bound it).
 import { attestedRecord } from '../flavor/attestation-decision.ts';
+import { carriedFlavor } from '../flavor/class-status.ts';
 import { parseKubeletCsr } from '../flavor/csr.ts';
 import type { FlavoredToken, NodeNameClaim, TokenBinding } from '../flavor/resources.ts';
 import { TOKEN_ID_LABEL, tokenExpiry } from '../flavor/resources.ts';
 import type { BoundToken, CsrFacts, Failure, NodeFacts, TokenFacts } from '../flavor/verdict.ts';
+import type { WatchEventType } from '../kube/listwatch.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
 
@@ -37,6 +39,46 @@ export class SetIndex {
     const current = this.map.get(key);
     if (current === undefined) return [];
     return typeof current === 'string' ? [current] : [...current];
+  }
+}
+
+/**
+ * Which flavor each verified Node carries and how many carry each: the FlavorClass status
+ * reconciler's count costs nothing per reconcile. Fed by the Node cache on every replica, so a
+ * new leader starts with it.
+ */
+export class NodeFlavors {
+  /** Node name → the flavor it carries (only nodes that carry one). */
+  private readonly flavorOf = new Map<string, string>();
+  private readonly counts = new Map<string, number>();
+
+  /** Verified nodes carrying the flavor, as the Node cache shows them now. */
+  count(flavor: string): number {
+    return this.counts.get(flavor) ?? 0;
+  }
+
+  /** Records a Node event; returns the flavors whose count it changed (the one left, then the one joined). */
+  onNode(type: WatchEventType, node: TrimmedNode): string[] {
+    const name = node.metadata.name;
+    const before = this.flavorOf.get(name);
+    const after =
+      type === 'DELETED'
+        ? undefined
+        : carriedFlavor({ annotations: node.metadata.annotations, taints: node.spec.taints });
+    if (before === after) return [];
+    const changed: string[] = [];
+    if (before !== undefined) {
+      this.counts.set(before, (this.counts.get(before) ?? 1) - 1);
+      if (this.counts.get(before) === 0) this.counts.delete(before);
+      changed.push(before);
+    }
+    if (after === undefined) this.flavorOf.delete(name);
+    else {
+      this.flavorOf.set(name, after);
+      this.counts.set(after, (this.counts.get(after) ?? 0) + 1);
+      changed.push(after);
+    }
+    return changed;
   }
 }
 
@@ -138,6 +180,8 @@ export class Indexes {
   readonly tokensByNodeName = new SetIndex();
   /** Token UID → the node names its claims hold (ADR 0011), for releasing them. */
   readonly claimsByTokenUid = new SetIndex();
+  /** Which flavor each verified Node carries (the FlavorClass status counts). */
+  readonly nodeFlavors = new NodeFlavors();
   /** Why CSRs naming a node were not bound (in memory; rebuilt as tokens are reconciled). */
   readonly rejections = new Map<string, Map<string, Failure>>();
   /** CSRs whose binding was released (their Node is gone): they never bind again. */

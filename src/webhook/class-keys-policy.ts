@@ -7,7 +7,7 @@
 // remove a key a FlavorClass names. Keys the main guard already covers (the classes it was
 // generated from) are left to it, with its precise reasons and metrics: this policy bites only in
 // the window until the registration follows a new class, and is regenerated with it. The
-// controller strips a key set before the class existed as soon as the class appears (manager.ts
+// controller strips a key set before the class existed as soon as the class appears (event-keys.ts
 // enqueues the Nodes that carry its keys).
 import type { ProtectedKeys } from '../flavor/admission.ts';
 import { FLAVOR_CLASS_KIND, API_VERSION as NODEFLAVOR_API_VERSION } from '../flavor/resources.ts';

@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { reconcileClassStatus } from '../../src/controller/class-status.ts';
+import type { ControllerContext } from '../../src/controller/context.ts';
+import { Indexes } from '../../src/controller/state.ts';
 import {
   type ClassStatusInput,
   carriedFlavor,
@@ -10,6 +13,7 @@ import {
 import type { FlavorClassStatus } from '../../src/flavor/resources.ts';
 import { FlavorClassStatusSchema } from '../../src/flavor/resources.ts';
 import { VERIFIED_ANNOTATION } from '../../src/flavor/verification-record.ts';
+import type { StoredFlavorClass } from '../../src/kube/flavor-classes.ts';
 
 // A fake clock: nothing here reads the real one.
 const NOW = new Date('2030-01-01T12:00:00Z');
@@ -137,5 +141,59 @@ describe('classStatusChanged: written only when it changed', () => {
   test('a new count or generation: changed', () => {
     assert.equal(classStatusChanged(desired, { ...desired, nodes: 2 }), true);
     assert.equal(classStatusChanged(desired, { ...desired, observedGeneration: 2 }), true);
+  });
+});
+
+describe('reconcileClassStatus: the one writer of FlavorClass status', () => {
+  const setup = () => {
+    const stored = new Map<string, StoredFlavorClass & { status?: FlavorClassStatus }>([
+      ['sweet', { metadata: { name: 'sweet', resourceVersion: '1', generation: 1 }, spec: {} }],
+    ]);
+    const writes: string[] = [];
+    const indexes = new Indexes();
+    const verified = {
+      metadata: {
+        name: 'node-1',
+        uid: 'uid-1',
+        resourceVersion: '1',
+        creationTimestamp: EARLIER,
+        annotations: { [VERIFIED_ANNOTATION]: record('sweet') },
+      },
+      spec: {},
+    };
+    indexes.nodeFlavors.onNode('ADDED', verified);
+    const ctx = {
+      now: () => NOW,
+      indexes,
+      caches: {
+        classes: {
+          get: (name: string) => stored.get(name),
+          assume: (raw: unknown) => {
+            const written = raw as StoredFlavorClass;
+            stored.set(written.metadata.name, written);
+          },
+        },
+      },
+      api: {
+        writeClassStatus: async (flavorClass: StoredFlavorClass, status: FlavorClassStatus) => {
+          writes.push(`${flavorClass.metadata.name} nodes=${status.nodes}`);
+          return { ...flavorClass, status };
+        },
+      },
+    } as unknown as ControllerContext;
+    return { ctx, writes };
+  };
+
+  test('writes the count from the Node index once; the same status again is not written', async () => {
+    const { ctx, writes } = setup();
+    await reconcileClassStatus(ctx, 'sweet');
+    await reconcileClassStatus(ctx, 'sweet');
+    assert.deepEqual(writes, ['sweet nodes=1']);
+  });
+
+  test('a class that is gone: nothing', async () => {
+    const { ctx, writes } = setup();
+    await reconcileClassStatus(ctx, 'sour');
+    assert.deepEqual(writes, []);
   });
 });

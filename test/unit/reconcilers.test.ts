@@ -19,6 +19,7 @@ import type { DesiredNodeState } from '../../src/flavor/converge.ts';
 import { deriveFlavorToken } from '../../src/flavor/flavor-token.ts';
 import { newKeyRing } from '../../src/flavor/keyring.ts';
 import {
+  type FlavorClassStatus,
   type FlavoredTokenStatus,
   ISSUED_ANNOTATION,
   type NodeNameClaim,
@@ -166,6 +167,10 @@ class FakeApi implements ControllerApi {
       `${claim.spec.holder ? `claim ${name} ${claim.spec.holder.tokenID}` : `release ${name}`}`,
     );
     return clone(written);
+  }
+  async writeClassStatus(flavorClass: StoredFlavorClass, status: FlavorClassStatus) {
+    this.writes.push(`class-status ${flavorClass.metadata.name}`);
+    return { ...clone(flavorClass), status: clone(status) };
   }
 }
 
