@@ -5,7 +5,7 @@ import { attestedRecord } from '../flavor/attestation-decision.ts';
 import { carriedFlavor } from '../flavor/class-status.ts';
 import { parseKubeletCsr } from '../flavor/csr.ts';
 import type { FlavoredToken, NodeNameClaim, TokenBinding } from '../flavor/resources.ts';
-import { TOKEN_ID_LABEL, tokenExpiry } from '../flavor/resources.ts';
+import { recordExpiresAt, TOKEN_ID_LABEL } from '../flavor/resources.ts';
 import type { BoundToken, CsrFacts, Failure, NodeFacts, TokenFacts } from '../flavor/verdict.ts';
 import type { WatchEventType } from '../kube/listwatch.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
@@ -87,9 +87,10 @@ export function tokenIdOf(token: StoredToken): string | undefined {
 }
 
 export function tokenExpiresAt(token: StoredToken): Date {
-  if (token.status?.expiresAt) return new Date(token.status.expiresAt);
-  const spec = token.spec as { ttl?: string; expiresAt?: string };
-  return tokenExpiry(spec, new Date(token.metadata.creationTimestamp));
+  return recordExpiresAt(
+    { ...token, spec: token.spec as { ttl?: string; expiresAt?: string } },
+    new Date(token.metadata.creationTimestamp),
+  );
 }
 
 export function tokenFacts(token: StoredToken): TokenFacts {

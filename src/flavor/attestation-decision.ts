@@ -4,7 +4,7 @@
 // exchange does is (a platform team wants to see it); a plain 404 for an unknown ID is not.
 import type { ChallengeTicket } from './attestation-exchange.ts';
 import type { FlavoredToken } from './resources.ts';
-import { tokenExpiry } from './resources.ts';
+import { recordExpiresAt } from './resources.ts';
 import { withdrawal } from './withdrawal.ts';
 
 /** Set by the issuer on the record when an attestation succeeds: which ticket, when, how many so far. */
@@ -85,10 +85,7 @@ export function tokenRefusal(
       message: `token ${tokenId} was ${withdrawn === 'revoked' ? 'revoked' : 'deleted'}: it earns nothing`,
       record: false,
     };
-  const expiresAt = token.status?.expiresAt
-    ? new Date(token.status.expiresAt)
-    : tokenExpiry(token.spec, new Date(token.metadata.creationTimestamp ?? now.toISOString()));
-  if (expiresAt.getTime() <= now.getTime())
+  if (recordExpiresAt(token, now).getTime() <= now.getTime())
     return { status: 410, reason: 'Expired', message: `token ${tokenId} has expired`, record: false };
   const used = (token.status?.uses ?? 0) > 0 || (token.status?.bindings?.length ?? 0) > 0;
   if (used && !token.spec.attestation.allowRejoin)
@@ -131,15 +128,24 @@ export function ticketRefusal(
       message: `the challenge for token ${tokenId} was answered after its deadline (${new Date(ticket.deadline).toISOString()}): ask for a new one`,
       record: true,
     };
+  return replayRefusal(token, tokenId, ticket.issuedAt);
+}
+
+/** Replayed, when this ticket or a later one earned join secrets already (the record says so). */
+export function replayRefusal(
+  token: FlavoredToken,
+  tokenId: string,
+  ticketIssuedAt: number,
+): AttestationRefusal | undefined {
   const attested = attestedRecord(token);
-  if (attested && ticket.issuedAt <= attested.ticket)
-    return {
-      status: 409,
-      reason: 'Replayed',
-      message: `this challenge for token ${tokenId} was answered already, or a later one was: a replayed exchange earns nothing`,
-      record: true,
-    };
-  return undefined;
+  return attested && ticketIssuedAt <= attested.ticket
+    ? {
+        status: 409,
+        reason: 'Replayed',
+        message: `this challenge for token ${tokenId} was answered already, or a later one was: a replayed exchange earns nothing`,
+        record: true,
+      }
+    : undefined;
 }
 
 export function badProof(tokenId: string): AttestationRefusal {

@@ -599,6 +599,25 @@ function durationMs(text: string): number {
  * that the answer is the same every time; the issuer records it in status.expiresAt. Throws if
  * both ttl and expiresAt are set or either is malformed.
  */
+/**
+ * A record's expiry: the controller's status.expiresAt once written, else what it will write (from
+ * the spec and the creation time; `now` stands in for a record not created yet).
+ */
+export function recordExpiresAt(
+  token: {
+    spec: Pick<FlavoredTokenSpecInput, 'ttl' | 'expiresAt'>;
+    status?: { expiresAt?: string };
+    metadata: { creationTimestamp?: string };
+  },
+  now: Date,
+): Date {
+  if (token.status?.expiresAt) return new Date(token.status.expiresAt);
+  return tokenExpiry(
+    token.spec,
+    token.metadata.creationTimestamp ? new Date(token.metadata.creationTimestamp) : now,
+  );
+}
+
 export function tokenExpiry(spec: Pick<FlavoredTokenSpecInput, 'ttl' | 'expiresAt'>, now: Date): Date {
   if (spec.ttl !== undefined && spec.expiresAt !== undefined) {
     throw new Error('set at most one of ttl and expiresAt');

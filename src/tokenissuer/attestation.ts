@@ -27,6 +27,7 @@ import {
   ekMismatch,
   notAttested,
   refusalRecord,
+  replayRefusal,
   ticketRefusal,
   tokenRefusal,
 } from '../flavor/attestation-decision.ts';
@@ -53,7 +54,7 @@ import {
   FLAVORED_TOKEN_KIND,
   type FlavoredToken,
   type MeasuredBoot,
-  tokenExpiry,
+  recordExpiresAt,
 } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
 import { Secret } from '../flavor/secret.ts';
@@ -70,6 +71,7 @@ import type { TokenKube } from '../kube/tokens.ts';
 import type { IssuanceSettings } from './config.ts';
 import { IssuerError } from './errors.ts';
 import { bootstrapSecretRequest, flavoredTokenName } from './issue.ts';
+import { invalidRequest } from './request.ts';
 
 /** A refusal within this long of the last one recorded on the token is only counted (and an Event). */
 const REFUSAL_RECORD_EVERY_MS = 60_000;
@@ -140,12 +142,7 @@ function invalid(message: string): IssuerError {
 
 function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   const parsed = schema.safeParse(body);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw invalid(
-      `invalid request: ${issue?.path.join('.') || '(body)'} ${issue?.message ?? 'is malformed'}`,
-    );
-  }
+  if (!parsed.success) throw invalidRequest(parsed.error);
   return parsed.data;
 }
 
@@ -159,9 +156,19 @@ function parseKey(text: string, what: string): TpmPublic {
 
 /** The EK's identity as the ticket's secret is bound to it: SHA-256 of its SubjectPublicKeyInfo. */
 function ekDigest(token: FlavoredToken): string {
-  return createHash('sha256')
-    .update(ekSpkiDer({ publicKeyPem: token.spec.attestation?.ekPublicKey ?? '' }))
-    .digest('hex');
+  return createHash('sha256').update(ekSpkiOf(token)).digest('hex');
+}
+
+/** The token, if it may be attested now (bound to a TPM, live, unexpired, unused); else the refusal. */
+async function usableToken(
+  deps: AttestationDeps,
+  token: FlavoredToken | undefined,
+  tokenId: string,
+  now: Date,
+): Promise<FlavoredToken> {
+  const unusable = tokenRefusal(token, tokenId, now);
+  if (unusable || !token) throw await refused(deps, token, unusable ?? notAttested(tokenId));
+  return token;
 }
 
 async function readToken(deps: AttestationDeps, tokenId: string): Promise<FlavoredToken | undefined> {
@@ -176,11 +183,9 @@ export async function challenge(
 ): Promise<ChallengeResponse> {
   const request = parseBody(ChallengeRequestSchema, body);
   const now = deps.now();
-  const record = await readToken(deps, tokenId);
-  const unusable = tokenRefusal(record, tokenId, now);
-  if (unusable || !record) throw await refused(deps, record, unusable ?? notAttested(tokenId));
+  const record = await usableToken(deps, await readToken(deps, tokenId), tokenId, now);
   const ek = parseKey(request.ekPublic, 'ekPublic');
-  if (!ekSpkiDer({ tpm2bPublic: Buffer.from(request.ekPublic, 'base64') }).equals(ekSpkiOf(record)))
+  if (!ekSpkiDer({ publicKey: ek.publicKey }).equals(ekSpkiOf(record)))
     throw await refused(deps, record, ekMismatch(tokenId));
   const ak = parseKey(request.akPublic, 'akPublic');
   const problems = attestationKeyProblems(ak);
@@ -279,9 +284,7 @@ export async function answer(deps: AttestationDeps, tokenId: string, body: unkno
   const ticket = decodeTicket(request.ticket);
   if (!ticket) throw invalid('invalid request: ticket is not a ticket this issuer made');
   const now = deps.now();
-  const read = await readToken(deps, tokenId);
-  const unusable = tokenRefusal(read, tokenId, now);
-  if (unusable || !read) throw await refused(deps, read, unusable ?? notAttested(tokenId));
+  const read = await usableToken(deps, await readToken(deps, tokenId), tokenId, now);
   // The ticket's timeliness is judged only once the proof holds: a ticket edited or forged by
   // someone without the TPM is a BadProof, never a recorded LateAnswer or Replayed.
   if (ticket.record !== read.metadata.uid) {
@@ -368,9 +371,12 @@ async function useTicket(
           `token ${tokenId} kept changing while it was being attested: retry`,
         );
     }
-    const freshRecord = await deps.kube.getFlavoredToken(record.metadata.name ?? '');
-    const unusable = tokenRefusal(freshRecord, tokenId, deps.now());
-    if (unusable || !freshRecord) throw await refused(deps, freshRecord, unusable ?? notAttested(tokenId));
+    const freshRecord = await usableToken(
+      deps,
+      await deps.kube.getFlavoredToken(record.metadata.name ?? ''),
+      tokenId,
+      deps.now(),
+    );
     if (freshRecord.metadata.uid !== read.metadata.uid)
       throw await refused(deps, freshRecord, {
         status: 409,
@@ -378,14 +384,8 @@ async function useTicket(
         message: `token ${tokenId} was re-created while it was being attested: ask for a new challenge`,
         record: false,
       });
-    const used = attestedRecord(freshRecord);
-    if (used && ticketIssuedAt <= used.ticket)
-      throw await refused(deps, freshRecord, {
-        status: 409,
-        reason: 'Replayed',
-        message: `this challenge for token ${tokenId} was answered already, or a later one was: a replayed exchange earns nothing`,
-        record: true,
-      });
+    const replayed = replayRefusal(freshRecord, tokenId, ticketIssuedAt);
+    if (replayed) throw await refused(deps, freshRecord, replayed);
     record = freshRecord;
   }
 }
@@ -393,12 +393,7 @@ async function useTicket(
 /** The minted bootstrap token lives for the join window, and never past the token itself. */
 function joinDeadline(deps: AttestationDeps, record: FlavoredToken): Date {
   const now = deps.now().getTime();
-  const tokenEnd = record.status?.expiresAt
-    ? Date.parse(record.status.expiresAt)
-    : tokenExpiry(
-        record.spec,
-        new Date(record.metadata.creationTimestamp ?? deps.now().toISOString()),
-      ).getTime();
+  const tokenEnd = recordExpiresAt(record, deps.now()).getTime();
   const end = Math.min(tokenEnd, now + deps.settings.attestation.joinWindowSeconds * 1000);
   return new Date(Math.floor(end / 1000) * 1000);
 }

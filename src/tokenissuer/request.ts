@@ -172,9 +172,7 @@ export function validateIssueRequest(
   now: Date,
 ): ValidIssueRequest {
   const parsed = IssueRequestSchema.safeParse(input);
-  if (!parsed.success) {
-    throw new IssuerError('InvalidRequest', describe(fieldErrors(parsed.error)), fieldErrors(parsed.error));
-  }
+  if (!parsed.success) throw invalidRequest(parsed.error);
   const request = parsed.data;
   const maxTtlMs = parseDuration(limits.maxTtl);
   const fields: FieldError[] = [];
@@ -193,6 +191,12 @@ export function validateIssueRequest(
   }
   if (fields.length > 0) throw new IssuerError('InvalidRequest', describe(fields), fields);
   return { ...request, maxUses: request.maxUses ?? DEFAULT_MAX_USES };
+}
+
+/** A body that failed its schema, as the 400 every endpoint answers: each failing field named. */
+export function invalidRequest(error: z.ZodError): IssuerError {
+  const fields = fieldErrors(error);
+  return new IssuerError('InvalidRequest', describe(fields), fields);
 }
 
 function describe(fields: FieldError[]): string {

@@ -10,7 +10,9 @@ export type EkSource =
   | { tpm2bPublic: Uint8Array }
   | { publicKeyPem: string }
   | { certificate: Uint8Array | string }
-  | { spkiDer: Uint8Array };
+  | { spkiDer: Uint8Array }
+  /** Already parsed (TpmPublic.publicKey): no second parse of the same bytes. */
+  | { publicKey: KeyObject };
 
 /** The EK's public key from the TPM2B_PUBLIC `tpm2_createek -u` writes. */
 export function ekPublicKeyFromTpmPublic(tpm2bPublic: Uint8Array): KeyObject {
@@ -21,6 +23,7 @@ function publicKeyOf(source: EkSource): KeyObject {
   if ('tpm2bPublic' in source) return ekPublicKeyFromTpmPublic(source.tpm2bPublic);
   if ('publicKeyPem' in source) return createPublicKey({ key: source.publicKeyPem, format: 'pem' });
   if ('certificate' in source) return new X509Certificate(source.certificate).publicKey;
+  if ('publicKey' in source) return source.publicKey;
   return createPublicKey({ key: Buffer.from(source.spkiDer), format: 'der', type: 'spki' });
 }
 
