@@ -11,7 +11,11 @@
 // and runs revocation before a deleted token goes (finalizer). One status write per change.
 import { bindingWithNodeOutcome, type NodeOutcome } from '../flavor/binding-outcome.ts';
 import { bootstrapSecretDeleteAfterMs } from '../flavor/bootstrap-secret.ts';
-import { REPLAY_MARGIN_MS, REPLAYABLE_UNTIL_ANNOTATION } from '../flavor/idempotent-issuance.ts';
+import {
+  IDEMPOTENCY_ANNOTATION,
+  REPLAY_MARGIN_MS,
+  REPLAYABLE_UNTIL_ANNOTATION,
+} from '../flavor/idempotent-issuance.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import { type FlavoredTokenStatus, ISSUED_ANNOTATION, type TokenBinding } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
@@ -302,10 +306,11 @@ async function judge(
 }
 
 /**
- * Issuance writes the FlavoredToken, then the Secret, then marks the record issued; a failure
- * rolls both back. If the rollback failed too, an unmarked, unused record remains: no node can
- * join with it, so it is deleted after --orphan-grace (which covers an issuance in flight), and
- * its Secret, if any, goes with it (the record owns it).
+ * A keyed issuance (ADR 0005) writes the FlavoredToken, then the Secret, then marks the record
+ * issued; one that failed midway is resumed by the client's retry. One never resumed leaves an
+ * unmarked, unused record: no node can join with it, so it is deleted after --orphan-grace (which
+ * covers an issuance in flight), and its Secret, if any, goes with it (the record owns it).
+ * A plain issuance has no mark (ADR 0015): its record is never deleted on the absence of one.
  */
 async function removeIfHalfMade(
   ctx: ControllerContext,
@@ -314,7 +319,8 @@ async function removeIfHalfMade(
   now: Date,
 ): Promise<boolean> {
   const metadata = token.metadata as StoredToken['metadata'] & { annotations?: Record<string, string> };
-  if (metadata.annotations?.[ISSUED_ANNOTATION] !== undefined) return false;
+  if (metadata.annotations?.[IDEMPOTENCY_ANNOTATION] === undefined) return false;
+  if (metadata.annotations[ISSUED_ANNOTATION] !== undefined) return false;
   const facts = tokenFacts(token);
   const age = now.getTime() - new Date(token.metadata.creationTimestamp).getTime();
   if (facts.bindings.length > 0 || facts.revoked) return false;
@@ -342,6 +348,23 @@ async function removeIfHalfMade(
     `token ${tokenId} was never marked issued and never used: deleted the record`,
   );
   return true;
+}
+
+/**
+ * Nothing has happened to the token yet (no CSR, not expired, revoked or consumed) and nothing
+ * was ever recorded: no status is written (ADR 0015). Its printer columns and every reader take
+ * the token ID from its label and the expiry from its spec; an issuance is two writes, not three.
+ */
+function nothingToRecord(token: StoredToken, outcome: BindingOutcome): boolean {
+  return (
+    Object.keys(token.status ?? {}).length === 0 &&
+    (outcome.status.bindings ?? []).length === 0 &&
+    (outcome.status.rejections ?? []).length === 0 &&
+    outcome.status.uses === 0 &&
+    !outcome.expired &&
+    !outcome.revoked &&
+    !outcome.consumed
+  );
 }
 
 /** The status without these bindings, each refused (Revoked) instead: their CSRs are denied. */
@@ -460,6 +483,7 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
   let secretDeleted = false;
   const written = await updateTokenStatus(ctx, name, async (fresh) => {
     outcome = await judge(ctx, fresh, now, keyRing);
+    if (nothingToRecord(fresh, outcome)) return undefined;
     const { attestedAt } = attestedAtOf(fresh);
     const deleteAfter = bootstrapSecretDeleteAfterMs(outcome, outcome.status.bindings ?? [], now, attestedAt);
     if (deleteAfter === 0 && !secretDeletedRecorded(outcome.status, attestedAt)) {

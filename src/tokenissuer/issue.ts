@@ -7,12 +7,14 @@
 //      signature in cluster-info, so live tokens cost it nothing).
 // The record comes first so that a Secret never exists without one: a node holding a token the
 // controller cannot trace would get no flavor, but it would still join. Nothing in either object,
-// nor in the join material, names the flavor where a token holder could read it.
-// Revocation is final (src/flavor/withdrawal.ts): the issued mark is written with the record's
-// resourceVersion as a precondition, so it lands only on a record neither revoked nor being
-// deleted; an issuance that finds its record withdrawn deletes the Secret it made and answers no
-// material. revokeToken deletes the Secret both before and after it sets spec.revoked, so a Secret
-// an issuance made in between (and marked before the revocation) goes too.
+// nor in the join material, names the flavor where a token holder could read it. The record is
+// written in its final state (absolute expiry, token ID label, finalizer): nothing marks it later
+// and the controller writes no status until something happens to it (ADR 0015, crash table).
+// Revocation is final (src/flavor/withdrawal.ts): after its Secret the issuance reads the record
+// back and answers no material for a record revoked or being deleted (the Secret it made is
+// deleted again). revokeToken deletes the Secret both before and after it sets spec.revoked, so a
+// Secret an issuance made in between (and read back before the revocation) goes too. Keyed
+// issuances (ADR 0005) keep their issued mark, written with the record's resourceVersion.
 import { randomBytes as cryptoRandomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { attestedRecord, refusalRecord } from '../flavor/attestation-decision.ts';
@@ -62,8 +64,8 @@ export const OWNER_ANNOTATION = 'nodeflavor.io/owner';
 /** Token IDs are 6 random characters: a clash with an existing token is rare, a second one rarer. */
 const MAX_ATTEMPTS = 3;
 /**
- * Writes of the issued mark: the controller's first status writes land in the same moments and
- * change the resourceVersion the mark is conditioned on (harmless: each conflict re-reads).
+ * Writes of a keyed issuance's mark: a status write (an attestation's, a binding's) may change the
+ * resourceVersion the mark is conditioned on (harmless: each conflict re-reads).
  */
 const MAX_MARK_ATTEMPTS = 5;
 
@@ -215,9 +217,11 @@ export async function prepareIssuance(deps: IssuanceDeps, input: IssueInput): Pr
   const spec: FlavoredTokenInput['spec'] = {
     flavorClassName: request.flavorClassName,
     maxUses: request.maxUses,
-    ...(request.expiresAt !== undefined
-      ? { expiresAt: request.expiresAt }
-      : { ttl: request.ttl ?? deps.settings.defaultTtl }),
+    // Absolute, in its final form from the first write: the printer columns, the issuer's views
+    // and the controller read it from the spec, and the Secret expires at exactly this second.
+    expiresAt:
+      request.expiresAt ??
+      rfc3339(wholeSeconds(tokenExpiry({ ttl: request.ttl ?? deps.settings.defaultTtl }, now()))),
     ...(request.nodeName !== undefined ? { nodeName: request.nodeName } : {}),
     ...(request.nodeNamePattern !== undefined ? { nodeNamePattern: request.nodeNamePattern } : {}),
     ...(request.description !== undefined ? { description: request.description } : {}),
@@ -406,26 +410,28 @@ async function writeTokenObjects(
 
   let secretCreated = false;
   try {
-    // No status write here: the controller fills tokenID and expiresAt (and the conditions) on
-    // its first reconcile, and the views below compute the expiry the same way until it has.
+    // Two writes and a read (ADR 0015): no status write (the controller writes none either until
+    // something happens to the token) and no issued mark.
     // Rendered before the Secret exists: if the material cannot be made, the rollback leaves nothing.
     const expiresAt = recordExpiry(record, spec, now);
     const material = output.render(expiresAt);
     if (output.secret) {
       await deps.kube.createBootstrapSecret(bootstrapSecretRequest(deps, token, record, expiresAt));
       secretCreated = true;
+      // The record read back after its Secret (a quorum read): a revocation or deletion that
+      // landed before this read gets no answer and the rollback deletes the Secret (the
+      // revocation's own deletes may have run before it existed); one landing after it deletes
+      // the Secret itself (revokeToken deletes after setting spec.revoked). Without a Secret
+      // (a token bound to a TPM) the material holds no secret, and attestation checks the record.
+      const withdrawn = withdrawal(await deps.kube.getFlavoredToken(name), record.metadata.uid);
+      if (withdrawn) throw withdrawnWhileIssuing(name, withdrawn);
     }
-    // Issuance is complete only with this mark; the controller deletes unmarked, unused records.
-    // A record revoked or deleted since it was created gets no mark and no answer: the rollback
-    // below deletes the Secret just made (a revocation may have deleted it before it existed).
-    const withdrawn = await markIssuedUnlessWithdrawn(deps, record, rfc3339(now()));
-    if (withdrawn) throw withdrawnWhileIssuing(name, withdrawn);
     return { name, recordUid: record.metadata.uid ?? '', material };
   } catch (error) {
     // Roll back so that a failed issuance leaves nothing: the Secret (if made) and the record
     // (its revocation finalizer released: the Secret it guards is gone and no node used it).
-    // If the rollback fails too, an unmarked FlavoredToken remains, which the controller deletes
-    // after --orphan-grace (and the Secret goes with it: it is owned by the record).
+    // If the rollback fails too, the record stays until it expires: no node holds its secret
+    // (it was never answered), and a Secret it owns goes with it or at its expiry.
     if (secretCreated) await deps.kube.deleteBootstrapSecret(token.id).catch(() => undefined);
     await deps.kube.deleteFlavoredToken(name, record.metadata.uid ?? '').catch(() => undefined);
     if (isAlreadyExists(error)) throw new TokenIdTaken();
@@ -586,8 +592,8 @@ export async function revokeToken(
     throw error;
   }
   // Once more, now that the record says revoked: an issuance still under way may have made the
-  // Secret after the first delete and marked the record before spec.revoked landed. Any issuance
-  // from here on finds the record revoked and makes nothing (markIssuedUnlessWithdrawn).
+  // Secret after the first delete and read the record back before spec.revoked landed. Any
+  // issuance reading it from here on finds it revoked, deletes its Secret and answers nothing.
   if (tokenId) await deps.kube.deleteBootstrapSecret(tokenId);
   return tokenStatusView(revoked, (deps.now ?? (() => new Date()))());
 }

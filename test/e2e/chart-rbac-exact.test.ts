@@ -237,8 +237,8 @@ ${operator.lastLines()}`,
     );
     // The other token is revoked through the API (its bootstrap Secret goes, the record is marked).
     assert.equal(await revoke(started.issuerUrl, ca, bearer, revoked.id), 200);
-    // A half-made issuance (a record never marked issued) is deleted after --orphan-grace, and its
-    // finalizer let go.
+    // A half-made keyed issuance (ADR 0005: a record never marked issued) is deleted after
+    // --orphan-grace, and its finalizer let go.
     const tokens = '/apis/nodeflavor.io/v1alpha1/flavoredtokens';
     const template = await kubeJson<{ spec: object }>(env.kubeConfig, 'GET', `${tokens}/${revoked.id}`);
     const orphanId = uniqueName('x').slice(-6);
@@ -249,6 +249,7 @@ ${operator.lastLines()}`,
         metadata: {
           name: flavoredTokenName(orphanId),
           labels: { [TOKEN_ID_LABEL]: orphanId },
+          annotations: { 'nodeflavor.io/idempotency': 'v1:abandoned' },
           finalizers: [TOKEN_FINALIZER],
         },
         spec: { ...template.spec, revoked: false },

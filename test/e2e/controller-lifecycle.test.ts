@@ -194,32 +194,39 @@ describe('controller: keeping flavors true', () => {
     assert.equal((await labelsOf(kept.name))[FLAVOR_LABEL], flavor);
   });
 
-  it('an unused FlavoredToken left without its bootstrap Secret (a failed issuance) is cleaned up', async () => {
-    const name = `ft-${uniqueName('x').slice(-6)}`;
+  it('a keyed issuance never completed is cleaned up; a plain record is never deleted for lack of a mark, nor given a status', async () => {
+    const ref = { group: 'nodeflavor.io', version: 'v1alpha1', plural: 'flavoredtokens' };
+    const record = (name: string, annotations: Record<string, string>) => ({
+      apiVersion: 'nodeflavor.io/v1alpha1',
+      kind: 'FlavoredToken',
+      metadata: { name, labels: { 'nodeflavor.io/token-id': name.slice(3) }, annotations },
+      spec: { flavorClassName: flavor, ttl: '1h' },
+    });
+    // A plain issuance is two writes (ADR 0015): its record carries no mark, ever.
+    const plain = `ft-${uniqueName('p').slice(-6)}`;
+    await tokens().createClusterCustomObject({ ...ref, body: record(plain, {}) });
+    // A keyed issuance (ADR 0005) whose client never retried: its record was never marked issued.
+    const keyed = `ft-${uniqueName('x').slice(-6)}`;
     await tokens().createClusterCustomObject({
-      group: 'nodeflavor.io',
-      version: 'v1alpha1',
-      plural: 'flavoredtokens',
-      body: {
-        apiVersion: 'nodeflavor.io/v1alpha1',
-        kind: 'FlavoredToken',
-        metadata: { name, labels: { 'nodeflavor.io/token-id': name.slice(3) } },
-        spec: { flavorClassName: flavor, ttl: '1h' },
-      },
+      ...ref,
+      body: record(keyed, { 'nodeflavor.io/idempotency': 'v1:abandoned' }),
     });
     await waitFor(
       async () =>
         (await tokens()
-          .getClusterCustomObject({
-            group: 'nodeflavor.io',
-            version: 'v1alpha1',
-            plural: 'flavoredtokens',
-            name,
-          })
+          .getClusterCustomObject({ ...ref, name: keyed })
           .then(() => false)
           .catch(() => true)) || undefined,
-      { what: 'the half-made FlavoredToken to be deleted', timeoutMs: 20_000 },
+      { what: 'the half-made keyed FlavoredToken to be deleted', timeoutMs: 20_000 },
     );
+    // Reconciled before the keyed one's grace ran out: still there, and nothing written to it.
+    const kept = (await tokens().getClusterCustomObject({ ...ref, name: plain })) as {
+      metadata: { finalizers?: string[] };
+      status?: object;
+    };
+    assert.equal(kept.status, undefined, 'no status for a token nothing has happened to');
+    assert.ok(kept.metadata.finalizers?.includes('nodeflavor.io/revoke'), 'taken in (finalizer)');
+    await tokens().deleteClusterCustomObject({ ...ref, name: plain });
   });
 
   it('a re-created node with the same name does not inherit the flavor (its binding was released)', async () => {

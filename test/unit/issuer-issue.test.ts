@@ -41,12 +41,13 @@ describe('issueToken', () => {
     assert.equal(record.metadata.annotations?.['nodeflavor.io/requested-by'], 'alice');
     assert.deepEqual(record.spec, {
       flavorClassName: 'sweet',
-      ttl: '1h',
+      expiresAt: '2030-01-01T01:00:00Z',
       maxUses: 1,
       revocationPolicy: 'Keep',
       revoked: false,
     });
     assert.equal(record.status, undefined, 'the status is the controller’s to write');
+    assert.equal(record.metadata.annotations?.['nodeflavor.io/issued'], undefined, 'two writes: no mark');
     assert.equal(issued.expiresAt, '2030-01-01T01:00:00Z');
     const serialised = JSON.stringify(record);
     assert.ok(!serialised.includes(issued.bootstrapToken.secret.reveal()), 'no token secret in the record');
@@ -71,7 +72,8 @@ describe('issueToken', () => {
   it('applies the default ttl (24h) when the request sets no expiry', async () => {
     const { kube, deps } = await setup();
     const issued = await issueToken(deps, { flavorClassName: 'sour' });
-    assert.equal(kube.tokens.get(issued.name)?.spec.ttl, '24h');
+    assert.equal(kube.tokens.get(issued.name)?.spec.ttl, undefined, 'the record holds the absolute expiry');
+    assert.equal(kube.tokens.get(issued.name)?.spec.expiresAt, '2030-01-02T00:00:00Z');
     assert.equal(issued.expiresAt, '2030-01-02T00:00:00Z');
   });
 
@@ -123,9 +125,9 @@ describe('issueToken', () => {
     assert.equal(kube.tokens.size + kube.secrets.size, 0);
   });
 
-  it('rolls back both objects when the issued mark cannot be written', async () => {
+  it('rolls back both objects when the record cannot be read back after its Secret', async () => {
     const { kube, deps } = await setup();
-    kube.failNext.markFlavoredTokenIssued = new KubeError(0, 'Unreachable', 'down');
+    kube.failNext.getFlavoredToken = new KubeError(0, 'Unreachable', 'down');
     await assert.rejects(issueToken(deps, { flavorClassName: 'sweet' }), /down/);
     assert.equal(kube.tokens.size + kube.secrets.size, 0);
   });
@@ -140,7 +142,7 @@ describe('issueToken', () => {
     assert.equal(view?.tokenID, issued.tokenId);
   });
 
-  it('surfaces the original error when the rollback fails too (the controller cleans the orphan record)', async () => {
+  it('surfaces the original error when the rollback fails too (the record stays, unused, until it expires)', async () => {
     const { kube, deps } = await setup();
     kube.failNext.createBootstrapSecret = new KubeError(500, 'InternalError', 'etcd timeout');
     kube.failNext.deleteFlavoredToken = new KubeError(0, 'Unreachable', 'down');

@@ -107,6 +107,7 @@ export class FakeTokenKube implements TokenKube {
   #version = 0;
   async getFlavoredToken(name: string) {
     if (this.beforeNext.getFlavoredToken) await this.#before('getFlavoredToken');
+    this.#maybeFail('getFlavoredToken');
     const token = this.tokens.get(name);
     return token === undefined ? undefined : structuredClone(token);
   }
