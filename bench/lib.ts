@@ -118,9 +118,14 @@ export function writeResults(
 }
 
 /** A control plane for one benchmark script (or the one E2E_KUBECONFIG names). */
-export async function benchControlPlane(): Promise<{ kubeconfigPath: string; stop: () => Promise<void> }> {
+export async function benchControlPlane(
+  options: { profiling?: boolean } = {},
+): Promise<{ kubeconfigPath: string; stop: () => Promise<void> }> {
   if (process.env.E2E_KUBECONFIG) return { kubeconfigPath: process.env.E2E_KUBECONFIG, stop: async () => {} };
-  const plane = await ControlPlane.start({ log: (line) => console.error(`[control-plane] ${line}`) });
+  const plane = await ControlPlane.start({
+    log: (line) => console.error(`[control-plane] ${line}`),
+    ...(options.profiling ? { profiling: true } : {}),
+  });
   process.env.E2E_KUBECONFIG = plane.kubeconfigPath;
   return { kubeconfigPath: plane.kubeconfigPath, stop: () => plane.stop() };
 }

@@ -7,9 +7,11 @@
 // own (p3-issuer-server.ts: startTokenIssuer as `nodeflavor run` wires it, with the per-caller rate
 // limit raised: the CLI has no flag for it). Each level runs floor and issuer in alternating halves
 // so that drift hits both alike; between levels the tokens and Secrets are deleted. A third arm,
-// the protocol floor, makes the issuance's own three writes (a FlavoredToken, its bootstrap Secret
-// owned by it, the issued mark) back to back from the benchmark client with no other work: the
-// most any issuer that keeps this protocol could reach on the same machine.
+// the protocol floor, makes the issuance's own requests (a FlavoredToken, its bootstrap Secret
+// owned by it, the record read back: ADR 0015) back to back from the benchmark client with no
+// other work: the most any issuer that keeps this protocol could reach on the same machine. The
+// controller runs throughout (as the chart's ServiceAccount, like P1), so what it spends on new
+// tokens is in the API server's CPU per issuance; its own CPU is printed beside the issuer's.
 //   node --import tsx bench/p3-issuance.ts [--scale quick] [--cpu-prof]   (or BENCH_CPU_PROF=1)
 //        [--profile-level 1|8|32] (the level profiled; default 32)
 //        [--reuse-connections]   a diagnostic what-if, not a figure of the product: the issuer's
@@ -34,19 +36,22 @@ import type { ManagedProcess } from '../test/e2e/cluster/process.ts';
 import { deleteObjects } from '../test/e2e/support/admission.ts';
 import { prepareOperatorIdentity } from '../test/e2e/support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from '../test/e2e/support/environment.ts';
-import { applyFlavorClass } from '../test/e2e/support/nodeflavor.ts';
+import { applyFlavorClass, startOperator } from '../test/e2e/support/nodeflavor.ts';
 import { waitFor } from '../test/e2e/support/wait.ts';
 import {
   benchDir,
   cpuProfile,
   type Figure,
   figure,
+  freePort,
+  imageEnv,
   log,
   mapLimit,
   runStandalone,
   type Scale,
   startBenchIssuer,
   summary,
+  waitReady,
 } from './lib.ts';
 import { P3_RATE_LIMIT } from './p3-issuer-server.ts';
 import {
@@ -98,9 +103,9 @@ async function batch(count: number, concurrency: number, send: () => Promise<voi
  */
 export async function send(
   pool: Pool,
-  request: { method: 'POST' | 'PATCH'; path: string; contentType: string; expected: number },
+  request: { method: 'POST' | 'PATCH' | 'GET'; path: string; contentType: string; expected: number },
   token: string,
-  body: string,
+  body: string | undefined,
   what: string,
 ): Promise<string> {
   const response = await pool.request({
@@ -174,16 +179,17 @@ export function baselineSecret(
  * A FlavoredToken as the issuer writes it (tokenRecord), without the finalizer so that clean-up is
  * one delete, and labelled for it. `apiVersion` for a copy of the CRD in another group.
  */
-export function protocolRecord(id: string, apiVersion?: string): string {
+export function protocolRecord(id: string, apiVersion?: string, keepFinalizer = false): string {
   const record = tokenRecord(
     id,
-    { flavorClassName: FLAVOR, maxUses: 1, ttl: '1h' },
+    { flavorClassName: FLAVOR, maxUses: 1, expiresAt: rfc3339(new Date(Date.now() + 3_600_000)) },
     {
       [REQUESTED_BY_ANNOTATION]: `system:serviceaccount:${PORTAL_NAMESPACE}:${PORTAL}`,
       [OWNER_ANNOTATION]: 'o'.repeat(43),
     },
   );
-  delete record.metadata.finalizers;
+  // As the issuer writes it when a controller runs (which would otherwise add the finalizer).
+  if (!keepFinalizer) delete record.metadata.finalizers;
   record.metadata.labels = { ...record.metadata.labels, [BASELINE_LABEL]: 'protocol' };
   return JSON.stringify(apiVersion ? { ...record, apiVersion } : record);
 }
@@ -245,6 +251,21 @@ async function cleanUp(
     timeoutMs: 180_000,
     intervalMs: 500,
   });
+  // The controller finishes each deletion (Secret, SecretDeleted, finalizer) before the next level.
+  await waitFor(async () => (await flavoredTokenCount(env)) === 0, {
+    what: 'the controller to let the deleted FlavoredTokens go',
+    timeoutMs: 300_000,
+    intervalMs: 500,
+  });
+}
+
+async function flavoredTokenCount(env: E2EEnvironment): Promise<number> {
+  const list = await kubeJson<{ items: unknown[] }>(
+    env.kubeConfig,
+    'GET',
+    '/apis/nodeflavor.io/v1alpha1/flavoredtokens',
+  );
+  return list.items.length;
 }
 
 function labelsOf(series: string): Record<string, string> {
@@ -281,13 +302,15 @@ interface Level {
   concurrency: number;
   issuer: Batch;
   floor: Batch;
-  /** The protocol's three writes from the benchmark client, nothing else. */
+  /** The protocol's requests (two writes, one read) from the benchmark client, nothing else. */
   protocol: Batch;
   issuerBreakdown: string;
   floorBreakdown: string;
   /** CPU per token (issuer) and per Secret create (floor), by process. */
   issuerCpu: string;
   floorCpu: string;
+  /** kube-apiserver CPU per issuance over its CPU per raw Secret create. */
+  apiServerCpuRatio: number;
   /** New connections the issuer opened to the API server per issued token. */
   connectionsPerToken: number;
   /** The issuer's own API requests per issued token, by kind ("POST flavoredtokens 1.00, …"). */
@@ -349,6 +372,14 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
       })
     ).status?.token ?? '';
 
+  // The controller, as in production: whatever it does for a new token counts in the API server.
+  const controllerMetrics = await freePort();
+  const controller = startOperator(join(logs, 'operator.log'), ['--no-leader-elect', '--log-level', 'warn'], {
+    metricsPort: controllerMetrics,
+    env: imageEnv(),
+    built: true,
+  });
+  await waitReady(controllerMetrics);
   const profDir = join(logs, 'issuer-prof');
   mkdirSync(profDir, { recursive: true });
   const { process: issuerProcess, readyFile } = startBenchIssuer({
@@ -393,6 +424,7 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
     const cpu = new ProcessCpu({
       ...controlPlanePids(env.kubeconfigPath),
       issuer: ready.pid,
+      controller: controller.componentPid() ?? controller.pid ?? 0,
       'benchmark client': process.pid,
     });
     const connectionsPerToken: number[] = [];
@@ -427,7 +459,7 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
             pools.api,
             '/apis/nodeflavor.io/v1alpha1/flavoredtokens',
             operatorToken,
-            protocolRecord(id),
+            protocolRecord(id, undefined, true),
             'record create',
           ),
         ) as { metadata: { name: string; uid: string } };
@@ -441,14 +473,14 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
         await send(
           pools.api,
           {
-            method: 'PATCH',
+            method: 'GET',
             path: `/apis/nodeflavor.io/v1alpha1/flavoredtokens/${record.metadata.name}`,
-            contentType: 'application/merge-patch+json',
+            contentType: 'application/json',
             expected: 200,
           },
           operatorToken,
-          issuedMark(),
-          'issued mark',
+          undefined,
+          'record read back',
         );
       };
       const create = async () => {
@@ -505,6 +537,9 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
           floorBreakdown: requestBreakdown(deltas, `floor-${concurrency}`),
           issuerCpu: cpu.perUnit(`issuer-${concurrency}`),
           floorCpu: cpu.perUnit(`floor-${concurrency}`),
+          apiServerCpuRatio:
+            cpu.perUnitOf(`issuer-${concurrency}`, 'kube-apiserver') /
+            cpu.perUnitOf(`floor-${concurrency}`, 'kube-apiserver'),
           connectionsPerToken: ((connectionsPerToken.at(-1) ?? 0) + (connectionsPerToken.at(-2) ?? 0)) / 2,
           requestsPerToken: [...requestCounts]
             .filter(([, n]) => n > 0)
@@ -522,12 +557,14 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
         );
         const pr = summary(level.protocol.latencies);
         log(
-          `P3   protocol floor (its three writes from the benchmark client): ${rate(level.protocol).toFixed(0)} tokens/s (${(rate(level.protocol) / rate(level.floor)).toFixed(2)}x the Secret creates) p50/p99 ${pr.p50.toFixed(1)}/${pr.p99.toFixed(1)} ms`,
+          `P3   protocol floor (its two writes and read from the benchmark client): ${rate(level.protocol).toFixed(0)} tokens/s (${(rate(level.protocol) / rate(level.floor)).toFixed(2)}x the Secret creates) p50/p99 ${pr.p50.toFixed(1)}/${pr.p99.toFixed(1)} ms`,
         );
         log(
           `P3   the issuer's API requests per issuance: ${level.requestsPerTokenTotal.toFixed(2)} (${level.requestsPerToken}); a raw Secret create is 1`,
         );
-        log(`P3   CPU per token: ${level.issuerCpu}; per Secret create: ${level.floorCpu}`);
+        log(
+          `P3   CPU per token: ${level.issuerCpu}; per Secret create: ${level.floorCpu}; kube-apiserver ${level.apiServerCpuRatio.toFixed(2)}x`,
+        );
         log(`P3   API server during issuance: ${level.issuerBreakdown}`);
         log(
           `P3   the issuer opened ${level.connectionsPerToken.toFixed(2)} new connections to the API server per token`,
@@ -567,20 +604,20 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
           unit: '/s',
           baseline: rate(level.floor),
           baselineName: 'raw Secret creates',
-          // Issue 15: at concurrency 32, at least 0.4× the raw Secret creates of the same run.
-          goal: level.concurrency === 32 ? '≥ 0.4× baseline' : '-',
-          met: level.concurrency === 32 ? rate(level.issuer) >= 0.4 * rate(level.floor) : true,
+          // Issue 27: at concurrency 32, at least 0.3× the raw Secret creates of the same run.
+          goal: level.concurrency === 32 ? '≥ 0.3× baseline' : '-',
+          met: level.concurrency === 32 ? rate(level.issuer) >= 0.3 * rate(level.floor) : true,
           notes: `p50 issuer ${i.p50.toFixed(1)} ms, Secret create ${f.p50.toFixed(1)} ms; ${common}`,
         }),
         figure({
-          name: `${prefix} protocol floor tokens/s (its three writes, no issuer), concurrency ${level.concurrency}`,
+          name: `${prefix} protocol floor tokens/s (two writes and a read, no issuer), concurrency ${level.concurrency}`,
           value: rate(level.protocol),
           unit: '/s',
           baseline: rate(level.floor),
           baselineName: 'raw Secret creates',
           goal: '-',
           met: true,
-          notes: `the issuance's three writes (a FlavoredToken as the issuer writes it, without the finalizer; its bootstrap Secret, owned by it; the issued mark, a merge patch) back to back from the benchmark client, as the chart ServiceAccount, in the same alternating halves: the ceiling of any issuer that keeps this protocol on this machine; p50/p99 ${pr.p50.toFixed(1)}/${pr.p99.toFixed(1)} ms; the issuer reached ${(rate(level.issuer) / rate(level.protocol)).toFixed(2)}x of it`,
+          notes: `the issuance's requests (a FlavoredToken as the issuer writes it; its bootstrap Secret, owned by it; the record read back) back to back from the benchmark client, as the chart ServiceAccount, in the same alternating halves: the ceiling of any issuer that keeps this protocol on this machine; p50/p99 ${pr.p50.toFixed(1)}/${pr.p99.toFixed(1)} ms; the issuer reached ${(rate(level.issuer) / rate(level.protocol)).toFixed(2)}x of it`,
         }),
         figure({
           name: `${prefix} issuance p99, concurrency ${level.concurrency}`,
@@ -588,9 +625,21 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
           unit: 'ms',
           baseline: f.p99,
           baselineName: 'raw Secret create p99',
-          goal: '≤ 2.5× baseline',
-          met: i.p99 <= 2.5 * f.p99,
-          notes: `the issuer's API requests per issuance: ${level.requestsPerTokenTotal.toFixed(2)} (${level.requestsPerToken}), three writes in sequence (POST FlavoredToken, POST Secret, PATCH the issued mark), against the floor's 1; CPU per token by process: ${level.issuerCpu} (per Secret create: ${level.floorCpu}); the issuer opened ${level.connectionsPerToken.toFixed(1)} new TLS connections to the API server per token (${reuseConnections() ? 'what-if: its KubeConfig shares one undici Agent across requests' : 'src/kube/connection-reuse.ts keeps one dispatcher per TLS identity, so the connection is reused'}); cluster-info held ${level.signatures} JWS signatures at the end of the level (the issuer reads it at most every 10 s; with file discovery, the default, issued tokens add none); API server request durations (mean) during issuance: ${level.issuerBreakdown}; during Secret creates: ${level.floorBreakdown}`,
+          // Issue 27: at most 3× the raw Secret create's p99 at concurrency 1 and 8.
+          goal: level.concurrency === 32 ? '-' : '≤ 3× baseline',
+          met: level.concurrency === 32 || i.p99 <= 3 * f.p99,
+          notes: `the issuer's API requests per issuance: ${level.requestsPerTokenTotal.toFixed(2)} (${level.requestsPerToken}), in sequence (POST FlavoredToken, POST Secret, GET the record back), against the floor's 1; CPU per token by process: ${level.issuerCpu} (per Secret create: ${level.floorCpu}); the issuer opened ${level.connectionsPerToken.toFixed(1)} new TLS connections to the API server per token (${reuseConnections() ? 'what-if: its KubeConfig shares one undici Agent across requests' : 'src/kube/connection-reuse.ts keeps one dispatcher per TLS identity, so the connection is reused'}); cluster-info held ${level.signatures} JWS signatures at the end of the level (the issuer reads it at most every 10 s; with file discovery, the default, issued tokens add none); API server request durations (mean) during issuance: ${level.issuerBreakdown}; during Secret creates: ${level.floorBreakdown}`,
+        }),
+        figure({
+          name: `${prefix} kube-apiserver CPU per issuance, concurrency ${level.concurrency}`,
+          value: level.apiServerCpuRatio,
+          unit: '× a Secret create',
+          baseline: 1,
+          baselineName: 'raw Secret create',
+          // Issue 27: the API server spends at most three Secret creates' CPU on one issuance.
+          goal: '≤ 3× baseline',
+          met: level.apiServerCpuRatio <= 3,
+          notes: `with the controller running; CPU per issuance by process: ${level.issuerCpu}; per Secret create: ${level.floorCpu}`,
         }),
       );
     }
@@ -616,6 +665,7 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
     return figures;
   } finally {
     await stopIssuer();
+    await controller.stop();
     await deleteObjects(env, [
       ...portalObjects,
       { apiVersion: 'nodeflavor.io/v1alpha1', kind: 'FlavorClass', metadata: { name: FLAVOR } },

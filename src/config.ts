@@ -126,7 +126,13 @@ export const ConfigSchema = z.object({
   csrApprover: z.boolean().default(true),
   /** How long a node carrying a token label may wait for its CSR binding before it is judged. */
   bindingGrace: durationMs.default(30_000),
-  /** An unused FlavoredToken never marked nodeflavor.io/issued is deleted after this long (a failed issuance). */
+  /**
+   * A Normal `Verified` Event on each Node when it is flavored. Off by default: one write per join
+   * that no check reads (the Node's labels, its signed record and the token's status say it);
+   * Warnings (every refusal) are always recorded.
+   */
+  verifiedEvents: z.boolean().default(false),
+  /** An unused keyed FlavoredToken (ADR 0005) never marked nodeflavor.io/issued is deleted after this long. */
   orphanGrace: durationMs.default(120_000),
   /** Periodic re-reconcile of every object (drift repair even without events). */
   resync: durationMs.refine((ms) => ms >= 1000, 'must be at least 1s').default(600_000),

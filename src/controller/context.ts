@@ -62,6 +62,11 @@ export interface ControllerContext {
   requeueNode: (name: string, afterMs: number) => void;
   enqueueToken: (name: string) => void;
   requeueToken: (name: string, afterMs: number) => void;
+  /**
+   * What a Node showed of its binding (verified, or refused) is for the token to record: off the
+   * join's critical path, coalesced, after the tokens queue's normal work (bindings) is done.
+   */
+  recordOnToken: (name: string) => void;
   /** Asks the CSR reconciler to carry out what the CSR's token records about it. */
   enqueueCsr: (csrName: string) => void;
   requeueCsr: (csrName: string, afterMs: number) => void;

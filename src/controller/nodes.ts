@@ -44,10 +44,14 @@ function flavorClassMap(ctx: ControllerContext): Map<string, FlavorClassSpec> {
   return new Map(ctx.caches.classes.list().map((c) => [c.metadata.name, c.spec ?? {}]));
 }
 
-/** Tells the token reconciler (the binding's only writer) when its binding does not say this yet. */
+/**
+ * Tells the token reconciler (the binding's only writer) when its binding does not say this yet.
+ * Bookkeeping, not the chain of trust: the Node already carries its flavor (or lost it), so the
+ * token records it at low priority, coalesced (with a consumed token's Secret deletion).
+ */
 function tellTokenOwner(ctx: ControllerContext, bound: BoundToken, outcome: NodeOutcome): void {
   if (bindingWithNodeOutcome(bound.binding, outcome, rfc3339(ctx.now())) !== bound.binding)
-    ctx.enqueueToken(bound.token.name);
+    ctx.recordOnToken(bound.token.name);
 }
 
 /**
@@ -232,12 +236,13 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
       if (verdict.kind === 'verify' || firstTime) {
         ctx.metrics.verifications.inc({ result: 'verified', reason: 'Verified' });
         ctx.metrics.joinToFlavored.observe((Date.now() - facts.createdAt.getTime()) / 1000);
-        ctx.events.emit(
-          involved,
-          'Normal',
-          'Verified',
-          `flavor ${record.flavorClass} applied (token ${record.tokenID})`,
-        );
+        if (ctx.config.verifiedEvents)
+          ctx.events.emit(
+            involved,
+            'Normal',
+            'Verified',
+            `flavor ${record.flavorClass} applied (token ${record.tokenID})`,
+          );
       } else if (!bookkeeping) {
         ctx.events.emit(
           involved,

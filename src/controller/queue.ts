@@ -1,7 +1,8 @@
 // A work queue in the client-go mould: keys, not events (level-based reconciling); a key is
 // never processed by two workers at once; a key added while it is being processed is run again
 // afterwards (nothing lost); failures retry with per-key exponential backoff; `addAfter`
-// schedules a key for later (expiry, grace periods).
+// schedules a key for later (expiry, grace periods); `addLowPriority` schedules bookkeeping that
+// waits, coalesced, until no key of normal priority is waiting (or it has waited too long).
 
 export interface QueueOptions {
   name: string;
@@ -13,6 +14,8 @@ export interface QueueOptions {
   onError?: (key: string, error: Error, attempt: number) => void;
   onDepthChange?: (depth: number) => void;
   onRetry?: () => void;
+  /** A low-priority key runs before normal ones once it has waited this long (no starvation). */
+  lowPriorityMaxWaitMs?: number;
 }
 
 export class WorkQueue {
@@ -20,6 +23,9 @@ export class WorkQueue {
     Pick<QueueOptions, 'onError' | 'onDepthChange' | 'onRetry'>;
   /** Keys waiting to run, in insertion order (a Set dedups). */
   private readonly pending = new Set<string>();
+  /** Low-priority keys waiting, with when each began to wait (insertion order: oldest first). */
+  private readonly lowPending = new Map<string, number>();
+  private readonly lowTimers = new Map<string, NodeJS.Timeout>();
   private readonly processing = new Set<string>();
   /** Keys added again while processing: they go back to pending when done. */
   private readonly dirty = new Set<string>();
@@ -30,7 +36,13 @@ export class WorkQueue {
   private idleWaiters: (() => void)[] = [];
 
   constructor(options: QueueOptions) {
-    this.options = { concurrency: 4, baseDelayMs: 200, maxDelayMs: 60_000, ...options };
+    this.options = {
+      concurrency: 4,
+      baseDelayMs: 200,
+      maxDelayMs: 60_000,
+      lowPriorityMaxWaitMs: 10_000,
+      ...options,
+    };
   }
 
   start(): void {
@@ -42,10 +54,12 @@ export class WorkQueue {
     this.stopped = true;
     for (const { timer } of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
+    for (const timer of this.lowTimers.values()) clearTimeout(timer);
+    this.lowTimers.clear();
   }
 
   get depth(): number {
-    return this.pending.size;
+    return this.pending.size + this.lowPending.size;
   }
 
   add(key: string): void {
@@ -54,8 +68,10 @@ export class WorkQueue {
       return;
     }
     if (!this.pending.has(key)) {
+      // A normal run covers the low-priority one (reconciles are level-based).
+      this.lowPending.delete(key);
       this.pending.add(key);
-      this.options.onDepthChange?.(this.pending.size);
+      this.options.onDepthChange?.(this.depth);
     }
     this.pump();
   }
@@ -80,22 +96,62 @@ export class WorkQueue {
     this.timers.set(key, { timer, due });
   }
 
+  /**
+   * Adds the key after `delayMs` at low priority: it runs only when no normal key waits (or
+   * after lowPriorityMaxWaitMs). Several adds of one key before it runs coalesce into one run; a
+   * normal add of the key meanwhile runs it at normal priority and the low one is dropped.
+   */
+  addLowPriority(key: string, delayMs: number): void {
+    if (this.lowTimers.has(key) || this.lowPending.has(key) || this.pending.has(key)) return;
+    const enqueue = () => {
+      this.lowTimers.delete(key);
+      if (this.processing.has(key)) {
+        this.dirty.add(key);
+        return;
+      }
+      if (this.pending.has(key) || this.lowPending.has(key)) return;
+      this.lowPending.set(key, Date.now());
+      this.options.onDepthChange?.(this.depth);
+      this.pump();
+    };
+    if (delayMs <= 0) {
+      enqueue();
+      return;
+    }
+    const timer = setTimeout(enqueue, delayMs);
+    timer.unref();
+    this.lowTimers.set(key, timer);
+  }
+
   /** Resolves when nothing is pending or running (tests, benchmarks, shutdown). */
   whenIdle(): Promise<void> {
-    if (this.pending.size === 0 && this.running === 0) return Promise.resolve();
+    if (this.depth === 0 && this.running === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
+  /** The next key to run: normal first, unless the oldest low-priority key has waited too long. */
+  private next(): string | undefined {
+    const [oldLow, since] = this.lowPending.entries().next().value ?? [];
+    if (
+      oldLow !== undefined &&
+      (this.pending.size === 0 || Date.now() - (since ?? 0) >= this.options.lowPriorityMaxWaitMs)
+    )
+      return oldLow;
+    return this.pending.values().next().value;
+  }
+
   private pump(): void {
-    while (!this.stopped && this.running < this.options.concurrency && this.pending.size > 0) {
-      const key = this.pending.values().next().value as string;
+    while (!this.stopped && this.running < this.options.concurrency) {
+      const key = this.next();
+      if (key === undefined) break;
       this.pending.delete(key);
-      this.options.onDepthChange?.(this.pending.size);
+      this.lowPending.delete(key);
+      this.options.onDepthChange?.(this.depth);
       this.processing.add(key);
       this.running += 1;
       void this.process(key);
     }
-    if (this.pending.size === 0 && this.running === 0) {
+    if (this.depth === 0 && this.running === 0) {
       for (const wake of this.idleWaiters.splice(0)) wake();
     }
   }

@@ -14,6 +14,12 @@ import type { WorkQueue } from './queue.ts';
 import type { Indexes } from './state.ts';
 import type { QueueName } from './wiring.ts';
 
+/**
+ * How long a token's record of its Node waits, so that the Node's registration, flavor and first
+ * status land in one status write, and the bindings of other joins go first.
+ */
+const TOKEN_RECORD_COALESCE_MS = 500;
+
 /** Makes each term's context; the parts that outlive terms are given once. */
 export function termContexts(shared: {
   kubeConfig: KubeConfig;
@@ -48,6 +54,7 @@ export function termContexts(shared: {
       enqueueNode: (name) => queues.nodes.add(name),
       requeueNode: (name, afterMs) => queues.nodes.addAfter(name, afterMs),
       enqueueToken: (name) => queues.tokens.add(name),
+      recordOnToken: (name) => queues.tokens.addLowPriority(name, TOKEN_RECORD_COALESCE_MS),
       requeueToken: (name, afterMs) => queues.tokens.addAfter(name, Math.min(afterMs, 2 ** 31 - 1)),
       enqueueCsr: (name) => queues.csrs.add(name),
       requeueCsr: (name, afterMs) => queues.csrs.addAfter(name, afterMs),

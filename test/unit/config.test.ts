@@ -47,6 +47,7 @@ describe('config defaults', () => {
       bootstrapGroup: 'system:bootstrappers:nodeflavor',
       csrApprover: true,
       bindingGrace: 30_000,
+      verifiedEvents: false,
       orphanGrace: 120_000,
       resync: 600_000,
       workers: 16,

@@ -137,6 +137,66 @@ describe('WorkQueue', () => {
     assert.equal(h.maxPerKey(), 1);
   });
 
+  test('low-priority keys wait for the normal ones, coalesced, and run in the order they came', async () => {
+    const h = harness({ concurrency: 1 });
+    h.queue.start();
+    h.queue.add('bind-1');
+    h.queue.addLowPriority('record-x', 500);
+    h.queue.addLowPriority('record-x', 500);
+    h.queue.addLowPriority('record-y', 0);
+    mock.timers.tick(500);
+    h.queue.add('bind-2');
+    assert.equal(h.queue.depth, 3, 'bind-2, record-y and record-x wait');
+    await h.complete('bind-1');
+    await h.complete('bind-2');
+    await h.complete('record-y');
+    await h.complete('record-x');
+    await h.queue.whenIdle();
+    assert.deepEqual(h.processed, ['bind-1', 'bind-2', 'record-y', 'record-x'], 'one run each, normal first');
+  });
+
+  test('a normal add takes over a waiting low-priority key (one run)', async () => {
+    const h = harness({ concurrency: 1 });
+    h.queue.start();
+    h.queue.add('busy');
+    h.queue.addLowPriority('t', 0);
+    h.queue.add('t');
+    h.queue.add('other');
+    await h.complete('busy');
+    await h.complete('t');
+    await h.complete('other');
+    await h.queue.whenIdle();
+    assert.deepEqual(h.processed, ['busy', 't', 'other']);
+  });
+
+  test('a low-priority key that waited lowPriorityMaxWaitMs runs before normal ones (no starvation)', async () => {
+    const h = harness({ concurrency: 1, lowPriorityMaxWaitMs: 1_000 });
+    h.queue.start();
+    h.queue.add('n0');
+    h.queue.addLowPriority('low', 0);
+    for (let i = 1; i <= 3; i++) {
+      h.queue.add(`n${i}`);
+      mock.timers.tick(400);
+      await h.complete(`n${i - 1}`);
+    }
+    // 1.2 s after it came, with normal keys still waiting, the low one runs next.
+    assert.equal(h.open[0]?.key, 'low');
+    await h.complete('low');
+    await h.completeAll();
+    assert.deepEqual(h.processed, ['n0', 'n1', 'n2', 'low', 'n3']);
+  });
+
+  test('a low-priority add while the key runs runs it once more afterwards', async () => {
+    const h = harness({ concurrency: 2 });
+    h.queue.start();
+    h.queue.add('t');
+    h.queue.addLowPriority('t', 0);
+    await h.complete('t');
+    await h.complete('t');
+    await h.queue.whenIdle();
+    assert.deepEqual(h.processed, ['t', 't']);
+  });
+
   test('a key added while its run fails runs again at once, not only after the backoff', async () => {
     const h = harness({ baseDelayMs: 1000 });
     h.queue.start();

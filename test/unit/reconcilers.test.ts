@@ -225,7 +225,7 @@ class Harness {
   private readonly lastDeliveredToken = new Map<string, StoredToken>();
   private readonly lastDeliveredNodes = new Set<string>();
 
-  constructor(api: FakeApi) {
+  constructor(api: FakeApi, settings: Record<string, unknown> = {}) {
     this.api = api;
     this.caches.classes.assume({
       metadata: { name: FLAVOR, resourceVersion: '1', generation: 1 },
@@ -235,7 +235,7 @@ class Harness {
       this.timers.push({ due: this.now + afterMs, queue, key });
     this.ctx = {
       kubeConfig: undefined as never,
-      config: parseConfig({ namespace: 'nodeflavor', bindingGrace: '3s', orphanGrace: '2s' }),
+      config: parseConfig({ namespace: 'nodeflavor', bindingGrace: '3s', orphanGrace: '2s', ...settings }),
       caches: this.caches,
       indexes: this.indexes,
       metrics: controllerMetrics(new Registry()),
@@ -248,6 +248,7 @@ class Harness {
       enqueueNode: (name) => this.queues.nodes.add(name),
       requeueNode: later('nodes'),
       enqueueToken: (name) => this.queues.tokens.add(name),
+      recordOnToken: (name) => this.queues.tokens.add(name),
       requeueToken: later('tokens'),
       enqueueCsr: (name) => this.queues.csrs.add(name),
       requeueCsr: later('csrs'),
@@ -473,8 +474,28 @@ describe('reconcilers on event sequences (fake API, lagging caches, fake clock)'
     assert.deepEqual(api.writes.slice(3), ['node n1', `delete-secret ${t.tokenId}`, `status ${t.name}`]);
     assertFlavored(api, 'n1', t.name);
     assert.ok(!api.secrets.has(t.tokenId));
-    assert.ok(h.events.includes('Normal Verified Node/n1'));
+    assert.deepEqual(
+      h.events.filter((e) => e.startsWith('Normal')),
+      [],
+      'no Normal Event on the join (--verified-events is off by default)',
+    );
     await assertQuiescent(h);
+  });
+
+  it('with --verified-events, the flavored Node gets one Normal Verified Event', async () => {
+    const api = new FakeApi();
+    const h = new Harness(api, { verifiedEvents: true });
+    const t = issueToken(api);
+    await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
+    h.deliver();
+    await h.settle();
+    registerNode(api, 'n1', t.flavorToken, T0 + 2000);
+    h.deliver();
+    await h.settle();
+    assert.deepEqual(
+      h.events.filter((e) => e.startsWith('Normal')),
+      ['Normal Verified Node/n1'],
+    );
   });
 
   it('a new leader sees the Node before its token and CSR: it waits (grace) instead of judging, then verifies', async () => {

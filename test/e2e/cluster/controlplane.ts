@@ -57,6 +57,8 @@ export interface ControlPlaneOptions {
    * groups only (cheap), into <dir>/audit.log. Off by default.
    */
   auditUserGroups?: string[];
+  /** kube-apiserver's /debug/pprof (benchmarks that profile it); off by default. */
+  profiling?: boolean;
   /**
    * Run kube-scheduler too, for real nodes whose Pods must be placed (default false: simulated
    * kubelets run no Pods, and benchmarks should not pay for a scheduler watching 10,000 nodes).
@@ -336,7 +338,7 @@ export class ControlPlane {
       `--service-account-key-file=${paths.saPub}`,
       `--service-account-signing-key-file=${paths.saKey}`,
       `--service-cluster-ip-range=${SERVICE_CIDR}`,
-      '--profiling=false',
+      `--profiling=${options.profiling === true}`,
       // Webhooks served by Pods: dial the Service's endpoint (a Pod IP on cni0), as there is no
       // kube-proxy to make ClusterIPs work on this host.
       '--enable-aggregator-routing=true',
