@@ -365,10 +365,12 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
       unit: 's',
       baseline: main.bareMean,
       baselineName: 'bare list of the same objects',
-      goal: '≤ 1.2× bare list',
-      met: main.restartSeconds <= 1.2 * main.bareMean,
+      // Issue 27: judged on CPU (below); the wall time on this shared machine moves with its load.
+      goal: '– (judged on CPU)',
+      met: true,
       notes: `from process start (the compiled operator, as in the image) to every node reconciled and the queues empty; the median of ${main.ratios.length} restarts (ratios ${main.ratios.map((r) => r.toFixed(2)).join(', ')}), each between two bare lists (bench/bare-list.ts, a fresh process with the same Node.js options) whose mean is its baseline; this one's caches synced after ${main.readySeconds.toFixed(1)} s, its bare lists took ${main.bareSeconds[0].toFixed(2)} s before and ${main.bareSeconds[1].toFixed(2)} s after; its CPU ${main.cpuSeconds.toFixed(2)} s (the collector ${main.gcSeconds.toFixed(2)} s of it) against the bare lists' ${main.bareCpuMean.toFixed(2)} s; a bare list parsing item by item as the controller does took ${main.itemParsedBare.seconds.toFixed(2)} s (CPU ${main.itemParsedBare.cpuSeconds.toFixed(2)} s) once after the rounds`,
     }),
+    restartCpuFigure(`P5 restart CPU above a bare list, ${main.nodes} nodes`, main),
   ];
   if (measured.length > 1) {
     for (const level of measured) {
@@ -389,14 +391,38 @@ export async function runP4P5(scale: Scale): Promise<Figure[]> {
           unit: 's',
           baseline: level.bareMean,
           baselineName: 'bare list of the same objects',
-          goal: '≤ 1.2× bare list',
-          met: level.restartSeconds <= 1.2 * level.bareMean,
+          goal: '– (judged on CPU)',
+          met: true,
           notes: `median of ${level.ratios.length} restarts (ratios ${level.ratios.map((r) => r.toFixed(2)).join(', ')}); caches synced after ${level.readySeconds.toFixed(1)} s; bare lists ${level.bareSeconds.map((s) => s.toFixed(2)).join(' and ')} s`,
         }),
+        restartCpuFigure(`P5 growth: restart CPU above a bare list at ${level.nodes} nodes`, level),
       );
     }
   }
   return figures;
+}
+
+/**
+ * Issue 27's P5 goal: the operator's CPU for a restart (sync and reconcile every node), less a
+ * bare list's CPU of the same objects, at most 1 s per 10,000 nodes. CPU moves far less than wall
+ * time on a shared machine.
+ */
+function restartCpuFigure(
+  name: string,
+  level: { nodes: number; cpuSeconds: number; bareCpuMean: number; restartSeconds: number },
+): Figure {
+  const above = level.cpuSeconds - level.bareCpuMean;
+  const per10k = (above * 10_000) / level.nodes;
+  return figure({
+    name,
+    value: per10k,
+    unit: 's CPU per 10,000 nodes',
+    baseline: level.bareCpuMean,
+    baselineName: `bare list CPU (s, ${level.nodes} nodes)`,
+    goal: '≤ 1 s per 10,000 nodes',
+    met: per10k <= 1,
+    notes: `restart CPU ${level.cpuSeconds.toFixed(2)} s (wall ${level.restartSeconds.toFixed(2)} s) against the bare lists' mean ${level.bareCpuMean.toFixed(2)} s: ${above.toFixed(2)} s above it`,
+  });
 }
 
 /** RSS of a plain client-node informer over full Nodes once synced (the P4 comparison). */
