@@ -142,6 +142,28 @@ function checkFinal(kube: Store, run: Interleaving, withdraw: 'revoker' | 'delet
     );
 }
 
+/** Every interleaving of an issuance with one other actor's calls; `check` once both finished. */
+function raceIssuance(
+  issue: Issue,
+  actor: string,
+  other: (kube: Store, turn: Turn) => Promise<unknown>,
+  check: (kube: Store, run: Interleaving) => void,
+): Promise<number> {
+  return everyInterleaving({
+    setup: async (turn) => {
+      const kube = newStore();
+      return {
+        state: kube,
+        actors: {
+          issuer: () => issue(depsOf(gated(kube, 'issuer', turn, GATED))),
+          [actor]: () => other(kube, turn),
+        },
+      };
+    },
+    check,
+  });
+}
+
 describe('revocation is final: every interleaving of an issuance with a revocation or deletion', () => {
   const table: [string, Issue, Withdraw, 'revoker' | 'deleter'][] = [
     ['issueToken × revokeToken', plain, revocation, 'revoker'],
@@ -151,19 +173,7 @@ describe('revocation is final: every interleaving of an issuance with a revocati
   ];
   for (const [what, issue, withdraw, actor] of table) {
     it(what, async () => {
-      const runs = await everyInterleaving({
-        setup: async (turn) => {
-          const kube = newStore();
-          return {
-            state: kube,
-            actors: {
-              issuer: () => issue(depsOf(gated(kube, 'issuer', turn, GATED))),
-              [actor]: () => withdraw(kube, turn),
-            },
-          };
-        },
-        check: (kube, run) => checkFinal(kube, run, actor),
-      });
+      const runs = await raceIssuance(issue, actor, withdraw, (kube, run) => checkFinal(kube, run, actor));
       assert.ok(runs >= 10, `only ${runs} interleavings`);
     });
   }
@@ -193,30 +203,19 @@ describe('revocation is final: every interleaving of an issuance with a revocati
     ['a keyed issuance (the mark is retried on the fresh version)', idempotent, true],
   ] as const) {
     it(`the controller's status writes during ${path} are harmless`, async () => {
-      const runs = await everyInterleaving({
-        setup: async (turn) => {
-          const kube = newStore();
-          return {
-            state: kube,
-            actors: {
-              issuer: () => issue(depsOf(gated(kube, 'issuer', turn, GATED))),
-              controller: async () => {
-                const name = await kube.created;
-                const api = gated(kube, 'controller', turn, GATED);
-                await api.writeStatus(name);
-                await api.writeStatus(name);
-              },
-            },
-          };
-        },
-        check: (kube, run) => {
-          const issued = run.results.issuer;
-          assert.ok(issued?.ok, `issuance failed: ${issued?.ok === false ? String(issued.error) : ''}`);
-          const answer = issued.value as PlainIssuedToken;
-          const mark = kube.tokens.get(answer.name)?.metadata.annotations?.['nodeflavor.io/issued'];
-          assert.equal(mark !== undefined, marked);
-          assert.equal(kube.secrets.get(answer.tokenId)?.secret, answer.bootstrapToken.secret.reveal());
-        },
+      const statusWrites = async (kube: Store, turn: Turn) => {
+        const name = await kube.created;
+        const api = gated(kube, 'controller', turn, GATED);
+        await api.writeStatus(name);
+        await api.writeStatus(name);
+      };
+      const runs = await raceIssuance(issue, 'controller', statusWrites, (kube, run) => {
+        const issued = run.results.issuer;
+        assert.ok(issued?.ok, `issuance failed: ${issued?.ok === false ? String(issued.error) : ''}`);
+        const answer = issued.value as PlainIssuedToken;
+        const mark = kube.tokens.get(answer.name)?.metadata.annotations?.['nodeflavor.io/issued'];
+        assert.equal(mark !== undefined, marked);
+        assert.equal(kube.secrets.get(answer.tokenId)?.secret, answer.bootstrapToken.secret.reveal());
       });
       assert.ok(runs >= 3, `only ${runs} interleavings`);
     });
