@@ -46,12 +46,15 @@ function flavorClassMap(ctx: ControllerContext): Map<string, FlavorClassSpec> {
 
 /**
  * Tells the token reconciler (the binding's only writer) when its binding does not say this yet.
- * Bookkeeping, not the chain of trust: the Node already carries its flavor (or lost it), so the
- * token records it at low priority, coalesced (with a consumed token's Secret deletion).
+ * The first time, at once: until the binding records its Node's UID, another CSR of that name is
+ * taken for a retry of the same join, and a Node deleted meanwhile would never release the
+ * binding (the chain of trust). Later changes (verified again, refused since) are bookkeeping: at
+ * low priority, coalesced, behind other joins' bindings.
  */
 function tellTokenOwner(ctx: ControllerContext, bound: BoundToken, outcome: NodeOutcome): void {
-  if (bindingWithNodeOutcome(bound.binding, outcome, rfc3339(ctx.now())) !== bound.binding)
-    ctx.recordOnToken(bound.token.name);
+  if (bindingWithNodeOutcome(bound.binding, outcome, rfc3339(ctx.now())) === bound.binding) return;
+  if (bound.binding.nodeUID === undefined) ctx.enqueueToken(bound.token.name);
+  else ctx.recordOnToken(bound.token.name);
 }
 
 /**

@@ -62,6 +62,11 @@ export class WorkQueue {
     return this.pending.size + this.lowPending.size;
   }
 
+  /** Nothing waiting, running or scheduled at low priority (bookkeeping still to come). */
+  private get idle(): boolean {
+    return this.depth === 0 && this.running === 0 && this.lowTimers.size === 0;
+  }
+
   add(key: string): void {
     if (this.processing.has(key)) {
       this.dirty.add(key);
@@ -70,6 +75,9 @@ export class WorkQueue {
     if (!this.pending.has(key)) {
       // A normal run covers the low-priority one (reconciles are level-based).
       this.lowPending.delete(key);
+      const low = this.lowTimers.get(key);
+      if (low) clearTimeout(low);
+      this.lowTimers.delete(key);
       this.pending.add(key);
       this.options.onDepthChange?.(this.depth);
     }
@@ -105,14 +113,12 @@ export class WorkQueue {
     if (this.lowTimers.has(key) || this.lowPending.has(key) || this.pending.has(key)) return;
     const enqueue = () => {
       this.lowTimers.delete(key);
-      if (this.processing.has(key)) {
-        this.dirty.add(key);
-        return;
+      if (this.processing.has(key)) this.dirty.add(key);
+      else if (!this.pending.has(key) && !this.lowPending.has(key)) {
+        this.lowPending.set(key, Date.now());
+        this.options.onDepthChange?.(this.depth);
       }
-      if (this.pending.has(key) || this.lowPending.has(key)) return;
-      this.lowPending.set(key, Date.now());
-      this.options.onDepthChange?.(this.depth);
-      this.pump();
+      this.pump(); // also wakes whenIdle() once this timer was the last thing scheduled
     };
     if (delayMs <= 0) {
       enqueue();
@@ -125,7 +131,7 @@ export class WorkQueue {
 
   /** Resolves when nothing is pending or running (tests, benchmarks, shutdown). */
   whenIdle(): Promise<void> {
-    if (this.depth === 0 && this.running === 0) return Promise.resolve();
+    if (this.idle) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -151,7 +157,7 @@ export class WorkQueue {
       this.running += 1;
       void this.process(key);
     }
-    if (this.depth === 0 && this.running === 0) {
+    if (this.idle) {
       for (const wake of this.idleWaiters.splice(0)) wake();
     }
   }

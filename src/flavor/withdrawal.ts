@@ -1,8 +1,9 @@
 // Revocation is final: once a FlavoredToken is revoked (spec.revoked) or being deleted, no
 // issuance may complete it, neither a first attempt nor an idempotent replay. The issuer answers
-// join material only for a record it marked issued while that record was still issuable (the
-// mark's resourceVersion precondition makes "while" exact), and deletes again a bootstrap Secret
-// it made for a record that turned out withdrawn. This is the one place that says what
+// join material only for a record it read back (a plain issuance, after its Secret: a quorum
+// read) or marked issued (a keyed one: the mark's resourceVersion precondition makes it exact)
+// while that record was still issuable, and deletes again a bootstrap Secret it made for a record
+// that turned out withdrawn (ADR 0015). This is the one place that says what
 // "withdrawn" means. Pure.
 import type { FlavoredToken } from './resources.ts';
 

@@ -1,7 +1,8 @@
 // Where a token is minted: the issuance library behind both the token-issuer API and the
-// kubectl-flavor CLI. One issuance writes two objects, in this order:
-//   1. FlavoredToken ft-<token ID> (the record: flavor, expiry, uses; never a secret), its status
-//      stamped with the token ID and the expiry;
+// kubectl-flavor CLI. One issuance writes two objects, in this order, then reads the first back:
+//   1. FlavoredToken ft-<token ID> (the record: flavor, absolute expiry, uses; never a secret), in
+//      its final state: the token ID label, the finalizer; no status (the controller's, once
+//      something happens to the token);
 //   2. Secret kube-system/bootstrap-token-<token ID>, owned by the FlavoredToken; with
 //      usage-bootstrap-signing only for token discovery (file discovery, the default, needs no
 //      signature in cluster-info, so live tokens cost it nothing).
@@ -432,10 +433,22 @@ async function writeTokenObjects(
     // (its revocation finalizer released: the Secret it guards is gone and no node used it).
     // If the rollback fails too, the record stays until it expires: no node holds its secret
     // (it was never answered), and a Secret it owns goes with it or at its expiry.
-    if (secretCreated) await deps.kube.deleteBootstrapSecret(token.id).catch(() => undefined);
+    if (secretCreated) await deleteSecretTwice(deps, token.id);
     await deps.kube.deleteFlavoredToken(name, record.metadata.uid ?? '').catch(() => undefined);
     if (isAlreadyExists(error)) throw new TokenIdTaken();
     throw error;
+  }
+}
+
+/** A rollback's Secret delete, tried once more on failure: one left behind lives until expiry. */
+async function deleteSecretTwice(deps: Pick<IssuanceDeps, 'kube'>, tokenId: string): Promise<void> {
+  for (let attempt = 1; attempt <= 2; attempt++) {
+    try {
+      await deps.kube.deleteBootstrapSecret(tokenId);
+      return;
+    } catch {
+      // Tried again once; the original error is what the caller hears.
+    }
   }
 }
 

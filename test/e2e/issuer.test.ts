@@ -272,12 +272,13 @@ describe('token issuer on the real control plane', () => {
       name: issued.id,
     })) as {
       metadata: { labels: Record<string, string>; annotations: Record<string, string> };
-      spec: { flavorClassName: string };
+      spec: { flavorClassName: string; expiresAt?: string };
       status?: unknown;
     };
     assert.equal(record.spec.flavorClassName, 'sweet');
     assert.equal(record.metadata.labels['nodeflavor.io/token-id'], issued.tokenID);
-    assert.ok(record.metadata.annotations['nodeflavor.io/issued'], 'issuance marked complete');
+    assert.equal(record.metadata.annotations['nodeflavor.io/issued'], undefined, 'two writes: no mark');
+    assert.equal(record.spec.expiresAt, issued.expiresAt, 'the absolute expiry, the Secret’s own');
     // The status is the controller's to write (none runs here); the API derives the expiry itself.
     assert.equal(record.status, undefined);
 

@@ -186,6 +186,24 @@ describe('WorkQueue', () => {
     assert.deepEqual(h.processed, ['n0', 'n1', 'n2', 'low', 'n3']);
   });
 
+  test('a normal add cancels a scheduled low-priority run; whenIdle waits for a scheduled one', async () => {
+    const h = harness({ concurrency: 1 });
+    h.queue.start();
+    h.queue.addLowPriority('t', 500);
+    let idle = false;
+    void h.queue.whenIdle().then(() => {
+      idle = true;
+    });
+    await flush();
+    assert.equal(idle, false, 'a low-priority run is still to come');
+    h.queue.add('t');
+    await h.complete('t');
+    mock.timers.tick(500);
+    await flush();
+    assert.deepEqual(h.processed, ['t'], 'the normal run covered it');
+    assert.equal(idle, true);
+  });
+
   test('a low-priority add while the key runs runs it once more afterwards', async () => {
     const h = harness({ concurrency: 2 });
     h.queue.start();
