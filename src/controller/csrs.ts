@@ -12,7 +12,7 @@ import { approvalBlocker } from '../flavor/node-name-claim.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
 import type { ControllerContext } from './context.ts';
-import { csrTokenId, freshTokenFacts, tokenIdOf } from './state.ts';
+import { csrIssued, csrTokenId, freshTokenFacts, tokenIdOf } from './state.ts';
 
 /** How long a CSR whose token exists but is not in our cache yet waits to be judged again. */
 const LAGGING_CACHE_RETRY_MS = 1_000;
@@ -87,6 +87,12 @@ async function approveIfStillAllowed(
     ctx.api.readClaim(nodeName),
     ctx.api.readNode(nodeName),
   ]);
+  // A retry (another CSR of the name's binding, its Node UID not recorded): only while the
+  // binding's own request has no certificate, read just now too (rare: not on a first join's path).
+  const retryOf = token?.status?.bindings?.find(
+    (b) => b.nodeName === nodeName && b.nodeUID === undefined && b.csrName !== csr.metadata.name,
+  );
+  const bound = retryOf ? await ctx.api.readCsr(retryOf.csrName) : undefined;
   const blocker = approvalBlocker({
     csrName: csr.metadata.name,
     nodeName,
@@ -94,6 +100,7 @@ async function approveIfStillAllowed(
     ...(token ? { token: freshTokenFacts(token) } : {}),
     ...(claim ? { claim } : {}),
     ...(node ? { node: { uid: node.metadata.uid } } : {}),
+    ...(csrIssued(bound) ? { boundCsrIssued: true } : {}),
   });
   if (blocker === undefined) {
     await write(ctx, csr, true, 'NodeflavorBound', `bound to token ${tokenIdOf(cached)}`);

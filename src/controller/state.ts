@@ -154,6 +154,11 @@ export function csrTokenId(csr: CsrObject): string | undefined {
 }
 
 /** Keeps what the binding needs of a CSR (the request itself is small: one key and a name). */
+/** The signer issued the CSR's certificate (as read, or as our trimmed copy keeps it). */
+export function csrIssued(csr: CsrObject | undefined): boolean {
+  return Boolean(csr?.status?.issued || csr?.status?.certificate);
+}
+
 export function trimCsr(raw: unknown): CsrObject {
   const csr = raw as CsrObject;
   return {
@@ -171,7 +176,10 @@ export function trimCsr(raw: unknown): CsrObject {
       usages: csr.spec?.usages,
       expirationSeconds: csr.spec?.expirationSeconds,
     },
-    status: csr.status?.conditions ? { conditions: csr.status.conditions } : {},
+    status: {
+      ...(csr.status?.conditions ? { conditions: csr.status.conditions } : {}),
+      ...(csr.status?.certificate || csr.status?.issued ? { issued: true } : {}),
+    },
   };
 }
 

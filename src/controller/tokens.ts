@@ -34,7 +34,7 @@ import { type CsrObject, type StoredToken, TOKEN_FINALIZER } from '../kube/token
 import { failpoint } from '../ops/failpoints.ts';
 import { claimNodeName, releaseDeadClaims } from './claims.ts';
 import type { ControllerContext } from './context.ts';
-import { attestedAtOf, nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
+import { attestedAtOf, csrIssued, nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
 import { secretDeletedRecorded, setCondition, updateTokenStatus, withSecretDeleted } from './token-status.ts';
 
 interface BindingOutcome {
@@ -65,12 +65,20 @@ function nodeGone(ctx: ControllerContext, binding: TokenBinding): boolean {
  * alone never refuses: only the claim's own create, or a fresh read of a contested one, does
  * (claims.ts); a Node of the name that existed before the request does.
  */
-function nameFacts(ctx: ControllerContext, nodeName: string, tokenUid: string): NameFacts {
+function nameFacts(
+  ctx: ControllerContext,
+  nodeName: string,
+  tokenUid: string,
+  bindings: readonly TokenBinding[],
+): NameFacts {
   const node = ctx.caches.nodes.get(nodeName);
   const holder = ctx.caches.claims.get(nodeName)?.spec.holder;
+  const unregistered = bindings.find((b) => b.nodeName === nodeName && b.nodeUID === undefined);
+  const issued = unregistered ? csrIssued(ctx.caches.csrs.get(unregistered.csrName)) : false;
   return {
     boundByOtherToken: holder !== undefined && holder.tokenUID !== tokenUid,
     node: node ? { uid: node.metadata.uid, createdAt: new Date(node.metadata.creationTimestamp) } : undefined,
+    ...(issued ? { boundCsrIssued: true } : {}),
   };
 }
 
@@ -202,7 +210,7 @@ async function judge(
   for (const csr of csrs) {
     const csrFacts = await ctx.indexes.csrFacts(csr);
     const cached = csrFacts.subject.ok
-      ? nameFacts(ctx, csrFacts.subject.nodeName, token.metadata.uid)
+      ? nameFacts(ctx, csrFacts.subject.nodeName, token.metadata.uid, bindings)
       : { boundByOtherToken: false };
     let decision = decideBinding(csrFacts, { ...facts, bindings, uses }, cached);
     // Refused only because the cache says another token holds the name: the claim decides that.

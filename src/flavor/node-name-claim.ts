@@ -106,6 +106,11 @@ export interface ApprovalFacts {
   claim?: NodeNameClaim;
   /** The Node of that name, if one exists. */
   node?: { uid: string };
+  /**
+   * For a retry (another CSR of a binding whose Node UID is not recorded): the binding's own CSR
+   * was issued its certificate, read just now. A retry is only one whose first request got none.
+   */
+  boundCsrIssued?: boolean;
 }
 
 type ApprovalCheck = (facts: ApprovalFacts) => string | undefined;
@@ -116,9 +121,12 @@ const tokenStillThere: ApprovalCheck = ({ token, tokenUID }) =>
 const tokenNotRevoked: ApprovalCheck = ({ token }) =>
   token?.revoked || token?.deleting ? `token ${token.tokenId} was revoked` : undefined;
 
-// This CSR's binding, or (a retry of the same join) the name's binding not yet registered.
-const bindingRecorded: ApprovalCheck = ({ token, csrName, nodeName }) =>
-  token?.bindings.some((b) => b.nodeName === nodeName && (b.csrName === csrName || b.nodeUID === undefined))
+// This CSR's binding, or (a retry of the same join) the name's binding not yet registered, whose
+// own request was never issued its certificate.
+const bindingRecorded: ApprovalCheck = ({ token, csrName, nodeName, boundCsrIssued }) =>
+  token?.bindings.some(
+    (b) => b.nodeName === nodeName && (b.csrName === csrName || (b.nodeUID === undefined && !boundCsrIssued)),
+  )
     ? undefined
     : `no binding of node name ${nodeName} to this CSR is recorded on its token`;
 

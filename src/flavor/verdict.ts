@@ -104,6 +104,11 @@ export interface NameFacts {
   boundByOtherToken: boolean;
   /** The Node of this name, if one exists now. */
   node?: { uid: string; createdAt: Date };
+  /**
+   * The CSR of this token's binding of the name has been issued its certificate: its machine can
+   * register (and may have registered, and deleted, a Node) before the binding records a Node UID.
+   */
+  boundCsrIssued?: boolean;
 }
 
 export type BindingDecision =
@@ -324,7 +329,11 @@ export function decideBinding(
       }
       return { kind: 'rebind', nodeName };
     }
-    if (existing.csrName !== csr.name && registered)
+    // A retry of the same join is only one whose first request never got its certificate: once
+    // it did, its machine could register a Node and delete it before the binding recorded the
+    // Node's UID, and a new request for the name would be a second machine on a single use.
+    const certified = existing.nodeUID === undefined && name.boundCsrIssued === true;
+    if (existing.csrName !== csr.name && (registered || certified))
       return {
         kind: 'reject',
         nodeName,

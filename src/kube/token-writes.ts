@@ -118,6 +118,11 @@ export interface CsrObject {
   };
   status?: {
     certificate?: string;
+    /**
+     * Kept by the controller's trimmed copies instead of the certificate itself: the signer has
+     * issued it (its machine may have registered a Node with it, whatever our records say yet).
+     */
+    issued?: boolean;
     conditions?: { type: string; status: string; reason?: string; message?: string }[];
   };
 }

@@ -44,6 +44,16 @@ describe('approvalBlocker', () => {
     assert.equal(approvalBlocker(facts()), undefined);
   });
 
+  it('approves a retry of the same join only while the first request has no certificate', () => {
+    const retry = { csrName: 'csr-retry', bindings: [binding({ csrName: 'csr-first' })] };
+    assert.equal(approvalBlocker(facts(retry)), undefined, 'the first request never got its certificate');
+    assert.match(
+      approvalBlocker(facts({ ...retry, boundCsrIssued: true })) ?? '',
+      /no binding of node name n1 to this CSR/,
+      'issued: its machine may have registered a Node and deleted it before the binding recorded it',
+    );
+  });
+
   it('refuses when a Node of the name exists (this request did not create it)', () => {
     assert.match(
       approvalBlocker(facts({ node: { uid: 'uid-node' }, bindings: [binding({ nodeUID: 'uid-node' })] })) ??

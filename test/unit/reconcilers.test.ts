@@ -498,6 +498,29 @@ describe('reconcilers on event sequences (fake API, lagging caches, fake clock)'
     );
   });
 
+  it('a Node registered and deleted before its token recorded it: a second CSR for the name with the same token is never approved', async () => {
+    const api = new FakeApi();
+    const h = new Harness(api);
+    const t = issueToken(api);
+    const first = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
+    h.deliver();
+    await h.settle();
+    assert.equal(api.writes.at(-1), `approve ${first} NodeflavorBound`);
+    // kube-controller-manager signs it; the machine registers a Node with it and deletes it again
+    // before our watches bring either (the binding records no Node UID).
+    const signed = api.csrs.get(first) as CsrObject;
+    signed.status = { ...signed.status, certificate: 'LS0tLS1CRUdJTi0=' };
+    signed.metadata.resourceVersion = api.nextRv();
+    const second = await kubeletCsr(api, t.tokenId, 'n1', T0 + 3000, 'csr-n1-second');
+    h.deliver();
+    await h.settle();
+    assert.ok(
+      !api.writes.includes(`approve ${second} NodeflavorBound`),
+      'a second machine on one single use',
+    );
+    assert.ok(api.writes.includes(`deny ${second} AlreadyJoined`), api.writes.join('\n'));
+  });
+
   it('a new leader sees the Node before its token and CSR: it waits (grace) instead of judging, then verifies', async () => {
     const api = new FakeApi();
     const t = issueToken(api);

@@ -278,6 +278,20 @@ describe('decideBinding', () => {
       token: token({ maxUses: 1, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1' })] }),
       want: { kind: 'already-bound', nodeName: 'n1' },
     },
+    'a second CSR of a bound name whose first request was issued its certificate is AlreadyJoined, its Node UID not recorded yet (registered and deleted in between)':
+      {
+        csr: csr({ name: 'csr-n1-second-machine' }),
+        token: token({ maxUses: 1, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1' })] }),
+        name: { boundByOtherToken: false, boundCsrIssued: true },
+        want: {
+          kind: 'reject',
+          nodeName: 'n1',
+          failure: {
+            reason: 'AlreadyJoined',
+            message: 'node n1 already joined with token abcdef: a joined node does not bootstrap again',
+          },
+        },
+      },
     'a second CSR for a name whose Node registered under this token is AlreadyJoined': {
       csr: csr({ name: 'csr-n1-again' }),
       token: token({
