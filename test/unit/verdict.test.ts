@@ -114,6 +114,16 @@ function node(overrides: Partial<NodeFacts> = {}): NodeFacts {
 // ---------------------------------------------------------------------------------------------
 // decideBinding
 
+/** A bootstrap CSR for node n1, which joined with token abcdef already. */
+const ALREADY_JOINED_N1 = {
+  kind: 'reject',
+  nodeName: 'n1',
+  failure: {
+    reason: 'AlreadyJoined',
+    message: 'node n1 already joined with token abcdef: a joined node does not bootstrap again',
+  },
+} as const;
+
 describe('decideBinding', () => {
   const cases: Record<
     string,
@@ -283,14 +293,7 @@ describe('decideBinding', () => {
         csr: csr({ name: 'csr-n1-second-machine' }),
         token: token({ maxUses: 1, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1' })] }),
         name: { boundByOtherToken: false, boundCsrIssued: true },
-        want: {
-          kind: 'reject',
-          nodeName: 'n1',
-          failure: {
-            reason: 'AlreadyJoined',
-            message: 'node n1 already joined with token abcdef: a joined node does not bootstrap again',
-          },
-        },
+        want: ALREADY_JOINED_N1,
       },
     'a second CSR for a name whose Node registered under this token is AlreadyJoined': {
       csr: csr({ name: 'csr-n1-again' }),
@@ -299,14 +302,7 @@ describe('decideBinding', () => {
         bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1', nodeUID: 'uid-1' })],
       }),
       name: { boundByOtherToken: false, node: { uid: 'uid-1', createdAt: at(-30 * MINUTE) } },
-      want: {
-        kind: 'reject',
-        nodeName: 'n1',
-        failure: {
-          reason: 'AlreadyJoined',
-          message: 'node n1 already joined with token abcdef: a joined node does not bootstrap again',
-        },
-      },
+      want: ALREADY_JOINED_N1,
     },
     "a rejoin token's re-installed machine, attested again, moves its binding to its new CSR": {
       csr: csr({ name: 'csr-n1-reinstalled', createdAt: at(-MINUTE) }),
@@ -342,14 +338,7 @@ describe('decideBinding', () => {
         ],
       }),
       name: { boundByOtherToken: false, node: { uid: 'uid-1', createdAt: at(-30 * MINUTE) } },
-      want: {
-        kind: 'reject',
-        nodeName: 'n1',
-        failure: {
-          reason: 'AlreadyJoined',
-          message: 'node n1 already joined with token abcdef: a joined node does not bootstrap again',
-        },
-      },
+      want: ALREADY_JOINED_N1,
     },
     'a rejoin token: a second CSR with the same attestation (the binding moved already) is AlreadyJoined': {
       csr: csr({ name: 'csr-n1-second', createdAt: at(-MINUTE) }),
@@ -367,14 +356,7 @@ describe('decideBinding', () => {
         ],
       }),
       name: { boundByOtherToken: false, node: { uid: 'uid-1', createdAt: at(-30 * MINUTE) } },
-      want: {
-        kind: 'reject',
-        nodeName: 'n1',
-        failure: {
-          reason: 'AlreadyJoined',
-          message: 'node n1 already joined with token abcdef: a joined node does not bootstrap again',
-        },
-      },
+      want: ALREADY_JOINED_N1,
     },
     'a rejoin token revoked since is refused even for its own Node': {
       csr: csr({ name: 'csr-n1-reinstalled', createdAt: at(-MINUTE) }),
