@@ -235,7 +235,7 @@ export async function runP1(scale: Scale): Promise<Figure[]> {
       baselineName: 'bare watcher (one label write)',
       goal: '≤ 5',
       met: requestsPerJoin <= 5,
-      notes: `from the first CSR to the last status write: ${requestsUntilFlavored.toFixed(2)} per join until every node showed its flavor (the name's claim, the binding, the approval's fresh reads, the approval, the Node write; and the bookkeeping of nodes flavored earlier), the rest after (the verification on the token and the consumed token's Secret deletion, at low priority, coalesced); no Normal Verified Event (--verified-events is off by default); conflicts in the counts as code 409`,
+      notes: `from the first CSR to the last status write: ${requestsUntilFlavored.toFixed(2)} per join until every node showed its flavor (the name's claim, the binding, the approval's fresh reads, the approval, the Node write; and the bookkeeping of nodes flavored earlier), the rest after (the token's first record of its Node, at once, and the consumed token's Secret deletion with it); no Normal Verified Event (--verified-events is off by default); conflicts in the counts as code 409`,
     }),
   ];
 }
