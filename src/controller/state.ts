@@ -153,12 +153,12 @@ export function csrTokenId(csr: CsrObject): string | undefined {
   return BOOTSTRAP_USER.exec(csr.spec.username ?? '')?.[1];
 }
 
-/** Keeps what the binding needs of a CSR (the request itself is small: one key and a name). */
 /** The signer issued the CSR's certificate (as read, or as our trimmed copy keeps it). */
 export function csrIssued(csr: CsrObject | undefined): boolean {
   return Boolean(csr?.status?.issued || csr?.status?.certificate);
 }
 
+/** Keeps what the binding needs of a CSR (the request itself is small: one key and a name). */
 export function trimCsr(raw: unknown): CsrObject {
   const csr = raw as CsrObject;
   return {
@@ -178,7 +178,7 @@ export function trimCsr(raw: unknown): CsrObject {
     },
     status: {
       ...(csr.status?.conditions ? { conditions: csr.status.conditions } : {}),
-      ...(csr.status?.certificate || csr.status?.issued ? { issued: true } : {}),
+      ...(csrIssued(csr) ? { issued: true } : {}),
     },
   };
 }

@@ -9,7 +9,7 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import { parseConfig } from '../../src/config.ts';
 import type { ControllerApi } from '../../src/controller/api.ts';
-import type { Cache, ControllerContext } from '../../src/controller/context.ts';
+import type { ControllerContext } from '../../src/controller/context.ts';
 import { reconcileCsr } from '../../src/controller/csrs.ts';
 import { controllerMetrics } from '../../src/controller/metrics.ts';
 import { reconcileNode } from '../../src/controller/nodes.ts';
@@ -31,6 +31,7 @@ import { KubeError } from '../../src/kube/kube-error.ts';
 import { nodeStatePatch, type TrimmedNode } from '../../src/kube/node-writes.ts';
 import { type CsrObject, type StoredToken, TOKEN_FINALIZER } from '../../src/kube/token-writes.ts';
 import { createCertificateRequest } from '../../src/pki/certs.ts';
+import { MapCache } from './support/map-cache.ts';
 
 const FLAVOR = 'sweet';
 const GROUP = 'system:bootstrappers:nodeflavor';
@@ -41,23 +42,7 @@ type Named = { metadata: { name: string; resourceVersion?: string } };
 const clone = <T>(o: T): T => structuredClone(o);
 
 /** A cache that shows the API's objects only as of the last `deliver()` (or our own `assume`). */
-class LaggingCache<T extends Named> implements Cache<T> {
-  readonly objects = new Map<string, T>();
-  readonly hasSynced = true;
-  get(key: string) {
-    return this.objects.get(key);
-  }
-  list() {
-    return [...this.objects.values()];
-  }
-  keys() {
-    return [...this.objects.keys()];
-  }
-  assume(raw: unknown) {
-    const object = clone(raw as T);
-    this.objects.set(object.metadata.name, object);
-  }
-}
+class LaggingCache<T extends Named> extends MapCache<T> {}
 
 /** The API server's side: objects, resourceVersions, and every write in order. */
 class FakeApi implements ControllerApi {

@@ -7,13 +7,7 @@ import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import pino from 'pino';
 import { Registry } from 'prom-client';
-import type {
-  Cache,
-  CacheName,
-  CacheObject,
-  Caches,
-  ControllerContext,
-} from '../../src/controller/context.ts';
+import type { CacheName, CacheObject, Caches, ControllerContext } from '../../src/controller/context.ts';
 import type { Reads } from '../../src/controller/event-keys.ts';
 import { controllerMetrics } from '../../src/controller/metrics.ts';
 import { type Enqueue, enqueueAll, reconcilerQueues, routeEvents } from '../../src/controller/routing.ts';
@@ -25,28 +19,11 @@ import type { StoredFlavorClass } from '../../src/kube/flavor-classes.ts';
 import type { WatchEventType } from '../../src/kube/listwatch.ts';
 import type { TrimmedNode } from '../../src/kube/node-writes.ts';
 import type { CsrObject, StoredToken } from '../../src/kube/token-writes.ts';
+import { MapCache } from './support/map-cache.ts';
 
 const T0 = '2026-12-01T00:00:00Z';
 const record = (flavorClass: string) =>
   JSON.stringify({ tokenID: 'abcdef', flavorClass, verifiedAt: T0, mac: 'x'.repeat(43) });
-
-class MapCache<T extends { metadata: { name?: string } }> implements Cache<T> {
-  readonly objects = new Map<string, T>();
-  readonly hasSynced = true;
-  constructor(...objects: T[]) {
-    for (const object of objects) this.objects.set(object.metadata.name as string, object);
-  }
-  get(key: string) {
-    return this.objects.get(key);
-  }
-  list() {
-    return [...this.objects.values()];
-  }
-  keys() {
-    return [...this.objects.keys()];
-  }
-  assume() {}
-}
 
 const node = (
   name: string,
