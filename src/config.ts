@@ -134,6 +134,12 @@ export const ConfigSchema = z.object({
   verifiedEvents: z.boolean().default(false),
   /** An unused keyed FlavoredToken (ADR 0005) never marked nodeflavor.io/issued is deleted after this long. */
   orphanGrace: durationMs.default(120_000),
+  /**
+   * A released join record (NodeNameClaim) is deleted this long after its release, once its Node
+   * and its requests are gone too (ADR 0016): until then it shows the name's history and keeps a
+   * Node registered under the name quarantined.
+   */
+  claimGrace: durationMs.default(3_600_000),
   /** Periodic re-reconcile of every object (drift repair even without events). */
   resync: durationMs.refine((ms) => ms >= 1000, 'must be at least 1s').default(600_000),
   workers: z.number().int().min(1).max(64).default(16),

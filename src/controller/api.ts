@@ -8,7 +8,13 @@ import { writeFlavorClassStatus } from '../kube/flavor-class-writes.ts';
 import type { StoredFlavorClass } from '../kube/flavor-classes.ts';
 import { orUndefinedIfNotFound } from '../kube/kube-error.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
-import { createClaim, readClaim, readNode, replaceClaim } from '../kube/node-name-claims.ts';
+import {
+  createClaim,
+  deleteClaimVersion,
+  readClaim,
+  readNode,
+  replaceClaim,
+} from '../kube/node-name-claims.ts';
 import { type TrimmedNode, writeNodeState } from '../kube/node-writes.ts';
 import {
   type CsrObject,
@@ -20,7 +26,7 @@ import {
   tokenPath,
   writeTokenStatus,
 } from '../kube/token-writes.ts';
-import { trimCsr } from './state.ts';
+import { trimCsr } from './facts.ts';
 
 export interface ControllerApi {
   /** One JSON patch; a conflict (the Node changed since it was judged) is a KubeError 409. */
@@ -49,6 +55,8 @@ export interface ControllerApi {
   readClaim(nodeName: string): Promise<NodeNameClaim | undefined>;
   /** Replaces a claim at its resourceVersion (409 when stale). */
   replaceClaim(claim: NodeNameClaim): Promise<NodeNameClaim>;
+  /** Deletes exactly this version of a released claim (409 when it changed; gone is fine). */
+  deleteClaimVersion(claim: NodeNameClaim): Promise<void>;
   /** Replaces the FlavorClass's status at its resourceVersion (409 when stale); the class as stored. */
   writeClassStatus(flavorClass: StoredFlavorClass, status: FlavorClassStatus): Promise<unknown>;
 }
@@ -90,6 +98,7 @@ export function kubeControllerApi(kubeConfig: KubeConfig): ControllerApi {
     createClaim: (claim) => createClaim(kubeConfig, claim),
     readClaim: (nodeName) => readClaim(kubeConfig, nodeName),
     replaceClaim: (claim) => replaceClaim(kubeConfig, claim),
+    deleteClaimVersion: (claim) => deleteClaimVersion(kubeConfig, claim),
     writeClassStatus: (flavorClass, status) => writeFlavorClassStatus(kubeConfig, flavorClass, status),
   };
 }

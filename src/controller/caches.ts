@@ -11,7 +11,7 @@ import { CLAIMS_PATH } from '../kube/node-name-claims.ts';
 import { type TrimmedNode, trimNode } from '../kube/node-writes.ts';
 import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
 import type { CacheName, CacheObject } from './context.ts';
-import { trimCsr } from './state.ts';
+import { trimCsr } from './facts.ts';
 
 /** Each cache of the controller's Caches, as the ListWatch that fills it. */
 export type WatchedCaches = { [C in CacheName]: ListWatch<CacheObject<C>> };

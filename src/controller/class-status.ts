@@ -15,7 +15,7 @@ export const CLASS_COALESCE_MS = 1_000;
 
 type ClassWithStatus = StoredFlavorClass & { status?: FlavorClassStatus };
 
-export async function reconcileClassStatus(ctx: ControllerContext, name: string): Promise<void> {
+export async function reconcileClassStatus(ctx: ControllerContext, name: string): Promise<undefined> {
   const stored = ctx.caches.classes.get(name) as ClassWithStatus | undefined;
   if (!stored) return;
   const desired = desiredClassStatus({

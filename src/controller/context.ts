@@ -1,4 +1,6 @@
 // What every reconciler gets: caches, indexes, I/O, metrics, events, configuration and a clock.
+// Nothing to enqueue with: what an event means to which reconciler is declared in wiring.ts, and
+// a reconciler asks only for its own key again, later (its Requeue).
 
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
@@ -11,7 +13,7 @@ import type { TrimmedNode } from '../kube/node-writes.ts';
 import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
 import type { ControllerApi } from './api.ts';
 import type { ControllerMetrics } from './metrics.ts';
-import type { Indexes } from './state.ts';
+import type { Indexes } from './indexes.ts';
 
 /** What reconcilers read of a list/watch cache (src/kube/listwatch.ts; a Map in unit tests). */
 export interface Cache<T> {
@@ -58,16 +60,13 @@ export interface ControllerContext {
    */
   freshKeyRing: () => Promise<KeyRing>;
   now: () => Date;
-  enqueueNode: (name: string) => void;
-  requeueNode: (name: string, afterMs: number) => void;
-  enqueueToken: (name: string) => void;
-  requeueToken: (name: string, afterMs: number) => void;
-  /**
-   * What a Node showed of its binding (verified, or refused) is for the token to record: off the
-   * join's critical path, coalesced, after the tokens queue's normal work (bindings) is done.
-   */
-  recordOnToken: (name: string) => void;
-  /** Asks the CSR reconciler to carry out what the CSR's token records about it. */
-  enqueueCsr: (csrName: string) => void;
-  requeueCsr: (csrName: string, afterMs: number) => void;
+}
+
+/** A reconciler's answer: run this key again after that many milliseconds (undefined: only on events). */
+export type Requeue = number | undefined;
+
+/** The soonest of several requeues (undefined when none asks). */
+export function soonest(...requeues: Requeue[]): Requeue {
+  const asked = requeues.filter((ms): ms is number => ms !== undefined);
+  return asked.length === 0 ? undefined : Math.max(0, Math.min(...asked));
 }

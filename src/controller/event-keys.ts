@@ -2,14 +2,16 @@
 // only the event, the caches and the indexes (as the event left them), and returns the keys of
 // one queue. All but countedFlavors are pure; test/unit/wiring.test.ts runs each on events.
 
+import { REFUSED_ANNOTATION } from '../flavor/refusal-record.ts';
 import type { FlavorClassSpec, NodeNameClaim } from '../flavor/resources.ts';
-import { readVerificationRecord } from '../flavor/verdict.ts';
+import { readVerificationRecord, VERIFIED_ANNOTATION } from '../flavor/verdict.ts';
 import type { StoredFlavorClass } from '../kube/flavor-classes.ts';
 import type { WatchEventType } from '../kube/listwatch.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
 import type { Caches } from './context.ts';
-import { csrTokenId, type Indexes, nodeFacts } from './state.ts';
+import { csrTokenId, nodeFacts, tokenIdOf } from './facts.ts';
+import { type Indexes, requestsOf } from './indexes.ts';
 
 export interface CacheEvent<T> {
   type: WatchEventType;
@@ -33,47 +35,89 @@ export const itself = ({ object }: CacheEvent<Named>): string[] => [object.metad
 export const itselfUnlessDeleted = ({ type, object }: CacheEvent<Named>): string[] =>
   type === 'DELETED' ? [] : [object.metadata.name];
 
-/** A Node gone (or re-created under its name) frees the bindings that name it: their tokens. */
-export const tokensBoundToNode = ({ type, object }: CacheEvent<TrimmedNode>, { indexes }: Reads): string[] =>
-  type === 'MODIFIED' ? [] : indexes.tokensByNodeName.get(object.metadata.name);
+/** A bootstrap CSR (a join's request), or one a join record names (gone: its record may go too). */
+export const joinRequest = ({ object }: CacheEvent<CsrObject>, { indexes }: Reads): string[] =>
+  csrTokenId(object) || indexes.claimByRequest.has(object.metadata.name) ? [object.metadata.name] : [];
 
-/** The token that issued the CSR's bootstrap token, when nodeflavor knows it (undefined: not ours). */
-function tokenOf(csr: CsrObject, indexes: Indexes): string | undefined {
-  const tokenId = csrTokenId(csr);
-  return tokenId ? indexes.tokenNameById.get(tokenId) : undefined;
+/** Every request a resync judges or follows: bootstrap CSRs, and those join records name. */
+export const joinRequests = ({ caches }: Reads): string[] => {
+  const keys = new Set(
+    caches.csrs
+      .list()
+      .filter((csr) => csrTokenId(csr))
+      .map((csr) => csr.metadata.name),
+  );
+  for (const record of caches.claims.list()) for (const request of requestsOf(record)) keys.add(request);
+  return [...keys];
+};
+
+/** Whether the event changed what a token's joins rest on: its spec, or its deletion. */
+function tokenChanged({ type, object, previous }: CacheEvent<StoredToken>): boolean {
+  return (
+    type !== 'MODIFIED' ||
+    object.metadata.generation !== previous?.metadata.generation ||
+    object.metadata.deletionTimestamp !== previous?.metadata.deletionTimestamp
+  );
 }
 
-/** A bootstrap CSR of one of our tokens is judged by that token (which hands the decision on). */
-export const tokenOfCsr = ({ type, object }: CacheEvent<CsrObject>, { indexes }: Reads): string[] => {
-  if (type === 'DELETED') return [];
-  const tokenName = tokenOf(object, indexes);
-  return tokenName ? [tokenName] : [];
+/**
+ * A token that arrived, changed (revoked) or is being deleted: its requests (a pending one is
+ * judged on it, or denied) and its joins' records (a join that never registered ends with it).
+ */
+export const requestsOfToken = (event: CacheEvent<StoredToken>, { caches, indexes }: Reads): string[] => {
+  if (!tokenChanged(event)) return [];
+  const keys = new Set(indexes.csrsByTokenId.get(tokenIdOf(event.object) ?? ''));
+  for (const name of indexes.claimsByTokenUid.get(event.object.metadata.uid)) {
+    const holder = caches.claims.get(name)?.spec.holder;
+    if (holder) keys.add(holder.csrName);
+  }
+  return [...keys];
 };
 
-/** A bootstrap CSR of a token nodeflavor did not issue is refused on its own. */
-export const foreignCsr = ({ type, object }: CacheEvent<CsrObject>, { indexes }: Reads): string[] => {
-  if (type === 'DELETED' || !csrTokenId(object)) return [];
-  return tokenOf(object, indexes) ? [] : [object.metadata.name];
+/** What the node reconciler's write (or the Node's coming and going) says about its join. */
+function nodeJudged({ type, object, previous }: CacheEvent<TrimmedNode>): boolean {
+  if (type !== 'MODIFIED' || previous === undefined) return true;
+  const mark = (node: TrimmedNode, key: string) => node.metadata.annotations?.[key];
+  return (
+    object.metadata.uid !== previous.metadata.uid ||
+    mark(object, VERIFIED_ANNOTATION) !== mark(previous, VERIFIED_ANNOTATION) ||
+    mark(object, REFUSED_ANNOTATION) !== mark(previous, REFUSED_ANNOTATION)
+  );
+}
+
+/** A Node registered, judged or gone: the request its name's join record follows. */
+export const requestOfNodesRecord = (event: CacheEvent<TrimmedNode>, { caches }: Reads): string[] => {
+  if (!nodeJudged(event)) return [];
+  const record = caches.claims.get(event.object.metadata.name);
+  const request = record?.spec.holder?.csrName ?? (record ? requestsOf(record)[0] : undefined);
+  return request ? [request] : [];
 };
 
-/** The CSRs a resync judges on their own: those of tokens nodeflavor did not issue. */
-export const foreignCsrs = ({ caches, indexes }: Reads): string[] =>
-  caches.csrs
-    .list()
-    .filter((csr) => !indexes.tokenNameById.has(csrTokenId(csr) ?? ''))
-    .map((csr) => csr.metadata.name);
+/**
+ * A token's events that can change a node's verdict: its spec or deletion (revocation strips or
+ * quarantines the nodes of its joins), and refusals it newly records (the reason a Node under
+ * that name shows).
+ */
+export const nodesOfToken = (event: CacheEvent<StoredToken>, { caches, indexes }: Reads): string[] => {
+  const keys = new Set<string>();
+  if (tokenChanged(event))
+    for (const name of indexes.claimsByTokenUid.get(event.object.metadata.uid))
+      if (caches.claims.get(name)) keys.add(name);
+  const before = new Set((event.previous?.status?.rejections ?? []).map((r) => r.csrName));
+  for (const r of event.object.status?.rejections ?? []) if (r.nodeName && !before.has(r.csrName)) keys.add(r.nodeName);
+  return [...keys];
+};
 
-/** The nodes a token's bindings name, before and after the event. */
-export const nodesOfBindings = ({ object, previous }: CacheEvent<StoredToken>): Set<string> =>
-  new Set([...(previous?.status?.bindings ?? []), ...(object.status?.bindings ?? [])].map((b) => b.nodeName));
+/** Whether the record's holder or its join's Node changed (what the node verdict reads of it). */
+function claimChanged({ type, object, previous }: CacheEvent<NodeNameClaim>): boolean {
+  if (type !== 'MODIFIED' || previous === undefined) return true;
+  const holder = (c: NodeNameClaim) => `${c.spec.holder?.tokenUID}/${c.spec.holder?.csrName}`;
+  return holder(object) !== holder(previous) || object.status?.join?.nodeUID !== previous.status?.join?.nodeUID;
+}
 
-/** A claimed name without a live binding keeps its Node quarantined (nodes.ts). */
-export const claimedNode = ({ object }: CacheEvent<NodeNameClaim>): string[] =>
-  object.metadata.name ? [object.metadata.name] : [];
-
-/** The holder releases the claim if no binding of it backs the claim (claims.ts). */
-export const claimHolder = ({ object }: CacheEvent<NodeNameClaim>): string[] =>
-  object.spec.holder ? [object.spec.holder.tokenName] : [];
+/** A name claimed, taken over or released: its Node is judged again (quarantine, binding). */
+export const claimedNode = (event: CacheEvent<NodeNameClaim>): string[] =>
+  event.object.metadata.name && claimChanged(event) ? [event.object.metadata.name] : [];
 
 /** Whether a Node carries any label, annotation or taint key the class names. */
 function classKeyTest(spec: FlavorClassSpec | undefined): (node: TrimmedNode) => boolean {
@@ -88,7 +132,7 @@ function classKeyTest(spec: FlavorClassSpec | undefined): (node: TrimmedNode) =>
 
 /**
  * A class edit (or a new class naming new protected keys) can change any node's verdict: the
- * nodes its tokens bound, the nodes whose record names it (their token is gone, deleted with
+ * nodes of its tokens' joins, the nodes whose record names it (their token is gone, deleted with
  * Keep), and the nodes that carry one of its keys already (set before the class named it, when
  * nothing guarded it: judged now, not at the next resync, for they have no right to the key).
  * A status write (ours) leaves the generation as it was: no node's verdict can change.
@@ -99,9 +143,11 @@ export function nodesAClassCanChange(
 ): string[] {
   if (type === 'MODIFIED' && object.metadata.generation === previous?.metadata.generation) return [];
   const keys: string[] = [];
-  for (const token of caches.tokens.list()) {
-    if (token.spec.flavorClassName !== object.metadata.name) continue;
-    for (const binding of token.status?.bindings ?? []) keys.push(binding.nodeName);
+  for (const record of caches.claims.list()) {
+    const holder = record.spec.holder;
+    const token = holder ? caches.tokens.get(holder.tokenName) : undefined;
+    if (token?.spec.flavorClassName === object.metadata.name && record.metadata.name)
+      keys.push(record.metadata.name);
   }
   const claimed = classKeyTest(object.spec);
   for (const node of caches.nodes.list()) {

@@ -23,7 +23,7 @@ import { watchedCaches } from './caches.ts';
 import type { CacheName, Caches, ControllerContext } from './context.ts';
 import { controllerMetrics } from './metrics.ts';
 import { enqueueAll as enqueueEvery, reconcilerQueues, routeEvents } from './routing.ts';
-import { Indexes } from './state.ts';
+import { Indexes } from './indexes.ts';
 import { termContexts } from './term-context.ts';
 import { RECONCILERS } from './wiring.ts';
 
@@ -104,7 +104,7 @@ export function startController(options: {
   const removeHandlers = [route('nodes'), route('csrs'), route('tokens'), route('claims'), route('classes')];
 
   /** The context of one term: every write (and Event) goes through the term's fenced KubeConfig. */
-  const termContext = termContexts({ kubeConfig, config, caches, indexes, metrics, log, keyRing, queues });
+  const termContext = termContexts({ kubeConfig, config, caches, indexes, metrics, log, keyRing });
   // Until the first term: a closed fence, so nothing can write before this replica leads.
   const closed = new AbortController();
   closed.abort();

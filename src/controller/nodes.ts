@@ -1,9 +1,10 @@
-// Node reconciler (key: the Node's name), the only writer of Nodes. Gathers the node's bindings,
-// rejected claims, the FlavorClasses and the key ring; asks decideNode for a verdict; carries it
-// out in ONE Node write: the flavor, the signed verification record (the proof, bound to this
-// Node's UID) and the record of what nodeflavor applied (so a later class change removes exactly
-// that). It writes no FlavoredToken: it tells the token's owner, the token reconciler, what it
-// found (the verification record on the Node, or the failure in memory) and enqueues the token.
+// Node reconciler (key: the Node's name), the only writer of Nodes. Gathers the join its name's
+// record carries (ADR 0016), the refusals of requests for the name, the FlavorClasses and the key
+// ring; asks decideNode for a verdict; carries it out in ONE Node write: the flavor, the signed
+// verification record (the proof, bound to this Node's UID) and the record of what nodeflavor
+// applied (so a later class change removes exactly that) — or no flavor, the quarantine, and the
+// refusal record saying why. It writes nothing else: the join reconciler reads the outcome from
+// the Node (wiring.ts) and records it on the join.
 import { TOKEN_LABEL_KEY } from '../flavor/admission.ts';
 import {
   APPLIED_ANNOTATION,
@@ -12,7 +13,6 @@ import {
   readAppliedRecord,
   signAppliedRecord,
 } from '../flavor/applied-record.ts';
-import { bindingWithNodeOutcome, type NodeOutcome } from '../flavor/binding-outcome.ts';
 import {
   type DesiredNodeState,
   desiredNodeState,
@@ -23,6 +23,7 @@ import {
   provenApplied,
 } from '../flavor/converge.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
+import { REFUSED_ANNOTATION, refusalAnnotation } from '../flavor/refusal-record.ts';
 import { type FlavorClassSpec, JOINED_LABEL_KEY } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
 import {
@@ -37,24 +38,12 @@ import { signedRecordAnnotation } from '../flavor/verification-record.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
-import type { ControllerContext } from './context.ts';
-import { boundTokensFor, nodeFacts } from './state.ts';
+import type { ControllerContext, Requeue } from './context.ts';
+import { boundTokenOf, refusalsForName } from './bound-token.ts';
+import { nodeFacts } from './facts.ts';
 
 function flavorClassMap(ctx: ControllerContext): Map<string, FlavorClassSpec> {
   return new Map(ctx.caches.classes.list().map((c) => [c.metadata.name, c.spec ?? {}]));
-}
-
-/**
- * Tells the token reconciler (the binding's only writer) when its binding does not say this yet.
- * The first time, at once: until the binding records its Node's UID, another CSR of that name is
- * taken for a retry of the same join, and a Node deleted meanwhile would never release the
- * binding (the chain of trust). Later changes (verified again, refused since) are bookkeeping: at
- * low priority, coalesced, behind other joins' bindings.
- */
-function tellTokenOwner(ctx: ControllerContext, bound: BoundToken, outcome: NodeOutcome): void {
-  if (bindingWithNodeOutcome(bound.binding, outcome, rfc3339(ctx.now())) === bound.binding) return;
-  if (bound.binding.nodeUID === undefined) ctx.enqueueToken(bound.token.name);
-  else ctx.recordOnToken(bound.token.name);
 }
 
 /**
@@ -71,7 +60,6 @@ async function write(ctx: ControllerContext, node: TrimmedNode, desired: Desired
     if (error instanceof KubeError && error.status === 409) {
       // Changed since it was judged: the watch brings the change (and enqueues the node); the
       // requeue is only a backstop should its event have come while this reconcile ran.
-      ctx.requeueNode(node.metadata.name, 1_000);
       return false;
     }
     throw error;
@@ -94,6 +82,7 @@ function converge(
   keys: ManagedKeys,
   flavor: { flavorClass: FlavorClassSpec; annotation: string } | undefined,
   joined: boolean,
+  refusal?: string,
 ): DesiredNodeState {
   return desiredNodeState({
     node: facts,
@@ -102,6 +91,7 @@ function converge(
     keys,
     joined,
     record: (applied) => signAppliedRecord(keyRing, facts.uid, applied),
+    ...(refusal !== undefined ? { refusal } : {}),
   });
 }
 
@@ -148,15 +138,20 @@ function failedMacCheck(
   );
 }
 
-export async function reconcileNode(ctx: ControllerContext, name: string): Promise<void> {
+/** A write that lost a race with a newer version: the watch brings it; this is a backstop. */
+const CONFLICT_RETRY_MS = 1_000;
+
+export async function reconcileNode(ctx: ControllerContext, name: string): Promise<Requeue> {
   const node = ctx.caches.nodes.get(name);
-  if (!node || node.metadata.deletionTimestamp) return;
+  if (!node || node.metadata.deletionTimestamp) return undefined;
   const facts = nodeFacts(node);
   const classes = flavorClassMap(ctx);
   const keys = managedKeys(classes.values());
   const now = ctx.now();
-  const bindings = boundTokensFor(name, ctx.indexes, (n) => ctx.caches.tokens.get(n));
-  const nameClaimed = ctx.caches.claims.get(name) !== undefined;
+  const record = ctx.caches.claims.get(name);
+  const bound = record ? boundTokenOf(record, (n) => ctx.caches.tokens.get(n)) : undefined;
+  const bindings = bound ? [bound] : [];
+  const nameClaimed = record !== undefined;
   // Every Node that came through nodeflavor carries the joined mark (kept, never removed).
   const joined = nameClaimed || bindings.length > 0 || Object.hasOwn(facts.labels, JOINED_LABEL_KEY);
   const judge = (keyRing: KeyRing) => ({
@@ -164,7 +159,7 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
     verdict: decideNode({
       node: facts,
       bindings,
-      rejectedClaims: ctx.indexes.rejectionsFor(name),
+      rejectedClaims: refusalsForName(ctx, name),
       nameClaimed,
       flavorClasses: classes,
       keyRing,
@@ -188,10 +183,9 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
 
   switch (verdict.kind) {
     case 'unmanaged':
-      return;
+      return undefined;
     case 'wait':
-      ctx.requeueNode(name, verdict.retryAfterMs);
-      return;
+      return verdict.retryAfterMs;
     case 'verify':
     case 'flavored': {
       let record: VerificationRecord;
@@ -221,20 +215,13 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
         },
         true,
       );
-      ctx.indexes.setNodeFailure(name, undefined);
-      if (nodeMatches(facts, desired)) {
-        if (verdict.bound)
-          tellTokenOwner(ctx, verdict.bound, { uid: facts.uid, verifiedAt: record.verifiedAt });
-        return;
-      }
+      if (nodeMatches(facts, desired)) return undefined;
       const firstTime = !Object.hasOwn(facts.annotations, VERIFIED_ANNOTATION);
       const bookkeeping = onlyBookkeeping(facts, desired);
       // Verified before, yet no record: flavored by a version that kept none (an upgrade).
       const upgrade = !firstTime && applied.state === 'absent' && !isNothingApplied(desired.applied);
-      if (!(await write(ctx, node, desired))) return;
+      if (!(await write(ctx, node, desired))) return CONFLICT_RETRY_MS;
       if (verdict.kind === 'verify') failpoint('after-node-verified');
-      if (verdict.bound)
-        tellTokenOwner(ctx, verdict.bound, { uid: facts.uid, verifiedAt: record.verifiedAt });
       reportRecord(ctx, facts, applied, upgrade ? record.flavorClass : undefined);
       if (verdict.kind === 'verify' || firstTime) {
         ctx.metrics.verifications.inc({ result: 'verified', reason: 'Verified' });
@@ -254,23 +241,17 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
           `labels, annotations or taints were brought in line with FlavorClass ${record.flavorClass} (a class edit, or a drift)`,
         );
       }
-      return;
+      return undefined;
     }
     case 'unflavored': {
-      // The node's own binding (not one left by a Node of this name that is gone) records why,
-      // so the token's holder sees it where they look: the token's status and its Events.
-      const candidate = bindings.length === 1 ? bindings[0] : undefined;
-      const own =
-        candidate && (!candidate.binding.nodeUID || candidate.binding.nodeUID === facts.uid)
-          ? candidate
-          : undefined;
-      if (own) {
-        ctx.indexes.setNodeFailure(name, { uid: facts.uid, failure: verdict.failure });
-        tellTokenOwner(ctx, own, { uid: facts.uid, failure: verdict.failure });
-      }
-      const desired = converge(facts, keyRing, applied, keys, undefined, joined);
+      // The node's own join (not one left by a Node of this name that is gone) is told why by the
+      // refusal record this write leaves on the Node (the join reconciler copies it onto the join's
+      // record), and so is the token's holder, by a Warning on the token.
+      const own = bound && (!bound.binding.nodeUID || bound.binding.nodeUID === facts.uid) ? bound : undefined;
+      const refusal = refusalAnnotation(verdict.failure, facts.annotations[REFUSED_ANNOTATION], rfc3339(now));
+      const desired = converge(facts, keyRing, applied, keys, undefined, joined, refusal);
       const changed = !nodeMatches(facts, desired);
-      if (changed && !(await write(ctx, node, desired))) return;
+      if (changed && !(await write(ctx, node, desired))) return CONFLICT_RETRY_MS;
       if (changed) reportRecord(ctx, facts, applied);
       if (changed || !ctx.indexes.reported(facts.uid, verdict.failure.reason)) {
         ctx.metrics.verifications.inc({ result: 'rejected', reason: verdict.failure.reason });
@@ -289,7 +270,7 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
             verdict.failure.message,
           );
       }
-      return;
+      return undefined;
     }
   }
 }

@@ -30,8 +30,10 @@ export function reconcilerQueues(options: {
     const { queue: name, retryLog } = wiring;
     const counted = async (key: string): Promise<void> => {
       try {
-        await wiring.reconcile(options.context(), key);
+        const requeue = await wiring.reconcile(options.context(), key);
         metrics.reconciles.inc({ queue: name, result: 'ok' });
+        // Its own key again, later: the one enqueue a reconciler makes itself.
+        if (requeue !== undefined) queues[name].addAfter(key, Math.min(requeue, 2 ** 31 - 1));
       } catch (error) {
         metrics.reconciles.inc({ queue: name, result: 'error' });
         throw error;

@@ -3,32 +3,32 @@
 // it writes (it is the one writer of each: docs/architecture.md, "Who writes what"), the caches
 // it watches and, for each, which of its keys an event enqueues (event-keys.ts). manager.ts
 // builds one queue per entry and routes every cache event through this table (routing.ts):
-// first the indexes, then each watching reconciler's keys. test/unit/wiring.test.ts checks the
-// mappings on events and the doc against `owns`.
+// first the indexes, then each watching reconciler's keys. This table is every enqueue there is:
+// a reconciler enqueues nothing itself, it only asks for its own key again, later (its Requeue).
+// test/unit/wiring.test.ts checks the mappings on events and the doc against `owns`.
 
 import { CLASS_COALESCE_MS, reconcileClassStatus } from './class-status.ts';
-import type { CacheName, CacheObject, ControllerContext } from './context.ts';
-import { reconcileCsr } from './csrs.ts';
+import type { CacheName, CacheObject, ControllerContext, Requeue } from './context.ts';
 import {
   type CacheEvent,
   claimedNode,
-  claimHolder,
   countedFlavors,
-  foreignCsr,
-  foreignCsrs,
   itself,
   itselfUnlessDeleted,
+  joinRequest,
+  joinRequests,
   nodesAClassCanChange,
-  nodesOfBindings,
+  nodesOfToken,
   type Reads,
-  tokenOfCsr,
-  tokensBoundToNode,
+  requestOfNodesRecord,
+  requestsOfToken,
 } from './event-keys.ts';
+import type { Indexes } from './indexes.ts';
+import { reconcileJoin } from './joins.ts';
 import { reconcileNode } from './nodes.ts';
-import type { Indexes } from './state.ts';
 import { reconcileToken } from './tokens.ts';
 
-export type QueueName = 'tokens' | 'nodes' | 'csrs' | 'flavorclasses';
+export type QueueName = 'joins' | 'nodes' | 'tokens' | 'flavorclasses';
 
 export interface Watch<T> {
   /** What an event means to this reconciler, in a few words (the doc's wiring table). */
@@ -42,7 +42,8 @@ export interface ReconcilerWiring {
   /** As docs/architecture.md's "who writes what" names it in its writer column. */
   name: string;
   queue: QueueName;
-  reconcile: (ctx: ControllerContext, key: string) => Promise<void>;
+  /** Reconciles one key; what it returns asks for that key again, later (its only enqueue). */
+  reconcile: (ctx: ControllerContext, key: string) => Promise<Requeue>;
   /** What it writes and nothing else in the controller does, each as the doc's writer column says it. */
   owns: readonly string[];
   /** For each cache it watches: which of its keys an event of that cache enqueues. */
@@ -62,20 +63,25 @@ const watch = <T>(why: string, keys: Watch<T>['keys'], afterMs?: number): Watch<
 
 export const RECONCILERS: readonly ReconcilerWiring[] = [
   {
-    name: 'token reconciler',
-    queue: 'tokens',
-    reconcile: reconcileToken,
-    // Also, not alone: the revocation finalizer (the issuer sets it) and a half-made record's
-    // deletion after --orphan-grace (the issuer's rollback deletes it too).
-    owns: ['FlavoredToken `status`', 'NodeNameClaims', "the bootstrap Secret's deletion"],
+    name: 'join reconciler',
+    queue: 'joins',
+    reconcile: reconcileJoin,
+    owns: [
+      'CSR approvals',
+      'NodeNameClaims (the join records)',
+      "FlavoredToken `status.uses`, `status.bindings` and `status.rejections` (the token's use count)",
+      "the bootstrap Secret's deletion once every join registered",
+    ],
     watches: {
-      tokens: watch('the token', itself),
-      csrs: watch('its token, if nodeflavor issued it', tokenOfCsr),
-      nodes: watch('added or deleted: the tokens bound to its name', tokensBoundToNode),
-      claims: watch('its holder', claimHolder),
+      csrs: watch('a bootstrap CSR, or one a join record names: itself', joinRequest),
+      tokens: watch(
+        'added, its spec changed, or being deleted: its requests and its joins\' requests',
+        requestsOfToken,
+      ),
+      nodes: watch("registered, judged or gone: the request its name's join record follows", requestOfNodesRecord),
     },
-    resync: ({ caches }) => caches.tokens.keys(),
-    retryLog: { field: 'token', message: 'token reconcile failed; retrying' },
+    resync: joinRequests,
+    retryLog: { field: 'csr', message: 'join reconcile failed; retrying' },
   },
   {
     name: 'node reconciler',
@@ -84,10 +90,10 @@ export const RECONCILERS: readonly ReconcilerWiring[] = [
     owns: ['Nodes'],
     watches: {
       nodes: watch('the Node, unless deleted', itselfUnlessDeleted),
-      tokens: watch('the nodes its bindings name, before and after', nodesOfBindings),
-      claims: watch('the Node of the claimed name', claimedNode),
+      tokens: watch('its spec changed: the nodes of its joins; a new refusal: the node it names', nodesOfToken),
+      claims: watch('its holder or its join\'s Node changed: the Node of the name', claimedNode),
       classes: watch(
-        "unless only its status changed: its tokens' bound nodes, the nodes whose record names it or that carry its keys",
+        "unless only its status changed: its tokens' joins' nodes, the nodes whose record names it or that carry its keys",
         nodesAClassCanChange,
       ),
     },
@@ -96,16 +102,20 @@ export const RECONCILERS: readonly ReconcilerWiring[] = [
     retryLog: { field: 'node', message: 'node reconcile failed; retrying' },
   },
   {
-    name: 'CSR reconciler',
-    queue: 'csrs',
-    reconcile: reconcileCsr,
-    owns: ['CSR approvals'],
+    name: 'token reconciler',
+    queue: 'tokens',
+    reconcile: reconcileToken,
+    // Also, not alone: the revocation finalizer (the issuer sets it) and a half-made record's
+    // deletion after --orphan-grace (the issuer's rollback deletes it too).
+    owns: [
+      'FlavoredToken `status.conditions` (the lifecycle)',
+      "the bootstrap Secret's deletion on revocation, expiry, or a join that never registered",
+    ],
     watches: {
-      csrs: watch('the CSR, if it is a bootstrap CSR of a token nodeflavor did not issue', foreignCsr),
+      tokens: watch('the token', itself),
     },
-    // CSRs of our tokens are judged with their token; the others are refused on their own.
-    resync: foreignCsrs,
-    retryLog: { field: 'csr', message: 'csr reconcile failed; retrying' },
+    resync: ({ caches }) => caches.tokens.keys(),
+    retryLog: { field: 'token', message: 'token reconcile failed; retrying' },
   },
   {
     name: 'FlavorClass status reconciler',

@@ -21,6 +21,7 @@ import {
   type TaintId,
 } from './applied-record.ts';
 import { type FlavorClassSpec, JOINED_LABEL_KEY, JOINED_LABEL_VALUE } from './resources.ts';
+import { REFUSED_ANNOTATION } from './refusal-record.ts';
 import { VERIFIED_ANNOTATION } from './verification-record.ts';
 
 type Taint = { key: string; value?: string; effect: string };
@@ -55,6 +56,8 @@ interface ConvergeInput {
   joined?: boolean;
   /** The record annotation for what this write applies (the caller signs it for this Node). */
   record: (applied: AppliedKeys) => string;
+  /** Unflavored: why, as the refusal record's annotation value (refusal-record.ts). */
+  refusal?: string;
 }
 
 export interface DesiredNodeState {
@@ -94,6 +97,7 @@ export function desiredNodeState(input: ConvergeInput): DesiredNodeState {
   if (input.joined) labels[JOINED_LABEL_KEY] = JOINED_LABEL_VALUE;
   const annotations: Record<string, string> = { ...(flavor?.flavorClass.annotations ?? {}) };
   if (flavor) annotations[VERIFIED_ANNOTATION] = flavor.annotation;
+  else if (input.refusal !== undefined) annotations[REFUSED_ANNOTATION] = input.refusal;
   // No record when nothing is applied: an absent record and an empty one prove the same.
   if (!isNothingApplied(applied)) annotations[APPLIED_ANNOTATION] = input.record(applied);
 
@@ -156,7 +160,8 @@ export function nodeMatches(node: NodeView, desired: Omit<DesiredNodeState, 'app
  * is no news for the Node's Events.
  */
 export function onlyBookkeeping(node: NodeView, desired: DesiredNodeState): boolean {
-  const bookkeeping = (k: string) => k === VERIFIED_ANNOTATION || k === APPLIED_ANNOTATION;
+  const bookkeeping = (k: string) =>
+    k === VERIFIED_ANNOTATION || k === APPLIED_ANNOTATION || k === REFUSED_ANNOTATION;
   const annotations = Object.fromEntries(
     Object.entries(desired.annotations).filter(([k]) => !bookkeeping(k)),
   );

@@ -87,6 +87,7 @@ export const LIMITS = {
   nodeUIDLength: 128,
   ekPublicKeyLength: 1024,
   rejections: 10,
+  joinHistory: 10,
   reasonLength: 64,
   messageLength: 1024,
 } as const;
@@ -529,12 +530,77 @@ export const NodeNameClaimSpecSchema = z.object({
   releasedAt: DateTimeSchema.optional(),
 });
 
-/** A node name claimed through nodeflavor (ADR 0011); its name is the node name. */
+/** Why a join's node is not verified (the reason is the Warning Event's). */
+const JoinFailureSchema = z.object({
+  reason: z.string().max(LIMITS.reasonLength).regex(REASON_RE),
+  message: z.string().max(LIMITS.messageLength),
+  since: DateTimeSchema,
+});
+export type JoinFailure = z.infer<typeof JoinFailureSchema>;
+
+/**
+ * The join the claim carries (the current one, or the last once released): its token, its
+ * request, and what became of it after the approval (ADR 0016).
+ */
+const JoinSchema = z.object({
+  tokenName: z.string().max(253),
+  tokenID: z.string().regex(TOKEN_ID_RE),
+  /** The request that made the join (a retry of the same join is approved on spec.holder.csrName). */
+  csrName: z.string().max(253),
+  /** The Node that registered under this join, once seen. */
+  nodeUID: z.string().max(LIMITS.nodeUIDLength).optional(),
+  registeredAt: DateTimeSchema.optional(),
+  /** When the node's flavor token was verified and the flavor applied. */
+  verifiedAt: DateTimeSchema.optional(),
+  /** Why the node is not verified, while it is not. */
+  failure: JoinFailureSchema.optional(),
+  /**
+   * The token was consumed by its joins and its bootstrap Secret deleted before this join's Node
+   * was recorded (the deletion is done once, then recorded here).
+   */
+  secretDeleted: z.boolean().optional(),
+});
+export type Join = z.infer<typeof JoinSchema>;
+
+export const JOIN_HISTORY_EVENTS = [
+  'Claimed',
+  'Retried',
+  'Rebound',
+  'Registered',
+  'Verified',
+  'Refused',
+  'Released',
+] as const;
+export type JoinHistoryEvent = (typeof JOIN_HISTORY_EVENTS)[number];
+
+/** One step of a name's joins, as `kubectl describe nodenameclaim` shows them (newest last). */
+const JoinHistoryEntrySchema = z.object({
+  at: DateTimeSchema,
+  event: z.enum(JOIN_HISTORY_EVENTS),
+  tokenID: z.string().regex(TOKEN_ID_RE).optional(),
+  csrName: z.string().max(253).optional(),
+  nodeUID: z.string().max(LIMITS.nodeUIDLength).optional(),
+  reason: z.string().max(LIMITS.reasonLength).regex(REASON_RE).optional(),
+  message: z.string().max(LIMITS.messageLength).optional(),
+});
+export type JoinHistoryEntry = z.infer<typeof JoinHistoryEntrySchema>;
+
+export const NodeNameClaimStatusSchema = z.object({
+  join: JoinSchema.optional(),
+  history: z.array(JoinHistoryEntrySchema).max(LIMITS.joinHistory).optional(),
+});
+export type NodeNameClaimStatus = z.infer<typeof NodeNameClaimStatusSchema>;
+
+/**
+ * A node name claimed through nodeflavor (ADR 0011), and the record of the join that claimed it
+ * (ADR 0016): its name is the node name. Written only by the controller's join reconciler.
+ */
 export const NodeNameClaimSchema = z.object({
   apiVersion: z.literal(API_VERSION),
   kind: z.literal(NODE_NAME_CLAIM_KIND),
   metadata: ObjectMetaSchema,
   spec: NodeNameClaimSpecSchema,
+  status: NodeNameClaimStatusSchema.optional(),
 });
 export type NodeNameClaim = z.infer<typeof NodeNameClaimSchema>;
 

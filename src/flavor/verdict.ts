@@ -5,6 +5,7 @@
 // metric label, from a small fixed set) and a message that never holds a secret.
 import { TOKEN_LABEL_KEY } from './admission.ts';
 import type { CsrSubject } from './csr.ts';
+import { joinRequestKind, provenAfter } from './join-request.ts';
 import { FLAVOR_TOKEN_PATTERN, verifyFlavorToken } from './flavor-token.ts';
 import type { KeyRing } from './keyring.ts';
 import { type FlavorClassSpec, matchesNodeName, NODES_GROUP, type TokenBinding } from './resources.ts';
@@ -100,22 +101,32 @@ export interface CsrFacts {
 
 /** What the cluster says about the node name a CSR asks for (gathered from the caches). */
 export interface NameFacts {
-  /** Another token holds a live binding of this name (its Node exists, or has yet to register). */
+  /** Another token holds a live join of this name (its Node exists, or has yet to register). */
   boundByOtherToken: boolean;
   /** The Node of this name, if one exists now. */
   node?: { uid: string; createdAt: Date };
   /**
-   * The CSR of this token's binding of the name has been issued its certificate: its machine can
-   * register (and may have registered, and deleted, a Node) before the binding records a Node UID.
+   * The request this token's join of the name was approved on was issued its certificate, or is
+   * gone (kube-controller-manager's cleaner deletes issued CSRs after an hour: gone counts as
+   * issued): its machine can register (and may have registered, and deleted, a Node) before the
+   * join records a Node UID (join-request.ts).
    */
-  boundCsrIssued?: boolean;
+  joinCsrIssued?: boolean;
+  /**
+   * Another requester (a plain kubeadm token, another token, the node itself) was issued a kubelet
+   * client certificate for this name, and its request is still on record: that machine can
+   * register the Node. Its CSR's name.
+   */
+  certifiedElsewhere?: string;
+  /** A live token other than this one is issued for exactly this name (its spec.nodeName): its ID. */
+  reservedFor?: string;
 }
 
 export type BindingDecision =
   | { kind: 'bind'; nodeName: string }
-  /** This CSR, or a retry of the same join before its Node registered: approvable, no further use. */
-  | { kind: 'already-bound'; nodeName: string }
-  /** A re-installed machine of a rejoin token, its Node still there: the binding moves to this CSR. */
+  /** This CSR's own join (judged again), or a retry of the same join: approvable, no further use. */
+  | { kind: 'already-bound'; nodeName: string; retry?: boolean }
+  /** A re-installed machine of a rejoin token, its Node still there: the join moves to this CSR. */
   | { kind: 'rebind'; nodeName: string }
   | { kind: 'reject'; nodeName?: string; failure: Failure };
 
@@ -224,15 +235,26 @@ const nameAllowed: BindingCheck = (csr, token) =>
         message: `node name "${csr.nodeName}" does not match token ${token.tokenId}'s ${token.nodeName ? `nodeName "${token.nodeName}"` : `nodeNamePattern "${token.nodeNamePattern}"`}`,
       };
 
-// A name is one node's: a live binding under another token, or a Node that existed before this
-// request (so this token did not create it), keeps it from a second token holder (a squatter).
-/** The refusal of a node name another token's live binding holds. */
+// A name is one node's: a live join under another token, a Node that existed before this request
+// (so this token did not create it), or another requester's kubelet certificate for it keeps it
+// from a second token holder (a squatter); a name a live token is issued for is that token's.
+/** The refusal of a node name another token's live join holds. */
 export function nameBoundElsewhere(nodeName: string, tokenId: string): Failure {
   return {
     reason: 'NameTaken',
     message: `node name "${nodeName}" is bound to another token: token ${tokenId} cannot claim it`,
   };
 }
+
+// A token issued for one node name (spec.nodeName) reserves it while it is live: the machine the
+// admin meant is never locked out by a token for any name that asked first.
+const nameNotReserved: BindingCheck = (csr, token, name) =>
+  name.reservedFor !== undefined && name.reservedFor !== token.tokenId && token.nodeName !== csr.nodeName
+    ? {
+        reason: 'NameTaken',
+        message: `node name "${csr.nodeName}" is reserved for token ${name.reservedFor}, which was issued for exactly that name: token ${token.tokenId} cannot claim it`,
+      }
+    : undefined;
 
 const nameFree: BindingCheck = (csr, token, name) => {
   if (name.boundByOtherToken) return nameBoundElsewhere(csr.nodeName, token.tokenId);
@@ -245,25 +267,20 @@ const nameFree: BindingCheck = (csr, token, name) => {
       reason: 'NameTaken',
       message: `node "${csr.nodeName}" existed before this request: token ${token.tokenId} did not create it`,
     };
+  if (name.certifiedElsewhere !== undefined)
+    return {
+      reason: 'NameTaken',
+      message: `another requester holds a kubelet certificate for node "${csr.nodeName}" (CSR ${name.certifiedElsewhere}): token ${token.tokenId} cannot claim it`,
+    };
   return undefined;
 };
-
-/**
- * A rejoin token joins again only with a CSR made after its machine proved its TPM again: its
- * earlier Secret may still be valid for a while, and must not earn a second join.
- */
-function joinsAfterNewAttestation(csr: { createdAt: Date }, token: TokenFacts, boundAt?: Date): boolean {
-  const attestedAt = token.attestedAt?.getTime();
-  if (attestedAt === undefined || csr.createdAt.getTime() < attestedAt) return false;
-  return boundAt === undefined || boundAt.getTime() < attestedAt;
-}
 
 // A rejoin token's joins are its one machine's, under its one pinned name (nameAllowed): each
 // after a new attestation of that machine, not counted against maxUses.
 const usesLeft: BindingCheck = (csr, token) =>
   (
     token.rejoin
-      ? token.uses > 0 && !joinsAfterNewAttestation(csr, token)
+      ? token.uses > 0 && !provenAfter(csr.createdAt, token.attestedAt)
       : token.maxUses > 0 && token.uses >= token.maxUses
   )
     ? {
@@ -286,6 +303,7 @@ const BINDING_CHAIN: BindingCheck[] = [
   notRevoked,
   notExpired,
   nameAllowed,
+  nameNotReserved,
   nameFree,
   usesLeft,
   roomForBinding,
@@ -310,40 +328,36 @@ export function decideBinding(
         message: `CSR ${csr.name} was made with a bootstrap token nodeflavor did not issue`,
       },
     };
-  // Idempotent: a binding already recorded for this CSR uses no further use; nor does a retry of
-  // the same join (another CSR for the name) while its Node has not registered. Once it has, the
-  // node renews its certificate with its own credentials: a bootstrap CSR for it is refused.
-  const existing = token.bindings.find((b) => b.csrName === csr.name || b.nodeName === nodeName);
-  if (existing) {
-    const registered = existing.nodeUID !== undefined && existing.nodeUID === name.node?.uid;
-    if (
-      existing.csrName !== csr.name &&
-      registered &&
-      token.rejoin &&
-      joinsAfterNewAttestation(csr, token, new Date(existing.boundAt))
-    ) {
-      // A new join of the same machine, once per attestation: judged as a new binding would be.
-      for (const check of [madeAfterIssue, notRevoked, notExpired, nameAllowed]) {
-        const failure = check({ ...csr, nodeName }, token, name);
-        if (failure) return { kind: 'reject', nodeName, failure };
-      }
-      return { kind: 'rebind', nodeName };
+  // The join this token already holds under the name (join-request.ts says what this request is).
+  const existing = token.bindings.find((b) => b.nodeName === nodeName);
+  const kind = existing
+    ? joinRequestKind(existing, {
+        csr,
+        joinCsrIssued: name.joinCsrIssued === true,
+        ...(name.node ? { nodeUid: name.node.uid } : {}),
+        ...(token.rejoin ? { rejoin: true } : {}),
+        provenAgain: provenAfter(csr.createdAt, token.attestedAt, existing && new Date(existing.boundAt)),
+      })
+    : undefined;
+  if (kind === 'rebind') {
+    // A new join of the same machine, once per attestation: judged as a new binding would be.
+    for (const check of [madeAfterIssue, notRevoked, notExpired, nameAllowed]) {
+      const failure = check({ ...csr, nodeName }, token, name);
+      if (failure) return { kind: 'reject', nodeName, failure };
     }
-    // A retry of the same join is only one whose first request never got its certificate: once
-    // it did, its machine could register a Node and delete it before the binding recorded the
-    // Node's UID, and a new request for the name would be a second machine on a single use.
-    const certified = existing.nodeUID === undefined && name.boundCsrIssued === true;
-    if (existing.csrName !== csr.name && (registered || certified))
-      return {
-        kind: 'reject',
-        nodeName,
-        failure: {
-          reason: 'AlreadyJoined',
-          message: `node ${nodeName} already joined with token ${token.tokenId}: a joined node does not bootstrap again`,
-        },
-      };
-    return { kind: 'already-bound', nodeName };
+    return { kind: 'rebind', nodeName };
   }
+  if (kind === 'already-joined')
+    return {
+      kind: 'reject',
+      nodeName,
+      failure: {
+        reason: 'AlreadyJoined',
+        message: `node ${nodeName} already joined with token ${token.tokenId}: a joined node does not bootstrap again`,
+      },
+    };
+  if (kind === 'same') return { kind: 'already-bound', nodeName };
+  if (kind === 'retry') return { kind: 'already-bound', nodeName, retry: true };
   for (const check of BINDING_CHAIN) {
     const failure = check({ ...csr, nodeName }, token, name);
     if (failure) return { kind: 'reject', nodeName, failure };

@@ -52,6 +52,20 @@ export async function replaceClaim(kubeConfig: KubeConfig, claim: NodeNameClaim)
   return NodeNameClaimSchema.parse(written);
 }
 
+/** Deletes exactly this version of the claim (a KubeError 409 when it changed; gone already is fine). */
+export async function deleteClaimVersion(kubeConfig: KubeConfig, claim: NodeNameClaim): Promise<void> {
+  await orUndefinedIfNotFound(
+    kubeJson(kubeConfig, 'DELETE', claimPath(claim.metadata.name ?? ''), {
+      action: `collect the released claim on node name ${claim.metadata.name}`,
+      body: {
+        apiVersion: 'v1',
+        kind: 'DeleteOptions',
+        preconditions: { uid: claim.metadata.uid, resourceVersion: claim.metadata.resourceVersion },
+      },
+    }),
+  );
+}
+
 /** The Node as the API server has it now (trimmed); undefined when there is none. */
 export async function readNode(kubeConfig: KubeConfig, name: string): Promise<TrimmedNode | undefined> {
   const raw = await orUndefinedIfNotFound(

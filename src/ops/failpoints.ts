@@ -11,7 +11,19 @@ for (const entry of (process.env.NODEFLAVOR_FAILPOINTS ?? '').split(',').filter(
   enabled.set(at < 0 ? entry : entry.slice(0, at), at < 0 ? '' : entry.slice(at + 1));
 }
 
-type Failpoint = 'after-binding-recorded' | 'after-node-verified';
+/**
+ * The crash points between the steps of a join (ADR 0016), in order: a fault test kills the
+ * leader at each and checks that the next one ends the join the same way, saying the same.
+ */
+export const JOIN_FAILPOINTS = [
+  'after-name-claimed',
+  'after-node-read',
+  'after-use-counted',
+  'after-csr-approved',
+  'after-node-verified',
+  'after-secret-deleted',
+] as const;
+type Failpoint = (typeof JOIN_FAILPOINTS)[number];
 
 export function failpoint(name: Failpoint): void {
   if (enabled.has(name)) process.kill(process.pid, 'SIGKILL');
