@@ -12,8 +12,8 @@ import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
 import type { ControllerApi } from './api.ts';
-import type { ControllerMetrics } from './metrics.ts';
 import type { Indexes } from './indexes.ts';
+import type { ControllerMetrics } from './metrics.ts';
 
 /** What reconcilers read of a list/watch cache (src/kube/listwatch.ts; a Map in unit tests). */
 export interface Cache<T> {

@@ -104,7 +104,8 @@ export const nodesOfToken = (event: CacheEvent<StoredToken>, { caches, indexes }
     for (const name of indexes.claimsByTokenUid.get(event.object.metadata.uid))
       if (caches.claims.get(name)) keys.add(name);
   const before = new Set((event.previous?.status?.rejections ?? []).map((r) => r.csrName));
-  for (const r of event.object.status?.rejections ?? []) if (r.nodeName && !before.has(r.csrName)) keys.add(r.nodeName);
+  for (const r of event.object.status?.rejections ?? [])
+    if (r.nodeName && !before.has(r.csrName)) keys.add(r.nodeName);
   return [...keys];
 };
 
@@ -112,7 +113,9 @@ export const nodesOfToken = (event: CacheEvent<StoredToken>, { caches, indexes }
 function claimChanged({ type, object, previous }: CacheEvent<NodeNameClaim>): boolean {
   if (type !== 'MODIFIED' || previous === undefined) return true;
   const holder = (c: NodeNameClaim) => `${c.spec.holder?.tokenUID}/${c.spec.holder?.csrName}`;
-  return holder(object) !== holder(previous) || object.status?.join?.nodeUID !== previous.status?.join?.nodeUID;
+  return (
+    holder(object) !== holder(previous) || object.status?.join?.nodeUID !== previous.status?.join?.nodeUID
+  );
 }
 
 /** A name claimed, taken over or released: its Node is judged again (quarantine, binding). */

@@ -1,6 +1,7 @@
 // What the reconcilers read of cached objects, as the pure core takes it: a token's facts (with
 // the joins its records carry), a Node's, a CSR's. No I/O, no memory of its own.
 import { attestedRecord } from '../flavor/attestation-decision.ts';
+import type { JoinSecretFacts } from '../flavor/bootstrap-secret.ts';
 import { bindingOf } from '../flavor/node-name-claim.ts';
 import type { FlavoredToken, NodeNameClaim, TokenBinding } from '../flavor/resources.ts';
 import { recordExpiresAt, TOKEN_ID_LABEL } from '../flavor/resources.ts';
@@ -35,6 +36,29 @@ export function joinsOf(token: StoredToken, records: Iterable<NodeNameClaim>): T
     if (binding) joins.push(binding);
   }
   return joins;
+}
+
+/**
+ * The joins that counted the token's uses (its ledger, status.bindings), each with what its record
+ * says of it (ADR 0016): the ledger is written with the use, so no join is missed however the
+ * record's watch lags; one whose record is not (or no longer) its own shows no registration.
+ */
+export function ledgerJoins(
+  token: StoredToken,
+  recordOf: (nodeName: string) => NodeNameClaim | undefined,
+): (JoinSecretFacts & { nodeName: string; csrName: string })[] {
+  return (token.status?.bindings ?? []).map((entry) => {
+    const record = recordOf(entry.nodeName);
+    const join = record?.spec.holder?.tokenUID === token.metadata.uid ? record.status?.join : undefined;
+    const own = join?.csrName === entry.csrName ? join : undefined;
+    return {
+      nodeName: entry.nodeName,
+      csrName: entry.csrName,
+      boundAt: entry.boundAt,
+      ...(own?.registeredAt ? { registeredAt: own.registeredAt } : {}),
+      ...(own?.secretDeleted ? { secretDeleted: true } : {}),
+    };
+  });
 }
 
 /**

@@ -109,6 +109,8 @@ export class Indexes {
   readonly nodeFlavors = new NodeFlavors();
   private readonly subjects = new Map<string, Promise<CsrFacts['subject']>>();
   private readonly nodeNameOfCsr = new Map<string, string>();
+  /** Subjects being parsed for csrsByNodeName: a join waits for them (csrsNaming). */
+  private readonly parsing = new Set<Promise<unknown>>();
   /** The Warning reason last reported per Node UID (Event deduplication; a new leader reports once). */
   private readonly lastReported = new Map<string, string>();
 
@@ -162,13 +164,25 @@ export class Indexes {
       return;
     }
     if (id) this.csrsByTokenId.add(id, name);
-    if (!this.nodeNameOfCsr.has(name))
-      void this.subject(csr).then((subject) => {
+    if (!this.nodeNameOfCsr.has(name)) {
+      const indexed = this.subject(csr).then((subject) => {
         // Still the same request (not deleted, or re-made under its name, meanwhile).
         if (!subject.ok || this.subjects.get(csr.metadata.uid) === undefined) return;
         this.nodeNameOfCsr.set(name, subject.nodeName);
         this.csrsByNodeName.add(subject.nodeName, name);
       });
+      this.parsing.add(indexed);
+      void indexed.finally(() => this.parsing.delete(indexed));
+    }
+  }
+
+  /**
+   * The kubelet client CSRs that ask for `nodeName`, every request seen so far included: a
+   * subject still being parsed is waited for, so a competing request is never missed for lag.
+   */
+  async csrsNaming(nodeName: string): Promise<string[]> {
+    while (this.parsing.size > 0) await Promise.all([...this.parsing]);
+    return this.csrsByNodeName.get(nodeName);
   }
 
   private subject(csr: CsrObject): Promise<CsrFacts['subject']> {

@@ -23,7 +23,7 @@ import type { TrimmedNode } from '../kube/node-writes.ts';
 import type { StoredToken } from '../kube/token-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
-import { hasCondition, nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './facts.ts';
+import { hasCondition, ledgerJoins, nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './facts.ts';
 import { requestsOf } from './indexes.ts';
 import type { PassResult } from './join-judge.ts';
 
@@ -83,10 +83,11 @@ function secretGoesNow(ctx: ControllerContext, token: StoredToken, record: NodeN
     ctx.now(),
   );
   if (!state.consumed || state.revoked || state.expired) return false;
-  return ctx.indexes.claimsByTokenUid.get(token.metadata.uid).every((name) => {
-    if (name === record.metadata.name) return true;
-    return ctx.caches.claims.get(name)?.status?.join?.nodeUID !== undefined;
-  });
+  return ledgerJoins(token, (name) => ctx.caches.claims.get(name)).every(
+    (join) =>
+      join.nodeName === record.metadata.name ||
+      (join.registeredAt !== undefined && Date.parse(join.registeredAt) >= Date.parse(join.boundAt)),
+  );
 }
 
 /** Keeps the record of a decided (or gone) request true; see the file's head. */
@@ -119,7 +120,12 @@ export async function followRecord(ctx: ControllerContext, record: NodeNameClaim
     ctx.log.info({ node: nodeName, token: holder.tokenID, why: release.reason }, 'join record released');
     if (token)
       ctx.events.emit(
-        { apiVersion: token.apiVersion, kind: 'FlavoredToken', name: token.metadata.name, uid: token.metadata.uid },
+        {
+          apiVersion: token.apiVersion,
+          kind: 'FlavoredToken',
+          name: token.metadata.name,
+          uid: token.metadata.uid,
+        },
         'Normal',
         'BindingReleased',
         release.message,
@@ -127,7 +133,8 @@ export async function followRecord(ctx: ControllerContext, record: NodeNameClaim
     return { done: ctx.config.claimGrace };
   }
   const join = record.status?.join;
-  if (!node || (join?.nodeUID !== undefined && join.nodeUID !== node.metadata.uid)) return { done: undefined };
+  if (!node || (join?.nodeUID !== undefined && join.nodeUID !== node.metadata.uid))
+    return { done: undefined };
   const outcome = await judgedOutcome(ctx, node, token);
   if (!outcome) return { done: undefined }; // not judged yet: the node reconciler's write brings us back
   const now = rfc3339(ctx.now());

@@ -19,8 +19,8 @@ import {
   claimStanding,
   joinHoldsName,
   newClaim,
-  releasedClaim,
   reboundClaim,
+  releasedClaim,
   retriedClaim,
   takenOverClaim,
   useCounted,
@@ -53,9 +53,16 @@ const conflict = (error: unknown) => error instanceof KubeError && error.status 
 
 /** How long a CSR whose token exists but is not in our cache yet waits to be judged again. */
 const LAGGING_CACHE_RETRY_MS = 1_000;
+/** How long a CSR for a name whose record is being deleted waits for it to go. */
+const DELETING_RECORD_RETRY_MS = 1_000;
 
 function involvedToken(token: StoredToken) {
-  return { apiVersion: token.apiVersion, kind: 'FlavoredToken', name: token.metadata.name, uid: token.metadata.uid };
+  return {
+    apiVersion: token.apiVersion,
+    kind: 'FlavoredToken',
+    name: token.metadata.name,
+    uid: token.metadata.uid,
+  };
 }
 
 /** The records `token` holds, from the cache. */
@@ -97,23 +104,29 @@ function mayHoldCertificate(request: CsrObject | undefined): boolean {
 }
 
 /** What the caches say of the name `csr` asks for, as the binding decision takes it. */
-function nameFacts(
+async function nameFacts(
   ctx: ControllerContext,
   csr: CsrObject,
   nodeName: string,
   token: StoredToken,
   record: NodeNameClaim | undefined,
-): NameFacts {
+): Promise<NameFacts> {
   const node = ctx.caches.nodes.get(nodeName);
   const standing = record ? claimStanding(record, token.metadata.uid) : undefined;
   const facts: NameFacts = {
     boundByOtherToken:
-      standing?.kind === 'other' && joinHoldsName(record as NodeNameClaim, cachedHolderFacts(ctx, record as NodeNameClaim)),
-    ...(node ? { node: { uid: node.metadata.uid, createdAt: new Date(node.metadata.creationTimestamp) } } : {}),
+      standing?.kind === 'other' &&
+      joinHoldsName(record as NodeNameClaim, cachedHolderFacts(ctx, record as NodeNameClaim)),
+    ...(node
+      ? { node: { uid: node.metadata.uid, createdAt: new Date(node.metadata.creationTimestamp) } }
+      : {}),
   };
-  if (standing?.kind === 'ours' && mayHoldCertificate(ctx.caches.csrs.get(record?.spec.holder?.csrName ?? '')))
+  if (
+    standing?.kind === 'ours' &&
+    mayHoldCertificate(ctx.caches.csrs.get(record?.spec.holder?.csrName ?? ''))
+  )
     facts.joinCsrIssued = true;
-  for (const other of ctx.indexes.csrsByNodeName.get(nodeName)) {
+  for (const other of await ctx.indexes.csrsNaming(nodeName)) {
     const request = ctx.caches.csrs.get(other);
     if (request && request.spec.username !== csr.spec.username && csrIssued(request)) {
       facts.certifiedElsewhere = other;
@@ -129,6 +142,23 @@ function nameFacts(
     }
   }
   return facts;
+}
+
+/** A newer request than `csr`, of the same requester for the same name, still pending or approved. */
+async function newerRequest(
+  ctx: ControllerContext,
+  csr: CsrObject,
+  nodeName: string,
+): Promise<string | undefined> {
+  const after = (a: CsrObject, b: CsrObject) =>
+    a.metadata.creationTimestamp > b.metadata.creationTimestamp ||
+    (a.metadata.creationTimestamp === b.metadata.creationTimestamp && a.metadata.name > b.metadata.name);
+  for (const name of await ctx.indexes.csrsNaming(nodeName)) {
+    const other = ctx.caches.csrs.get(name);
+    if (!other || name === csr.metadata.name || other.spec.username !== csr.spec.username) continue;
+    if (!hasCondition(other, 'Denied', 'Failed') && after(other, csr)) return name;
+  }
+  return undefined;
 }
 
 /**
@@ -175,22 +205,40 @@ async function confirmedNameRefusal(
 }
 
 /** Judges a pending (or, without our approval, an approved unbound) CSR of `token`'s, and carries it out. */
-export async function judgeRequest(ctx: ControllerContext, csr: CsrObject, token: StoredToken): Promise<PassResult> {
+export async function judgeRequest(
+  ctx: ControllerContext,
+  csr: CsrObject,
+  token: StoredToken,
+): Promise<PassResult> {
   // A recorded refusal is final: carried out (its denial may not be written yet), never judged again.
   const recorded = token.status?.rejections?.find((r) => r.csrName === csr.metadata.name);
   if (recorded) return carryOutRefusal(ctx, csr, token, recorded.nodeName, recorded);
   const csrFacts = await ctx.indexes.csrFacts(csr);
   const nodeName = csrFacts.subject.ok ? csrFacts.subject.nodeName : undefined;
   const record = nodeName ? ctx.caches.claims.get(nodeName) : undefined;
-  const name: NameFacts = nodeName ? nameFacts(ctx, csr, nodeName, token, record) : { boundByOtherToken: false };
+  const name: NameFacts = nodeName
+    ? await nameFacts(ctx, csr, nodeName, token, record)
+    : { boundByOtherToken: false };
   const facts = tokenFacts(token, joinsOf(token, recordsOf(ctx, token)));
   const decision = decideBinding(csrFacts, facts, name);
+  // The same join asked again (the kubelet retried): the newest request is the one approved.
+  const joinsAgain =
+    decision.kind === 'already-bound' ||
+    (decision.kind === 'reject' && decision.failure.reason === 'AlreadyJoined');
+  const newer = joinsAgain && nodeName ? await newerRequest(ctx, csr, nodeName) : undefined;
+  if (newer)
+    return refuse(ctx, csr, token, nodeName, {
+      reason: 'Superseded',
+      message: `a newer request of the same join (CSR ${newer}) is the one approved for node ${nodeName}`,
+    });
   if (decision.kind === 'reject') {
     if (decision.failure.reason === 'NameTaken' && nodeName) {
       if (!(await confirmedNameRefusal(ctx, nodeName, token, name))) return 'again';
     }
     return refuse(ctx, csr, token, decision.nodeName, decision.failure);
   }
+  // A record an admin deleted stays until its join ends (its finalizer): nothing claims it meanwhile.
+  if (decision.kind === 'bind' && record?.metadata.deletionTimestamp) return done(DELETING_RECORD_RETRY_MS);
   const at = rfc3339(ctx.now());
   let held: NodeNameClaim;
   try {
@@ -300,7 +348,10 @@ async function refuse(
 ): Promise<PassResult> {
   const refusal = { csrName: csr.metadata.name, nodeName, reason: failure.reason, message: failure.message };
   try {
-    const written = await ctx.api.writeTokenStatus(token, withRefusal(token.status ?? {}, refusal, ctx.now()));
+    const written = await ctx.api.writeTokenStatus(
+      token,
+      withRefusal(token.status ?? {}, refusal, ctx.now()),
+    );
     ctx.caches.tokens.assume(written);
   } catch (error) {
     if (!conflict(error)) throw error;
@@ -323,7 +374,14 @@ async function carryOutRefusal(
 ): Promise<PassResult> {
   const record = nodeName ? ctx.caches.claims.get(nodeName) : undefined;
   const holder = record?.spec.holder;
-  if (record && holder?.tokenUID === token.metadata.uid && holder.csrName === csr.metadata.name && !record.status?.join?.nodeUID) {
+  // A superseded request's join goes on with its newer request: its record stays.
+  if (
+    record &&
+    failure.reason !== 'Superseded' &&
+    holder?.tokenUID === token.metadata.uid &&
+    holder.csrName === csr.metadata.name &&
+    !record.status?.join?.nodeUID
+  ) {
     try {
       ctx.caches.claims.assume(
         await ctx.api.replaceClaim(
@@ -345,7 +403,11 @@ async function carryOutRefusal(
 }
 
 /** A CSR made with a bootstrap token nodeflavor did not issue: refused in our bootstrap group. */
-export async function refuseForeign(ctx: ControllerContext, csr: CsrObject, tokenId: string): Promise<PassResult> {
+export async function refuseForeign(
+  ctx: ControllerContext,
+  csr: CsrObject,
+  tokenId: string,
+): Promise<PassResult> {
   if (!ctx.config.csrApprover || !csrPending(csr) || !csr.spec.groups?.includes(ctx.config.bootstrapGroup))
     return done();
   // A denial is final for the CSR: never deny from a cache that may lag (a new leader right

@@ -21,9 +21,9 @@ import { KubeReviews } from '../kube/reviews.ts';
 import { checkAutoApproval } from './auto-approval.ts';
 import { watchedCaches } from './caches.ts';
 import type { CacheName, Caches, ControllerContext } from './context.ts';
+import { Indexes } from './indexes.ts';
 import { controllerMetrics } from './metrics.ts';
 import { enqueueAll as enqueueEvery, reconcilerQueues, routeEvents } from './routing.ts';
-import { Indexes } from './indexes.ts';
 import { termContexts } from './term-context.ts';
 import { RECONCILERS } from './wiring.ts';
 

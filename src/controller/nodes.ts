@@ -38,8 +38,8 @@ import { signedRecordAnnotation } from '../flavor/verification-record.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
-import type { ControllerContext, Requeue } from './context.ts';
 import { boundTokenOf, refusalsForName } from './bound-token.ts';
+import type { ControllerContext, Requeue } from './context.ts';
 import { nodeFacts } from './facts.ts';
 
 function flavorClassMap(ctx: ControllerContext): Map<string, FlavorClassSpec> {
@@ -247,7 +247,8 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
       // The node's own join (not one left by a Node of this name that is gone) is told why by the
       // refusal record this write leaves on the Node (the join reconciler copies it onto the join's
       // record), and so is the token's holder, by a Warning on the token.
-      const own = bound && (!bound.binding.nodeUID || bound.binding.nodeUID === facts.uid) ? bound : undefined;
+      const own =
+        bound && (!bound.binding.nodeUID || bound.binding.nodeUID === facts.uid) ? bound : undefined;
       const refusal = refusalAnnotation(verdict.failure, facts.annotations[REFUSED_ANNOTATION], rfc3339(now));
       const desired = converge(facts, keyRing, applied, keys, undefined, joined, refusal);
       const changed = !nodeMatches(facts, desired);

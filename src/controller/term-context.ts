@@ -9,8 +9,8 @@ import type { KeyRingWatch } from '../kube/keyring-watch.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { kubeControllerApi } from './api.ts';
 import type { Caches, ControllerContext } from './context.ts';
-import type { ControllerMetrics } from './metrics.ts';
 import type { Indexes } from './indexes.ts';
+import type { ControllerMetrics } from './metrics.ts';
 
 /** Makes each term's context; the parts that outlive terms are given once. */
 export function termContexts(shared: {

@@ -6,7 +6,7 @@
 // that, deletes a keyed issuance's half-made record, and runs revocation before a deleted token
 // goes (finalizer). Its joins are on their records, written by the join reconciler, which also
 // counts uses; this reconciler writes nothing else. One status write per change.
-import { bootstrapSecretDeleteAfterMs, type JoinSecretFacts } from '../flavor/bootstrap-secret.ts';
+import { bootstrapSecretDeleteAfterMs } from '../flavor/bootstrap-secret.ts';
 import {
   IDEMPOTENCY_ANNOTATION,
   REPLAY_MARGIN_MS,
@@ -25,7 +25,15 @@ import { readVerificationRecord } from '../flavor/verdict.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import { type StoredToken, TOKEN_FINALIZER } from '../kube/token-writes.ts';
 import { type ControllerContext, type Requeue, soonest } from './context.ts';
-import { attestedAtOf, csrPending, nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './facts.ts';
+import {
+  attestedAtOf,
+  csrPending,
+  ledgerJoins,
+  nodeFacts,
+  tokenExpiresAt,
+  tokenFacts,
+  tokenIdOf,
+} from './facts.ts';
 
 const MAX_ATTEMPTS = 5;
 /** How often a deleted token looks again at what its finalizer waits for. */
@@ -37,14 +45,6 @@ function recordsOf(ctx: ControllerContext, token: StoredToken): NodeNameClaim[] 
     .get(token.metadata.uid)
     .map((name) => ctx.caches.claims.get(name))
     .filter((claim): claim is NodeNameClaim => claim?.spec.holder?.tokenUID === token.metadata.uid);
-}
-
-function secretFactsOf(records: NodeNameClaim[]): JoinSecretFacts[] {
-  return records.map((record) => ({
-    boundAt: record.spec.holder?.claimedAt ?? '',
-    ...(record.status?.join?.registeredAt ? { registeredAt: record.status.join.registeredAt } : {}),
-    ...(record.status?.join?.secretDeleted ? { secretDeleted: true } : {}),
-  }));
 }
 
 function lifecycleFacts(token: StoredToken): TokenLifecycleFacts {
@@ -116,7 +116,12 @@ async function removeIfHalfMade(
     return 1000; // changed since it was judged: judge it again
   }
   ctx.events.emit(
-    { apiVersion: token.apiVersion, kind: 'FlavoredToken', name: token.metadata.name, uid: token.metadata.uid },
+    {
+      apiVersion: token.apiVersion,
+      kind: 'FlavoredToken',
+      name: token.metadata.name,
+      uid: token.metadata.uid,
+    },
     'Warning',
     'IssuanceIncomplete',
     `token ${tokenId} was never marked issued and never used: deleted the record`,
@@ -149,7 +154,11 @@ function stillFlavoredBy(ctx: ControllerContext, nodeName: string, tokenId: stri
  * nodes to strip, and while a keyed issuance's Idempotency-Key may be replayed (a replay finds the
  * record and is refused, rather than minting a new token under the revoked ID).
  */
-async function finalize(ctx: ControllerContext, token: StoredToken, tokenId: string | undefined): Promise<Requeue> {
+async function finalize(
+  ctx: ControllerContext,
+  token: StoredToken,
+  tokenId: string | undefined,
+): Promise<Requeue> {
   const name = token.metadata.name;
   if (tokenId && !secretDeletedRecorded(token.status, attestedAtOf(token).attestedAt)) {
     await ctx.api.deleteBootstrapSecret(tokenId);
@@ -160,7 +169,9 @@ async function finalize(ctx: ControllerContext, token: StoredToken, tokenId: str
   const pending = ctx.indexes.csrsByTokenId
     .get(tokenId ?? '')
     .map((csrName) => ctx.caches.csrs.get(csrName))
-    .some((csr) => csr !== undefined && csrPending(csr) && csr.spec.groups?.includes(ctx.config.bootstrapGroup));
+    .some(
+      (csr) => csr !== undefined && csrPending(csr) && csr.spec.groups?.includes(ctx.config.bootstrapGroup),
+    );
   if (pending && ctx.config.csrApprover) return FINALIZER_RECHECK_MS;
   if (
     tokenFacts(token).stripNodesOnRevoke &&
@@ -178,7 +189,10 @@ async function finalize(ctx: ControllerContext, token: StoredToken, tokenId: str
  * was ever recorded: no status is written (ADR 0015). Its printer columns and every reader take
  * the token ID from its label and the expiry from its spec; an issuance is two writes, not three.
  */
-function nothingToRecord(token: StoredToken, state: { consumed: boolean; expired: boolean; revoked: boolean }) {
+function nothingToRecord(
+  token: StoredToken,
+  state: { consumed: boolean; expired: boolean; revoked: boolean },
+) {
   return Object.keys(token.status ?? {}).length === 0 && !state.expired && !state.revoked && !state.consumed;
 }
 
@@ -208,7 +222,12 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     if (nothingToRecord(fresh, state)) return undefined;
     let status = lifecycleStatus(fresh.status ?? {}, facts, now);
     const { attestedAt } = attestedAtOf(fresh);
-    deleteAfter = bootstrapSecretDeleteAfterMs(state, secretFactsOf(recordsOf(ctx, fresh)), now, attestedAt);
+    deleteAfter = bootstrapSecretDeleteAfterMs(
+      state,
+      ledgerJoins(fresh, (n) => ctx.caches.claims.get(n)),
+      now,
+      attestedAt,
+    );
     if (deleteAfter === 0 && !secretDeletedRecorded(status, attestedAt)) {
       // Deleted first, then recorded in this same status write (a crash in between deletes it
       // again next time: a 404 is fine). Once only, should a 409 make us decide again.

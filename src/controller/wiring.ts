@@ -75,10 +75,13 @@ export const RECONCILERS: readonly ReconcilerWiring[] = [
     watches: {
       csrs: watch('a bootstrap CSR, or one a join record names: itself', joinRequest),
       tokens: watch(
-        'added, its spec changed, or being deleted: its requests and its joins\' requests',
+        "added, its spec changed, or being deleted: its requests and its joins' requests",
         requestsOfToken,
       ),
-      nodes: watch("registered, judged or gone: the request its name's join record follows", requestOfNodesRecord),
+      nodes: watch(
+        "registered, judged or gone: the request its name's join record follows",
+        requestOfNodesRecord,
+      ),
     },
     resync: joinRequests,
     retryLog: { field: 'csr', message: 'join reconcile failed; retrying' },
@@ -90,8 +93,11 @@ export const RECONCILERS: readonly ReconcilerWiring[] = [
     owns: ['Nodes'],
     watches: {
       nodes: watch('the Node, unless deleted', itselfUnlessDeleted),
-      tokens: watch('its spec changed: the nodes of its joins; a new refusal: the node it names', nodesOfToken),
-      claims: watch('its holder or its join\'s Node changed: the Node of the name', claimedNode),
+      tokens: watch(
+        'its spec changed: the nodes of its joins; a new refusal: the node it names',
+        nodesOfToken,
+      ),
+      claims: watch("its holder or its join's Node changed: the Node of the name", claimedNode),
       classes: watch(
         "unless only its status changed: its tokens' joins' nodes, the nodes whose record names it or that carry its keys",
         nodesAClassCanChange,

@@ -41,7 +41,8 @@ export function bootstrapSecretDeleteAfterMs(
 ): number | undefined {
   if (token.revoked || token.expired) return 0;
   if (!token.consumed) return undefined;
-  const since = (j: JoinSecretFacts) => attestedAt !== undefined && Date.parse(j.boundAt) >= attestedAt.getTime();
+  const since = (j: JoinSecretFacts) =>
+    attestedAt !== undefined && Date.parse(j.boundAt) >= attestedAt.getTime();
   if (attestedAt !== undefined && !joins.some(since)) return undefined;
   const waiting = joins.filter((j) => !registeredSinceBound(j));
   // Every join registered: the last one's record says the join reconciler deleted it (after the

@@ -20,8 +20,8 @@ import {
   normalizeApplied,
   type TaintId,
 } from './applied-record.ts';
-import { type FlavorClassSpec, JOINED_LABEL_KEY, JOINED_LABEL_VALUE } from './resources.ts';
 import { REFUSED_ANNOTATION } from './refusal-record.ts';
+import { type FlavorClassSpec, JOINED_LABEL_KEY, JOINED_LABEL_VALUE } from './resources.ts';
 import { VERIFIED_ANNOTATION } from './verification-record.ts';
 
 type Taint = { key: string; value?: string; effect: string };

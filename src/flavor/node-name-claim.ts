@@ -8,6 +8,7 @@
 // is kept in memory between decisions.
 import {
   API_VERSION,
+  CLAIM_FINALIZER,
   type ClaimHolder,
   type Join,
   type JoinFailure,
@@ -24,7 +25,7 @@ export function newClaim(nodeName: string, holder: ClaimHolder): NodeNameClaim {
   return {
     apiVersion: API_VERSION,
     kind: NODE_NAME_CLAIM_KIND,
-    metadata: { name: nodeName, labels: { [TOKEN_ID_LABEL]: holder.tokenID } },
+    metadata: { name: nodeName, labels: { [TOKEN_ID_LABEL]: holder.tokenID }, finalizers: [CLAIM_FINALIZER] },
     spec: { holder },
     status: {
       join: joinOf(holder),
@@ -42,7 +43,8 @@ export function withHistory(
   history: readonly JoinHistoryEntry[] | undefined,
   entry: JoinHistoryEntry,
 ): JoinHistoryEntry[] {
-  const message = entry.message === undefined ? {} : { message: entry.message.slice(0, LIMITS.messageLength) };
+  const message =
+    entry.message === undefined ? {} : { message: entry.message.slice(0, LIMITS.messageLength) };
   return [...(history ?? []), { ...entry, ...message }].slice(-LIMITS.joinHistory);
 }
 
@@ -50,7 +52,14 @@ export function withHistory(
 export function takenOverClaim(claim: NodeNameClaim, holder: ClaimHolder): NodeNameClaim {
   return {
     ...claim,
-    metadata: { ...claim.metadata, labels: { ...claim.metadata.labels, [TOKEN_ID_LABEL]: holder.tokenID } },
+    metadata: {
+      ...claim.metadata,
+      labels: { ...claim.metadata.labels, [TOKEN_ID_LABEL]: holder.tokenID },
+      finalizers: [
+        ...(claim.metadata.finalizers ?? []).filter((f) => f !== CLAIM_FINALIZER),
+        CLAIM_FINALIZER,
+      ],
+    },
     spec: { holder },
     status: {
       join: joinOf(holder),
@@ -93,7 +102,10 @@ export function reboundClaim(claim: NodeNameClaim, csrName: string, at: string):
     spec: { holder: next },
     status: {
       ...claim.status,
-      join: { ...joinOf(next), ...(join?.nodeUID ? { nodeUID: join.nodeUID, registeredAt: join.registeredAt } : {}) },
+      join: {
+        ...joinOf(next),
+        ...(join?.nodeUID ? { nodeUID: join.nodeUID, registeredAt: join.registeredAt } : {}),
+      },
       history: withHistory(claim.status?.history, {
         at,
         event: 'Rebound',
@@ -113,13 +125,19 @@ export function useOf(claim: NodeNameClaim): TokenBinding | undefined {
   const holder = claim.spec.holder;
   const join = claim.status?.join;
   if (!holder || !claim.metadata.name) return undefined;
-  return { nodeName: claim.metadata.name, csrName: join?.csrName ?? holder.csrName, boundAt: holder.claimedAt };
+  return {
+    nodeName: claim.metadata.name,
+    csrName: join?.csrName ?? holder.csrName,
+    boundAt: holder.claimedAt,
+  };
 }
 
 /** Whether the token's ledger counts this record's join already (a join judged again counts none). */
 export function useCounted(claim: NodeNameClaim, ledger: readonly TokenBinding[] | undefined): boolean {
   const use = useOf(claim);
-  return use !== undefined && (ledger ?? []).some((b) => b.nodeName === use.nodeName && b.csrName === use.csrName);
+  return (
+    use !== undefined && (ledger ?? []).some((b) => b.nodeName === use.nodeName && b.csrName === use.csrName)
+  );
 }
 
 /** Why a record is released: its join ended, and the name is free again (uses are not given back). */
@@ -128,11 +146,16 @@ export interface Release {
   message: string;
 }
 
-/** The record with its holder gone: the name is free; the join and history stay, for readers. */
+/**
+ * The record with its holder gone: the name is free; the join and history stay, for readers. Its
+ * finalizer goes with the holder (a deletion asked for meanwhile completes now).
+ */
 export function releasedClaim(claim: NodeNameClaim, at: string, why: Release): NodeNameClaim {
   const holder = claim.spec.holder;
+  const finalizers = (claim.metadata.finalizers ?? []).filter((f) => f !== CLAIM_FINALIZER);
   return {
     ...claim,
+    metadata: { ...claim.metadata, finalizers },
     spec: { releasedAt: at },
     status: {
       ...claim.status,
@@ -175,7 +198,14 @@ export function withNodeOutcome(
   let next: Join = join;
   const history: JoinHistoryEntry[] = [];
   const step = (event: JoinHistoryEntry['event'], extra: Partial<JoinHistoryEntry> = {}) =>
-    history.push({ at: now, event, tokenID: join.tokenID, csrName: join.csrName, nodeUID: outcome.uid, ...extra });
+    history.push({
+      at: now,
+      event,
+      tokenID: join.tokenID,
+      csrName: join.csrName,
+      nodeUID: outcome.uid,
+      ...extra,
+    });
   if (join.nodeUID === undefined) {
     next = { ...next, nodeUID: outcome.uid, registeredAt: now };
     step('Registered');
@@ -250,7 +280,10 @@ export function releaseOf(claim: NodeNameClaim, facts: HolderFacts): Release | u
   if (!holder) return undefined;
   const nodeUID = claim.status?.join?.nodeUID;
   if (!facts.token || facts.token.uid !== holder.tokenUID)
-    return { reason: 'TokenGone', message: `token ${holder.tokenID} is gone: its join no longer holds the name` };
+    return {
+      reason: 'TokenGone',
+      message: `token ${holder.tokenID} is gone: its join no longer holds the name`,
+    };
   if (nodeUID !== undefined)
     return { reason: 'NodeGone', message: `node ${claim.metadata.name} is gone: its name is free again` };
   if (facts.token.revoked || facts.token.deleting)

@@ -77,6 +77,12 @@ export const REMEDIES: Readonly<Record<FailureReason, Remedy>> = {
     meaning: 'a second bootstrap CSR for a node that already joined with this token',
     action: 'nothing, unless the node lost its credentials: then delete the Node and re-join',
   },
+  Superseded: {
+    check: 'one request per join is approved',
+    meaning:
+      'the same token asked again for the same node name (the kubelet retried): the newer request is the one approved',
+    action: 'nothing: the retry joins',
+  },
   InvalidRecord: {
     check: "the node's verification record is genuine",
     meaning:

@@ -35,9 +35,14 @@ export function parseRefusalRecord(raw: string | undefined): RefusalRecord | und
   if (!raw) return undefined;
   try {
     const value = JSON.parse(raw) as Partial<RefusalRecord>;
-    if (typeof value.reason !== 'string' || !/^[A-Za-z][A-Za-z0-9]{0,63}$/.test(value.reason)) return undefined;
+    if (typeof value.reason !== 'string' || !/^[A-Za-z][A-Za-z0-9]{0,63}$/.test(value.reason))
+      return undefined;
     if (typeof value.message !== 'string' || typeof value.since !== 'string') return undefined;
-    return { reason: value.reason, message: value.message.slice(0, LIMITS.messageLength), since: value.since };
+    return {
+      reason: value.reason,
+      message: value.message.slice(0, LIMITS.messageLength),
+      since: value.since,
+    };
   } catch {
     return undefined;
   }

@@ -50,6 +50,12 @@ export const ISSUED_ANNOTATION = 'nodeflavor.io/issued';
  * token exists that could be deleted unrevoked, and no separate write to add it.
  */
 export const TOKEN_FINALIZER = 'nodeflavor.io/revoke';
+/**
+ * A join record (NodeNameClaim) holds this finalizer while its join holds the name: deleting the
+ * record (an admin making room for a plain join) takes effect once the join ends, never under a
+ * join in flight or a node it flavors (ADR 0016).
+ */
+export const CLAIM_FINALIZER = 'nodeflavor.io/join';
 /** Node label under which a joining node presents its flavor token. Reserved in FlavorClass labels. */
 export const TOKEN_LABEL_KEY = 'nodeflavor.io/token';
 /**

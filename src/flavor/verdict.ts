@@ -5,8 +5,8 @@
 // metric label, from a small fixed set) and a message that never holds a secret.
 import { TOKEN_LABEL_KEY } from './admission.ts';
 import type { CsrSubject } from './csr.ts';
-import { joinRequestKind, provenAfter } from './join-request.ts';
 import { FLAVOR_TOKEN_PATTERN, verifyFlavorToken } from './flavor-token.ts';
+import { joinRequestKind, provenAfter } from './join-request.ts';
 import type { KeyRing } from './keyring.ts';
 import { type FlavorClassSpec, matchesNodeName, NODES_GROUP, type TokenBinding } from './resources.ts';
 import {
@@ -27,6 +27,7 @@ export const FAILURE_REASONS = [
   'NodeNameMismatch',
   'NameTaken',
   'AlreadyJoined',
+  'Superseded',
   'Conflict',
   'NoBinding',
   'InvalidRecord',
@@ -357,7 +358,14 @@ export function decideBinding(
       },
     };
   if (kind === 'same') return { kind: 'already-bound', nodeName };
-  if (kind === 'retry') return { kind: 'already-bound', nodeName, retry: true };
+  if (kind === 'retry') {
+    // The same join asked again: still only while its token is live.
+    for (const check of [madeAfterIssue, notRevoked, notExpired]) {
+      const failure = check({ ...csr, nodeName }, token, name);
+      if (failure) return { kind: 'reject', nodeName, failure };
+    }
+    return { kind: 'already-bound', nodeName, retry: true };
+  }
   for (const check of BINDING_CHAIN) {
     const failure = check({ ...csr, nodeName }, token, name);
     if (failure) return { kind: 'reject', nodeName, failure };

@@ -3,15 +3,16 @@ import { describe, test } from 'node:test';
 import {
   BOOTSTRAP_SECRET_GRACE_MS,
   bootstrapSecretDeleteAfterMs,
+  type JoinSecretFacts,
 } from '../../src/flavor/bootstrap-secret.ts';
-import type { TokenBinding } from '../../src/flavor/resources.ts';
 
 const NOW = new Date('2030-01-01T12:00:00Z');
-const bound = (agoMs: number, nodeUID?: string): TokenBinding => ({
-  nodeName: `n${agoMs}`,
-  csrName: `csr-${agoMs}`,
-  boundAt: new Date(NOW.getTime() - agoMs).toISOString(),
-  ...(nodeUID ? { nodeUID } : {}),
+const iso = (agoMs: number) => new Date(NOW.getTime() - agoMs).toISOString();
+/** A join bound `agoMs` ago; `registeredAgoMs`: its Node seen then (after its claim: registered). */
+const bound = (agoMs: number, registeredAgoMs?: number, secretDeleted = false): JoinSecretFacts => ({
+  boundAt: iso(agoMs),
+  ...(registeredAgoMs !== undefined ? { registeredAt: iso(registeredAgoMs) } : {}),
+  ...(secretDeleted ? { secretDeleted } : {}),
 });
 const state = (over: Partial<{ consumed: boolean; expired: boolean; revoked: boolean }> = {}) => ({
   consumed: false,
@@ -23,7 +24,7 @@ const state = (over: Partial<{ consumed: boolean; expired: boolean; revoked: boo
 describe('when a bootstrap token Secret may be deleted', () => {
   const cases: Record<
     string,
-    { token: ReturnType<typeof state>; bindings: TokenBinding[]; want: number | undefined }
+    { token: ReturnType<typeof state>; bindings: JoinSecretFacts[]; want: number | undefined }
   > = {
     'usable (uses left): kept': { token: state(), bindings: [bound(1000)], want: undefined },
     'revoked: at once, even with a kubelet still bootstrapping': {
@@ -32,9 +33,14 @@ describe('when a bootstrap token Secret may be deleted', () => {
       want: 0,
     },
     'expired: at once': { token: state({ expired: true }), bindings: [], want: 0 },
-    'consumed, the node registered: now': {
+    'consumed, the node registered and its join deleted the Secret: nothing left to do': {
       token: state({ consumed: true }),
-      bindings: [bound(1000, 'u')],
+      bindings: [bound(1000, 500, true)],
+      want: undefined,
+    },
+    'consumed, the node registered, no join deleted it (an older version, a crash): now': {
+      token: state({ consumed: true }),
+      bindings: [bound(1000, 500)],
       want: 0,
     },
     'consumed, the kubelet still fetching its certificate: after the grace': {
@@ -44,7 +50,7 @@ describe('when a bootstrap token Secret may be deleted', () => {
     },
     'consumed, one of two nodes registered: waits for the other': {
       token: state({ consumed: true }),
-      bindings: [bound(5000, 'u'), bound(2000)],
+      bindings: [bound(5000, 4000), bound(2000)],
       want: BOOTSTRAP_SECRET_GRACE_MS - 2000,
     },
     'consumed, a node that never registers: once the grace is over': {
@@ -62,10 +68,9 @@ describe('when a bootstrap token Secret may be deleted', () => {
 // it was minted for, then goes a grace after the binding that join made or moved.
 describe('bootstrapSecretDeleteAfterMs after a new attestation', () => {
   const ago = (ms: number) => new Date(NOW.getTime() - ms);
-  const verified = (boundAgoMs: number, verifiedAgoMs: number): TokenBinding => ({
-    ...bound(boundAgoMs, 'u'),
-    verifiedAt: ago(verifiedAgoMs).toISOString(),
-  });
+  /** A join bound `boundAgoMs` ago whose Node was first seen `registeredAgoMs` ago. */
+  const verified = (boundAgoMs: number, registeredAgoMs: number): JoinSecretFacts =>
+    bound(boundAgoMs, registeredAgoMs);
   test('attested, not joined again yet: the Secret waits (it expires on its own)', () => {
     const bindings = [verified(3_600_000, 3_590_000)];
     assert.equal(
@@ -73,16 +78,26 @@ describe('bootstrapSecretDeleteAfterMs after a new attestation', () => {
       undefined,
     );
   });
-  test('the binding moved to the new join: a grace after it, though the Node is registered', () => {
+  test('the join came back (a rejoin): a grace after it, though its Node registered long before', () => {
     const bindings = [verified(10_000, 3_590_000)];
     assert.equal(
       bootstrapSecretDeleteAfterMs(state({ consumed: true }), bindings, NOW, ago(30_000)),
       BOOTSTRAP_SECRET_GRACE_MS - 10_000,
     );
   });
-  test('a first join, verified: now, as for any token', () => {
-    const bindings = [verified(60_000, 50_000)];
-    assert.equal(bootstrapSecretDeleteAfterMs(state({ consumed: true }), bindings, NOW, ago(70_000)), 0);
+  test('a first join, registered, its join deleted the Secret: nothing left, as for any token', () => {
+    const bindings = [bound(60_000, 50_000, true)];
+    assert.equal(
+      bootstrapSecretDeleteAfterMs(state({ consumed: true }), bindings, NOW, ago(70_000)),
+      undefined,
+    );
+  });
+  test('a proof after the join deleted its Secret: that new Secret waits for its own join', () => {
+    const bindings = [bound(60_000, 50_000, true)];
+    assert.equal(
+      bootstrapSecretDeleteAfterMs(state({ consumed: true }), bindings, NOW, ago(10_000)),
+      undefined,
+    );
   });
   test('revoked: at once, whatever the attestation', () => {
     assert.equal(bootstrapSecretDeleteAfterMs(state({ revoked: true }), [], NOW, ago(1_000)), 0);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { reconcileClassStatus } from '../../src/controller/class-status.ts';
 import type { ControllerContext } from '../../src/controller/context.ts';
-import { Indexes } from '../../src/controller/state.ts';
+import { Indexes } from '../../src/controller/indexes.ts';
 import {
   type ClassStatusInput,
   carriedFlavor,

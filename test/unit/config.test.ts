@@ -49,6 +49,7 @@ describe('config defaults', () => {
       bindingGrace: 30_000,
       verifiedEvents: false,
       orphanGrace: 120_000,
+      claimGrace: 3_600_000,
       resync: 600_000,
       workers: 16,
       adminGroups: [],

@@ -1,402 +1,26 @@
-// The token, node and CSR reconcilers on event sequences, without an API server: a fake API
-// (the objects, JSON patch preconditions and resourceVersion checks the real one applies), caches
-// that lag it until the test says the watch delivered, and a fake clock. Each scenario runs to
-// quiescence and then asserts what was written, how often, and that a further pass writes nothing.
+// The join, node and token reconcilers on event sequences over the real wiring table, without an
+// API server (test/unit/support/controller-sim.ts): each scenario runs to quiescence and then
+// asserts what was written, how often, and that a further pass writes nothing.
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import pino from 'pino';
-import { Registry } from 'prom-client';
-import { parseConfig } from '../../src/config.ts';
-import type { ControllerApi } from '../../src/controller/api.ts';
-import type { ControllerContext } from '../../src/controller/context.ts';
-import { reconcileCsr } from '../../src/controller/csrs.ts';
-import { controllerMetrics } from '../../src/controller/metrics.ts';
-import { reconcileNode } from '../../src/controller/nodes.ts';
-import { csrTokenId, Indexes } from '../../src/controller/state.ts';
-import { reconcileToken } from '../../src/controller/tokens.ts';
-import type { DesiredNodeState } from '../../src/flavor/converge.ts';
-import { deriveFlavorToken } from '../../src/flavor/flavor-token.ts';
-import { newKeyRing } from '../../src/flavor/keyring.ts';
+import type { NodeNameClaim } from '../../src/flavor/resources.ts';
+import type { TrimmedNode } from '../../src/kube/node-writes.ts';
+import type { CsrObject, StoredToken } from '../../src/kube/token-writes.ts';
 import {
-  type FlavorClassStatus,
-  type FlavoredTokenStatus,
-  ISSUED_ANNOTATION,
-  type NodeNameClaim,
-  TOKEN_ID_LABEL,
-} from '../../src/flavor/resources.ts';
-import { rfc3339 } from '../../src/flavor/rfc3339.ts';
-import type { StoredFlavorClass } from '../../src/kube/flavor-classes.ts';
-import { KubeError } from '../../src/kube/kube-error.ts';
-import { nodeStatePatch, type TrimmedNode } from '../../src/kube/node-writes.ts';
-import { type CsrObject, type StoredToken, TOKEN_FINALIZER } from '../../src/kube/token-writes.ts';
-import { createCertificateRequest } from '../../src/pki/certs.ts';
-import { MapCache } from './support/map-cache.ts';
-
-const FLAVOR = 'sweet';
-const GROUP = 'system:bootstrappers:nodeflavor';
-const QUARANTINE = { key: 'nodeflavor.io/unverified', effect: 'NoSchedule' };
-const T0 = Date.parse('2026-12-01T00:00:00Z');
-
-type Named = { metadata: { name: string; resourceVersion?: string } };
-const clone = <T>(o: T): T => structuredClone(o);
-
-/** A cache that shows the API's objects only as of the last `deliver()` (or our own `assume`). */
-class LaggingCache<T extends Named> extends MapCache<T> {}
-
-/** The API server's side: objects, resourceVersions, and every write in order. */
-class FakeApi implements ControllerApi {
-  rv = 100;
-  readonly tokens = new Map<string, StoredToken>();
-  readonly nodes = new Map<string, TrimmedNode>();
-  readonly csrs = new Map<string, CsrObject>();
-  readonly secrets = new Set<string>();
-  readonly claims = new Map<string, NodeNameClaim>();
-  readonly writes: string[] = [];
-  /** Runs before each call named here resolves: a test's hook to interleave another actor. */
-  readonly before = new Map<string, () => Promise<void> | void>();
-  private async hook(call: string) {
-    await this.before.get(call)?.();
-  }
-  nextRv() {
-    return String(++this.rv);
-  }
-  async writeNode(node: TrimmedNode, desired: DesiredNodeState) {
-    const stored = this.nodes.get(node.metadata.name);
-    const doc = clone(stored) as unknown as Record<string, unknown>;
-    if (!stored || !applyJsonPatch(doc, nodeStatePatch(node, desired)))
-      throw new KubeError(409, 'Conflict', 'node changed since it was judged');
-    const written = doc as unknown as TrimmedNode;
-    written.metadata.resourceVersion = this.nextRv();
-    this.nodes.set(node.metadata.name, written);
-    this.writes.push(`node ${node.metadata.name}`);
-    return clone(written);
-  }
-  async writeTokenStatus(token: StoredToken, status: FlavoredTokenStatus) {
-    await this.hook('writeTokenStatus');
-    const stored = this.tokens.get(token.metadata.name);
-    if (!stored || stored.metadata.resourceVersion !== token.metadata.resourceVersion)
-      throw new KubeError(409, 'Conflict', 'token changed');
-    const written = { ...clone(stored), status: clone(status) };
-    written.metadata.resourceVersion = this.nextRv();
-    this.tokens.set(token.metadata.name, written);
-    this.writes.push(`status ${token.metadata.name}`);
-    return clone(written);
-  }
-  async readToken(name: string) {
-    await this.hook('readToken');
-    return clone(this.tokens.get(name));
-  }
-  async deleteTokenVersion(token: StoredToken) {
-    this.tokens.delete(token.metadata.name);
-    this.writes.push(`delete ${token.metadata.name}`);
-  }
-  async setFinalizer(token: StoredToken, present: boolean) {
-    const stored = this.tokens.get(token.metadata.name) as StoredToken;
-    const has = stored.metadata.finalizers?.includes(TOKEN_FINALIZER) ?? false;
-    if (has === present) return undefined;
-    stored.metadata.finalizers = present ? [TOKEN_FINALIZER] : [];
-    stored.metadata.resourceVersion = this.nextRv();
-    this.writes.push(`finalizer ${token.metadata.name}`);
-    return clone(stored);
-  }
-  async deleteBootstrapSecret(tokenId: string) {
-    this.writes.push(`delete-secret ${tokenId}`);
-    return this.secrets.delete(tokenId);
-  }
-  async decideCsr(csr: CsrObject, approve: boolean, reason: string) {
-    await this.hook('decideCsr');
-    const stored = this.csrs.get(csr.metadata.name) as CsrObject;
-    if (stored.metadata.resourceVersion !== csr.metadata.resourceVersion)
-      throw new KubeError(409, 'Conflict', 'csr changed');
-    stored.status = { conditions: [{ type: approve ? 'Approved' : 'Denied', status: 'True', reason }] };
-    stored.metadata.resourceVersion = this.nextRv();
-    this.writes.push(`${approve ? 'approve' : 'deny'} ${csr.metadata.name} ${reason}`);
-    return clone(stored);
-  }
-  async flavoredTokenExists(name: string) {
-    return this.tokens.has(name);
-  }
-  async readCsr(name: string) {
-    await this.hook('readCsr');
-    return clone(this.csrs.get(name));
-  }
-  async readNode(name: string) {
-    await this.hook('readNode');
-    return clone(this.nodes.get(name));
-  }
-  async createClaim(claim: NodeNameClaim) {
-    await this.hook('createClaim');
-    const name = claim.metadata.name as string;
-    if (this.claims.has(name)) throw new KubeError(409, 'AlreadyExists', `claim ${name} exists`);
-    const written = clone(claim);
-    written.metadata = { ...written.metadata, uid: `uid-claim-${name}`, resourceVersion: this.nextRv() };
-    this.claims.set(name, written);
-    this.writes.push(`claim ${name} ${claim.spec.holder?.tokenID}`);
-    return clone(written);
-  }
-  async readClaim(name: string) {
-    await this.hook('readClaim');
-    return clone(this.claims.get(name));
-  }
-  async replaceClaim(claim: NodeNameClaim) {
-    await this.hook('replaceClaim');
-    const name = claim.metadata.name as string;
-    const stored = this.claims.get(name);
-    if (!stored || stored.metadata.resourceVersion !== claim.metadata.resourceVersion)
-      throw new KubeError(409, 'Conflict', 'claim changed');
-    const written = clone(claim);
-    written.metadata.resourceVersion = this.nextRv();
-    this.claims.set(name, written);
-    this.writes.push(
-      `${claim.spec.holder ? `claim ${name} ${claim.spec.holder.tokenID}` : `release ${name}`}`,
-    );
-    return clone(written);
-  }
-  async writeClassStatus(flavorClass: StoredFlavorClass, status: FlavorClassStatus) {
-    this.writes.push(`class-status ${flavorClass.metadata.name}`);
-    return { ...clone(flavorClass), status: clone(status) };
-  }
-}
-
-/** RFC 6902 for the operations nodeStatePatch makes; false when a `test` fails. */
-function applyJsonPatch(doc: Record<string, unknown>, ops: object[]): boolean {
-  const walk = (path: string) => {
-    const parts = path
-      .split('/')
-      .slice(1)
-      .map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'));
-    const last = parts.pop() as string;
-    let parent: Record<string, unknown> | unknown[] = doc;
-    for (const part of parts) parent = (parent as Record<string, unknown>)[part] as Record<string, unknown>;
-    return { parent: parent as Record<string, unknown> & unknown[], last };
-  };
-  for (const op of ops as { op: string; path: string; value?: unknown }[]) {
-    const { parent, last } = walk(op.path);
-    if (op.op === 'test') {
-      const actual = parent?.[last as never];
-      if (JSON.stringify(actual ?? null) !== JSON.stringify(op.value ?? null)) return false;
-    } else if (op.op === 'remove') {
-      if (Array.isArray(parent)) parent.splice(Number(last), 1);
-      else delete parent[last];
-    } else if (op.op === 'add' && Array.isArray(parent) && last === '-') parent.push(op.value);
-    else (parent as Record<string, unknown>)[last] = clone(op.value);
-  }
-  return true;
-}
-
-/** One controller (its in-memory state included) over the fake API: a restart is a new Harness. */
-class Harness {
-  now = T0;
-  readonly caches = {
-    nodes: new LaggingCache<TrimmedNode>(),
-    csrs: new LaggingCache<CsrObject>(),
-    tokens: new LaggingCache<StoredToken>(),
-    classes: new LaggingCache<StoredFlavorClass>(),
-    claims: new LaggingCache<NodeNameClaim & { metadata: { name: string } }>(),
-  };
-  readonly indexes = new Indexes();
-  readonly events: string[] = [];
-  private readonly queues = { tokens: new Set<string>(), nodes: new Set<string>(), csrs: new Set<string>() };
-  private readonly timers: { due: number; queue: 'tokens' | 'nodes' | 'csrs'; key: string }[] = [];
-  readonly ctx: ControllerContext;
-
-  readonly api: FakeApi;
-  readonly keyRing = RING;
-  /** Watches that lag: they deliver nothing until released. */
-  readonly held = new Set<'tokens' | 'nodes' | 'csrs' | 'claims'>();
-  private readonly lastDeliveredClaim = new Map<string, NodeNameClaim>();
-  private readonly delivered = new Map<string, string>();
-  private readonly lastDeliveredToken = new Map<string, StoredToken>();
-  private readonly lastDeliveredNodes = new Set<string>();
-
-  constructor(api: FakeApi, settings: Record<string, unknown> = {}) {
-    this.api = api;
-    this.caches.classes.assume({
-      metadata: { name: FLAVOR, resourceVersion: '1', generation: 1 },
-      spec: { labels: { 'nodeflavor.io/flavor': FLAVOR } },
-    });
-    const later = (queue: 'tokens' | 'nodes' | 'csrs') => (key: string, afterMs: number) =>
-      this.timers.push({ due: this.now + afterMs, queue, key });
-    this.ctx = {
-      kubeConfig: undefined as never,
-      config: parseConfig({ namespace: 'nodeflavor', bindingGrace: '3s', orphanGrace: '2s', ...settings }),
-      caches: this.caches,
-      indexes: this.indexes,
-      metrics: controllerMetrics(new Registry()),
-      events: { emit: (o, type, reason) => this.events.push(`${type} ${reason} ${o.kind}/${o.name}`) },
-      api,
-      log: pino({ level: 'silent' }),
-      keyRing: async () => this.keyRing,
-      freshKeyRing: async () => this.keyRing,
-      now: () => new Date(this.now),
-      enqueueNode: (name) => this.queues.nodes.add(name),
-      requeueNode: later('nodes'),
-      enqueueToken: (name) => this.queues.tokens.add(name),
-      recordOnToken: (name) => this.queues.tokens.add(name),
-      requeueToken: later('tokens'),
-      enqueueCsr: (name) => this.queues.csrs.add(name),
-      requeueCsr: later('csrs'),
-    };
-  }
-
-  /**
-   * The watches deliver what changed in the API since they last did, and the manager's handlers
-   * run: indexes follow, and the keys it maps each event to are queued. Returns how many events.
-   */
-  deliver(): number {
-    let events = 0;
-    const held = this.held;
-    // What the watch delivered last, per object: our own writes' answers sit in the caches
-    // already (assume), and their watch events still come, as on a real API server.
-    const changed = <T extends Named>(cache: LaggingCache<T>, object: T) => {
-      const key = `${Object.keys(this.caches).find((k) => this.caches[k as keyof Harness['caches']] === (cache as unknown))}/${object.metadata.name}`;
-      if (this.delivered.get(key) === object.metadata.resourceVersion) return false;
-      this.delivered.set(key, object.metadata.resourceVersion ?? '');
-      return true;
-    };
-    for (const [name, token] of held.has('tokens') ? [] : this.api.tokens) {
-      if (!changed(this.caches.tokens, token)) continue;
-      events += 1;
-      const previous = this.lastDeliveredToken.get(name);
-      this.lastDeliveredToken.set(name, clone(token));
-      this.indexes.onToken(clone(token), previous);
-      this.caches.tokens.objects.set(name, clone(token));
-      this.queues.tokens.add(name);
-      for (const b of [...(previous?.status?.bindings ?? []), ...(token.status?.bindings ?? [])])
-        this.queues.nodes.add(b.nodeName);
-    }
-    for (const [name, node] of held.has('nodes') ? [] : this.api.nodes) {
-      if (!changed(this.caches.nodes, node)) continue;
-      events += 1;
-      const added = !this.lastDeliveredNodes.has(name);
-      this.lastDeliveredNodes.add(name);
-      this.caches.nodes.objects.set(name, clone(node));
-      this.queues.nodes.add(name);
-      if (added)
-        for (const tokenName of this.indexes.tokensByNodeName.get(name)) this.queues.tokens.add(tokenName);
-    }
-    for (const [name, claim] of held.has('claims') ? [] : this.api.claims) {
-      const named = claim as NodeNameClaim & { metadata: { name: string } };
-      if (!changed(this.caches.claims, named)) continue;
-      events += 1;
-      this.indexes.onClaim(clone(claim), this.lastDeliveredClaim.get(name));
-      this.lastDeliveredClaim.set(name, clone(claim));
-      this.caches.claims.objects.set(name, clone(named));
-      this.queues.nodes.add(name);
-      if (claim.spec.holder) this.queues.tokens.add(claim.spec.holder.tokenName);
-    }
-    for (const [name, csr] of held.has('csrs') ? [] : this.api.csrs) {
-      if (!changed(this.caches.csrs, csr)) continue;
-      events += 1;
-      this.caches.csrs.objects.set(name, clone(csr));
-      this.indexes.onCsr(csr, false);
-      const tokenName = this.indexes.tokenNameById.get(csrTokenId(csr) ?? '');
-      if (tokenName) this.queues.tokens.add(tokenName);
-      else this.queues.csrs.add(name);
-    }
-    return events;
-  }
-
-  /** Runs what is queued, lets the watches deliver, and again, until nothing is left to do. */
-  async settle(): Promise<void> {
-    for (let round = 0; ; round++) {
-      assert.ok(round < 50, 'the reconcilers keep waking each other: no quiescence');
-      const batch = [
-        ...[...this.queues.tokens].map((k) => () => reconcileToken(this.ctx, k)),
-        ...[...this.queues.csrs].map((k) => () => reconcileCsr(this.ctx, k)),
-        ...[...this.queues.nodes].map((k) => () => reconcileNode(this.ctx, k)),
-      ];
-      for (const queue of Object.values(this.queues)) queue.clear();
-      for (const run of batch) await run();
-      const delivered = this.deliver();
-      if (batch.length === 0 && delivered === 0) return;
-    }
-  }
-
-  /** A resync: every key once more (what the manager does every --resync). */
-  resync(): void {
-    for (const name of this.caches.tokens.keys()) this.queues.tokens.add(name);
-    for (const name of this.caches.nodes.keys()) this.queues.nodes.add(name);
-  }
-
-  /** The clock moves on; keys whose time came are queued. */
-  advance(ms: number): void {
-    this.now += ms;
-    for (const timer of this.timers.splice(0)) {
-      if (timer.due <= this.now) this.queues[timer.queue].add(timer.key);
-      else this.timers.push(timer);
-    }
-  }
-}
-
-const RING = newKeyRing();
-
-let serial = 0;
-/** A token as the issuer leaves it: record, finalizer, issued mark, and its bootstrap Secret. */
-function issueToken(api: FakeApi, at = T0) {
-  serial += 1;
-  const tokenId = `tok${String(serial).padStart(3, '0')}`;
-  const name = `ft-${tokenId}`;
-  api.tokens.set(name, {
-    apiVersion: 'nodeflavor.io/v1alpha1',
-    kind: 'FlavoredToken',
-    metadata: {
-      name,
-      uid: `uid-${name}`,
-      resourceVersion: api.nextRv(),
-      creationTimestamp: rfc3339(new Date(at)),
-      generation: 1,
-      labels: { [TOKEN_ID_LABEL]: tokenId },
-      annotations: { [ISSUED_ANNOTATION]: 'true' },
-      finalizers: [TOKEN_FINALIZER],
-    },
-    spec: { flavorClassName: FLAVOR, maxUses: 1, ttl: '1h' },
-  } as unknown as StoredToken);
-  api.secrets.add(tokenId);
-  return { name, tokenId, flavorToken: deriveFlavorToken(RING.active, tokenId, FLAVOR).reveal() };
-}
-
-async function kubeletCsr(
-  api: FakeApi,
-  tokenId: string,
-  nodeName: string,
-  at: number,
-  name = `csr-${nodeName}`,
-): Promise<string> {
-  const { csrPem } = await createCertificateRequest(`system:node:${nodeName}`, ['system:nodes']);
-  api.csrs.set(name, {
-    metadata: {
-      name,
-      uid: `uid-${name}`,
-      resourceVersion: api.nextRv(),
-      creationTimestamp: rfc3339(new Date(at)),
-    },
-    spec: {
-      username: `system:bootstrap:${tokenId}`,
-      signerName: 'kubernetes.io/kube-apiserver-client-kubelet',
-      request: Buffer.from(csrPem).toString('base64'),
-      groups: [GROUP, 'system:authenticated'],
-      usages: ['digital signature', 'client auth'],
-    },
-    status: {},
-  } as CsrObject);
-  return name;
-}
-
-function registerNode(api: FakeApi, nodeName: string, flavorToken: string, at: number): void {
-  api.nodes.set(nodeName, {
-    metadata: {
-      name: nodeName,
-      uid: `uid-${nodeName}`,
-      resourceVersion: api.nextRv(),
-      creationTimestamp: rfc3339(new Date(at)),
-      labels: { 'kubernetes.io/hostname': nodeName, 'nodeflavor.io/token': flavorToken },
-      annotations: { 'volumes.kubernetes.io/controller-managed-attach-detach': 'true' },
-    },
-    spec: { taints: [QUARANTINE] },
-  });
-}
+  assertQuiescent,
+  ControllerSim,
+  decisionOf,
+  FakeApi,
+  FLAVOR,
+  issueToken,
+  kubeletCsr,
+  QUARANTINE,
+  registerNode,
+  revoke,
+  sign,
+  T0,
+} from './support/controller-sim.ts';
 
 function assertFlavored(api: FakeApi, nodeName: string, tokenName: string): void {
   const node = api.nodes.get(nodeName) as TrimmedNode;
@@ -404,228 +28,323 @@ function assertFlavored(api: FakeApi, nodeName: string, tokenName: string): void
   assert.equal(node.metadata.labels?.['nodeflavor.io/token'], undefined, 'token label removed');
   assert.equal(node.metadata.labels?.['nodeflavor.io/joined'], 'true', 'marked as joined through nodeflavor');
   assert.deepEqual(node.spec.taints, [], 'quarantine lifted');
-  const status = (api.tokens.get(tokenName) as StoredToken).status;
-  assert.equal(status?.uses, 1);
-  assert.equal(status?.bindings?.[0]?.nodeUID, node.metadata.uid);
-  assert.ok(status?.bindings?.[0]?.verifiedAt, 'the verification is on the token');
-  assert.ok(status?.conditions?.some((c) => c.type === 'SecretDeleted' && c.status === 'True'));
+  const token = api.tokens.get(tokenName) as StoredToken;
+  assert.equal(token.status?.uses, 1);
+  const join = api.claims.get(nodeName)?.status?.join;
+  assert.equal(join?.nodeUID, node.metadata.uid, 'the join record names the Node');
+  assert.ok(join?.verifiedAt, 'the join record says it was verified');
+  assert.equal(join?.secretDeleted, true, 'and that the consumed token Secret was deleted');
 }
 
-/** A kubelet's CSR made and bound: the node may register now (it has its certificate). */
-async function approved(h: Harness, tokenId: string, nodeName: string): Promise<void> {
-  const csr = await kubeletCsr(h.api, tokenId, nodeName, h.now + 1000);
-  h.now += 1000;
-  await h.settle();
-  assert.equal(h.api.writes.at(-1), `approve ${csr} NodeflavorBound`);
+/** A CSR made for `nodeName` with `tokenId`, judged: approved (the node may register now). */
+async function approved(sim: ControllerSim, tokenId: string, nodeName: string): Promise<string> {
+  const csr = await kubeletCsr(sim.api, tokenId, nodeName, sim.now + 1000);
+  sim.now += 1000;
+  sim.deliver();
+  await sim.settle();
+  assert.equal(decisionOf(sim.api, csr), 'Approved NodeflavorBound');
+  return csr;
 }
 
-/** A fresh controller whose node `nodeName` registered (bound, approved) and was delivered. */
+/** A fresh controller whose node `nodeName` was approved, signed and registered (delivered). */
 async function registered(nodeName: string) {
   const api = new FakeApi();
-  const h = new Harness(api);
   const t = issueToken(api);
-  h.deliver();
-  await approved(h, t.tokenId, nodeName);
-  registerNode(api, nodeName, t.flavorToken, h.now + 1000);
-  h.deliver();
-  return { api, h, t };
+  const sim = new ControllerSim(api);
+  const csr = await approved(sim, t.tokenId, nodeName);
+  sign(api, csr);
+  registerNode(api, nodeName, t.flavorToken, sim.now + 1000);
+  sim.deliver();
+  return { api, sim, t, csr };
 }
 
-/** Another pass over everything writes nothing: the state is a fixed point. */
-async function assertQuiescent(h: Harness): Promise<void> {
-  const before = h.api.writes.length;
-  h.deliver();
-  h.resync();
-  await h.settle();
-  assert.deepEqual(h.api.writes.slice(before), [], 'a settled state writes nothing more');
-}
-
-describe('reconcilers on event sequences (fake API, lagging caches, fake clock)', () => {
-  it('CSR, then Node: bind, approve, one Node write, then the token records it with the Secret gone', async () => {
+describe('a join, from its request to its record (ADR 0016)', () => {
+  it('CSR, then Node: claim, count, approve in one pass; one Node write; the record says verified, the Secret goes', async () => {
     const api = new FakeApi();
-    const h = new Harness(api);
     const t = issueToken(api);
+    const sim = new ControllerSim(api);
     const csr = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
-    h.deliver();
-    await h.settle();
-    assert.deepEqual(api.writes, [
-      `claim n1 ${t.tokenId}`,
-      `status ${t.name}`,
-      `approve ${csr} NodeflavorBound`,
+    sim.deliver();
+    await sim.settle();
+    const joinRequests = () => api.requests.filter((r) => !r.startsWith('class-status'));
+    assert.deepEqual(joinRequests(), [
+      'POST claim n1',
+      'GET node n1',
+      `PUT status ${t.name}`,
+      `PUT approval ${csr}`,
     ]);
+    sign(api, csr);
     registerNode(api, 'n1', t.flavorToken, T0 + 2000);
-    h.deliver();
-    await h.settle();
-    assert.deepEqual(api.writes.slice(3), ['node n1', `delete-secret ${t.tokenId}`, `status ${t.name}`]);
+    sim.deliver();
+    await sim.settle();
+    assert.deepEqual(joinRequests().slice(4), [
+      'PATCH node n1',
+      `delete-secret ${t.tokenId}`,
+      'PUT claim n1',
+    ]);
     assertFlavored(api, 'n1', t.name);
     assert.ok(!api.secrets.has(t.tokenId));
+    const history = api.claims.get('n1')?.status?.history?.map((e) => e.event);
+    assert.deepEqual(history, ['Claimed', 'Registered', 'Verified']);
     assert.deepEqual(
-      h.events.filter((e) => e.startsWith('Normal')),
+      sim.events.filter((e) => e.startsWith('Normal')),
       [],
       'no Normal Event on the join (--verified-events is off by default)',
     );
-    await assertQuiescent(h);
+    await assertQuiescent(sim);
   });
 
   it('with --verified-events, the flavored Node gets one Normal Verified Event', async () => {
     const api = new FakeApi();
-    const h = new Harness(api, { verifiedEvents: true });
     const t = issueToken(api);
-    await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
-    h.deliver();
-    await h.settle();
-    registerNode(api, 'n1', t.flavorToken, T0 + 2000);
-    h.deliver();
-    await h.settle();
+    const sim = new ControllerSim(api, { verifiedEvents: true });
+    await approved(sim, t.tokenId, 'n1');
+    registerNode(api, 'n1', t.flavorToken, sim.now + 1000);
+    sim.deliver();
+    await sim.settle();
     assert.deepEqual(
-      h.events.filter((e) => e.startsWith('Normal')),
+      sim.events.filter((e) => e.startsWith('Normal')),
       ['Normal Verified Node/n1'],
     );
   });
 
-  it('a Node registered and deleted before its token recorded it: a second CSR for the name with the same token is never approved', async () => {
-    const api = new FakeApi();
-    const h = new Harness(api);
-    const t = issueToken(api);
-    const first = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
-    h.deliver();
-    await h.settle();
-    assert.equal(api.writes.at(-1), `approve ${first} NodeflavorBound`);
-    // kube-controller-manager signs it; the machine registers a Node with it and deletes it again
-    // before our watches bring either (the binding records no Node UID).
-    const signed = api.csrs.get(first) as CsrObject;
-    signed.status = { ...signed.status, certificate: 'LS0tLS1CRUdJTi0=' };
-    signed.metadata.resourceVersion = api.nextRv();
-    const second = await kubeletCsr(api, t.tokenId, 'n1', T0 + 3000, 'csr-n1-second');
-    h.deliver();
-    await h.settle();
-    assert.ok(
-      !api.writes.includes(`approve ${second} NodeflavorBound`),
-      'a second machine on one single use',
+  it('a refused node: its record says why (from the Node), and the token holder is told', async () => {
+    const { api, sim, t } = await registered('n5');
+    const node = api.nodes.get('n5') as TrimmedNode;
+    (node.metadata.labels as Record<string, string>)['nodeflavor.io/token'] = 'x'.repeat(52);
+    node.metadata.resourceVersion = api.nextRv();
+    sim.deliver();
+    await sim.settle();
+    const stored = api.nodes.get('n5') as TrimmedNode;
+    assert.equal(
+      stored.metadata.labels?.['nodeflavor.io/flavor'],
+      undefined,
+      'not flavored on a wrong token',
     );
-    assert.ok(api.writes.includes(`deny ${second} AlreadyJoined`), api.writes.join('\n'));
+    assert.match(stored.metadata.annotations?.['nodeflavor.io/refused'] ?? '', /"reason":"InvalidToken"/);
+    const join = api.claims.get('n5')?.status?.join;
+    assert.equal(join?.failure?.reason, 'InvalidToken', 'the record says why');
+    assert.equal(join?.nodeUID, stored.metadata.uid);
+    assert.ok(sim.events.includes('Warning InvalidToken Node/n5'));
+    assert.ok(sim.events.includes(`Warning InvalidToken FlavoredToken/${t.name}`));
+    await assertQuiescent(sim);
   });
 
-  it('a new leader sees the Node before its token and CSR: it waits (grace) instead of judging, then verifies', async () => {
-    const api = new FakeApi();
-    const t = issueToken(api);
-    const old = new Harness(api);
-    old.deliver();
-    await approved(old, t.tokenId, 'n2');
-    registerNode(api, 'n2', t.flavorToken, old.now + 1000);
-    // The old leader is gone; the new one's Node watch delivers first, its token and CSR watches lag.
-    const h = new Harness(api);
-    h.now = old.now + 1500;
-    h.held.add('tokens').add('csrs');
-    const before = api.writes.length;
-    h.deliver();
-    await h.settle();
-    assert.deepEqual(api.writes.slice(before), [], 'nothing judged while its binding may still come');
-    h.held.clear();
-    h.deliver();
-    h.advance(5000);
-    await h.settle();
-    assertFlavored(api, 'n2', t.name);
-    assert.equal(api.writes.filter((w: string) => w.startsWith('node ')).length, 1, 'one Node write');
-    await assertQuiescent(h);
+  it('a revoked token (StripNodes) strips its node once and every reconciler then rests', async () => {
+    const { api, sim, t } = await registered('n6');
+    await sim.settle();
+    assertFlavored(api, 'n6', t.name);
+    const token = api.tokens.get(t.name) as StoredToken;
+    Object.assign(token.spec, { revocationPolicy: 'StripNodes' });
+    revoke(api, t.name);
+    sim.deliver();
+    await sim.settle();
+    const node = api.nodes.get('n6') as TrimmedNode;
+    assert.equal(node.metadata.labels?.['nodeflavor.io/flavor'], undefined, 'stripped');
+    assert.deepEqual(node.spec.taints, [QUARANTINE], 'quarantined again');
+    assert.equal(api.claims.get('n6')?.status?.join?.failure?.reason, 'Revoked');
+    await assertQuiescent(sim);
   });
 
-  it('a crash after the Node write, before the token recorded it: the next process completes it and rewrites nothing', async () => {
-    const api = new FakeApi();
-    const t = issueToken(api);
-    await kubeletCsr(api, t.tokenId, 'n3', T0 + 1000);
-    const first = new Harness(api);
-    first.deliver();
-    await first.settle();
-    registerNode(api, 'n3', t.flavorToken, T0 + 2000);
-    first.deliver();
-    // Only the node reconciler runs before the crash.
-    const { reconcileNode: judge } = await import('../../src/controller/nodes.ts');
-    await judge(first.ctx, 'n3');
-    assert.equal(api.writes.at(-1), 'node n3');
-    assert.equal((api.tokens.get(t.name) as StoredToken).status?.bindings?.[0]?.verifiedAt, undefined);
-    const restarted = new Harness(api); // no memory of the first
-    const before = api.writes.length;
-    restarted.deliver();
-    await restarted.settle();
-    assert.deepEqual(api.writes.slice(before), [`delete-secret ${t.tokenId}`, `status ${t.name}`]);
-    assertFlavored(api, 'n3', t.name);
-    await assertQuiescent(restarted);
-  });
-
-  it('a conflicting writer: another controller adds a taint meanwhile; the write keeps it and does not conflict', async () => {
-    const { api, h } = await registered('n4');
-    // kube-controller-manager adds not-ready after our cache saw the Node.
+  it('a conflicting writer adds a taint meanwhile: the write keeps it and does not conflict', async () => {
+    const { api, sim } = await registered('n4');
     const notReady = { key: 'node.kubernetes.io/not-ready', effect: 'NoSchedule' };
     const theirs = api.nodes.get('n4') as TrimmedNode;
     theirs.spec.taints?.push(notReady);
     theirs.metadata.resourceVersion = api.nextRv();
-    h.held.add('nodes'); // our cache has not seen it when we write
-    await h.settle();
+    sim.held.add('nodes'); // our cache has not seen it when we write
+    await sim.settle();
     const node = api.nodes.get('n4') as TrimmedNode;
     assert.deepEqual(node.spec.taints, [notReady], 'ours lifted, theirs kept');
-    assert.equal(api.writes.filter((w: string) => w === 'node n4').length, 1, 'no conflict, no second write');
-    assert.equal(node.metadata.labels?.['nodeflavor.io/flavor'], FLAVOR);
-  });
-
-  it('a conflicting writer on a judged fact (the token label changed meanwhile): no write over it, judged again', async () => {
-    const { api, h, t } = await registered('n5');
-    const changed = api.nodes.get('n5') as TrimmedNode;
-    changed.metadata.labels = { 'nodeflavor.io/token': 'x'.repeat(52) };
-    changed.metadata.resourceVersion = api.nextRv();
-    h.held.add('nodes'); // our cache still shows the label as it was
-    await h.settle();
-    assert.equal(
-      api.writes.filter((w: string) => w === 'node n5').length,
-      0,
-      'the write that rested on the old label did not land',
-    );
-    h.held.clear();
-    h.deliver();
-    h.advance(1500);
-    await h.settle();
-    const node = api.nodes.get('n5') as TrimmedNode;
-    assert.equal(node.metadata.labels?.['nodeflavor.io/flavor'], undefined, 'not flavored on a wrong token');
-    assert.ok(h.events.includes('Warning InvalidToken Node/n5'));
-    const binding = (api.tokens.get(t.name) as StoredToken).status?.bindings?.[0];
-    assert.equal(binding?.failure?.reason, 'InvalidToken', 'the token says why');
-    await assertQuiescent(h);
-  });
-
-  it('a revoked token (StripNodes) strips its node once and both reconcilers then rest', async () => {
-    const { api, h, t } = await registered('n6');
-    await h.settle();
-    assertFlavored(api, 'n6', t.name);
-    const token = api.tokens.get(t.name) as StoredToken;
-    Object.assign(token.spec, { revoked: true, revocationPolicy: 'StripNodes' });
-    token.metadata.resourceVersion = api.nextRv();
-    h.deliver();
-    await h.settle();
-    const node = api.nodes.get('n6') as TrimmedNode;
-    assert.equal(node.metadata.labels?.['nodeflavor.io/flavor'], undefined, 'stripped');
-    assert.deepEqual(node.spec.taints, [QUARANTINE], 'quarantined again');
-    await assertQuiescent(h);
+    assert.equal(api.writes.filter((w) => w === 'node n4').length, 1, 'no conflict, no second write');
   });
 });
 
-/** The condition a CSR was decided with, as the API server has it. */
-function decisionOf(api: FakeApi, csrName: string): string | undefined {
-  const condition = api.csrs.get(csrName)?.status?.conditions?.[0];
-  return condition ? `${condition.type} ${condition.reason}` : undefined;
-}
+describe('a new leader knows everything from the objects alone', () => {
+  it('sees the Node before its token and CSR: it waits (grace) instead of judging, then verifies', async () => {
+    const api = new FakeApi();
+    const t = issueToken(api);
+    const old = new ControllerSim(api);
+    await approved(old, t.tokenId, 'n2');
+    registerNode(api, 'n2', t.flavorToken, old.now + 1000);
+    // The new leader's Node watch delivers first; its token, CSR and claim watches lag.
+    const sim = new ControllerSim(api, {}, ['tokens', 'csrs', 'claims']);
+    sim.now = old.now + 1500;
+    const before = api.writes.length;
+    await sim.settle();
+    assert.deepEqual(
+      api.writes.slice(before).filter((w) => !w.startsWith('class-status')),
+      [],
+      'nothing judged while its join may still come',
+    );
+    sim.held.clear();
+    sim.deliver();
+    sim.advance(5000);
+    await sim.settle();
+    assertFlavored(api, 'n2', t.name);
+    assert.equal(api.writes.filter((w) => w.startsWith('node ')).length, 1, 'one Node write');
+    await assertQuiescent(sim);
+  });
 
-/** Revokes a token on the API server's side (the issuer's spec.revoked), as another actor would. */
-function revoke(api: FakeApi, tokenName: string): void {
-  const token = api.tokens.get(tokenName) as StoredToken;
-  (token.spec as Record<string, unknown>).revoked = true;
-  token.metadata.resourceVersion = api.nextRv();
-}
+  it('a crash after the Node write, before the record: the next process completes it and rewrites nothing', async () => {
+    const api = new FakeApi();
+    const t = issueToken(api);
+    const first = new ControllerSim(api);
+    const csr = await approved(first, t.tokenId, 'n3');
+    sign(api, csr);
+    registerNode(api, 'n3', t.flavorToken, first.now + 1000);
+    first.deliver();
+    await first.reconcile('nodes', 'n3'); // only the node reconciler runs before the crash
+    assert.equal(api.writes.at(-1), 'node n3');
+    assert.equal(api.claims.get('n3')?.status?.join?.nodeUID, undefined);
+    const before = api.writes.length;
+    const restarted = new ControllerSim(api); // no memory of the first
+    await restarted.settle();
+    assert.deepEqual(
+      api.writes.slice(before).filter((w) => !w.startsWith('class-status')),
+      [`delete-secret ${t.tokenId}`, 'record n3'],
+    );
+    assertFlavored(api, 'n3', t.name);
+    await assertQuiescent(restarted);
+  });
+});
+
+describe('a retry of the same join, and what is not one (join-request.ts)', () => {
+  it('the first request pending (a crash before its approval): a new request of the same token is a retry, no second use', async () => {
+    const api = new FakeApi();
+    const t = issueToken(api);
+    const sim = new ControllerSim(api);
+    const first = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
+    sim.deliver();
+    api.before.set('decideCsr', () => {
+      throw new Error('crash before the approval');
+    });
+    await assert.rejects(sim.reconcile('joins', first));
+    api.before.clear();
+    const second = await kubeletCsr(api, t.tokenId, 'n1', T0 + 2000, 'csr-n1-again');
+    sim.deliver();
+    await sim.settle();
+    assert.equal(decisionOf(api, second), 'Approved NodeflavorBound', 'the retry is approved');
+    assert.equal(decisionOf(api, first), 'Denied Superseded', 'the first request goes unapproved');
+    assert.equal((api.tokens.get(t.name) as StoredToken).status?.uses, 1, 'one use');
+    assert.equal(api.claims.get('n1')?.spec.holder?.csrName, second, 'the join moved to the retry');
+  });
+
+  it('a Node registered and deleted before the record named it: a second request for the name is never approved', async () => {
+    const api = new FakeApi();
+    const t = issueToken(api);
+    const sim = new ControllerSim(api);
+    const first = await approved(sim, t.tokenId, 'n1');
+    sign(api, first); // the machine registers a Node with it and deletes it before we see either
+    const second = await kubeletCsr(api, t.tokenId, 'n1', T0 + 3000, 'csr-n1-second');
+    sim.deliver();
+    await sim.settle();
+    assert.equal(decisionOf(api, second), 'Denied AlreadyJoined');
+  });
+
+  it("the join's request gone (kube-controller-manager's cleaner, an hour after issuance) counts as issued: AlreadyJoined", async () => {
+    const api = new FakeApi();
+    const t = issueToken(api);
+    const sim = new ControllerSim(api);
+    const first = await approved(sim, t.tokenId, 'n1');
+    sign(api, first);
+    sim.deliver();
+    api.csrs.delete(first); // cleaned
+    sim.deliver();
+    const second = await kubeletCsr(api, t.tokenId, 'n1', T0 + 3_700_000, 'csr-n1-later');
+    sim.now = T0 + 3_700_000;
+    sim.deliver();
+    await sim.settle();
+    assert.equal(decisionOf(api, second), 'Denied AlreadyJoined', 'never a second machine on one use');
+    assert.equal((api.tokens.get(t.name) as StoredToken).status?.uses, 1);
+  });
+
+  it('approved but not signed yet counts as issued too (the certificate is coming)', async () => {
+    const api = new FakeApi();
+    const t = issueToken(api);
+    const sim = new ControllerSim(api);
+    await approved(sim, t.tokenId, 'n1');
+    const second = await kubeletCsr(api, t.tokenId, 'n1', T0 + 3000, 'csr-n1-second');
+    sim.deliver();
+    await sim.settle();
+    assert.equal(decisionOf(api, second), 'Denied AlreadyJoined');
+  });
+});
+
+describe("a name is one machine's: other requesters and pinned tokens", () => {
+  it("another requester's issued kubelet certificate for the name blocks the claim (a plain join not yet registered)", async () => {
+    const api = new FakeApi();
+    const t = issueToken(api);
+    const sim = new ControllerSim(api);
+    // A plain kubeadm join: its own bootstrap token and group, approved and signed by
+    // kube-controller-manager; its Node not registered yet.
+    const plain = await kubeletCsr(api, 'plain1', 'n1', T0 + 500, 'csr-plain', 'system:bootstrap:plain1', [
+      'system:bootstrappers:kubeadm:default-node-token',
+    ]);
+    const stored = api.csrs.get(plain) as CsrObject;
+    stored.status = { conditions: [{ type: 'Approved', status: 'True', reason: 'AutoApproved' }] };
+    sign(api, plain);
+    const ours = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
+    sim.deliver();
+    await sim.settle();
+    assert.equal(decisionOf(api, ours), 'Denied NameTaken');
+    assert.equal(api.claims.get('n1'), undefined, 'nothing claimed');
+    assert.equal((api.tokens.get(t.name) as StoredToken).status?.uses ?? 0, 0, 'no use spent');
+    assert.match((api.tokens.get(t.name) as StoredToken).status?.rejections?.[0]?.message ?? '', /csr-plain/);
+  });
+
+  it("another requester's pending request does not block the name", async () => {
+    const api = new FakeApi();
+    const t = issueToken(api);
+    const sim = new ControllerSim(api);
+    await kubeletCsr(api, 'plain1', 'n1', T0 + 500, 'csr-plain', 'system:bootstrap:plain1', [
+      'system:bootstrappers:kubeadm:default-node-token',
+    ]);
+    const ours = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
+    sim.deliver();
+    await sim.settle();
+    assert.equal(decisionOf(api, ours), 'Approved NodeflavorBound');
+  });
+
+  it("a name a live token is pinned to is that token's alone: an any-name token is refused, and says so", async () => {
+    for (let round = 0; round < 10; round++) {
+      const api = new FakeApi();
+      const pinned = issueToken(api, { spec: { nodeName: 'n1' } });
+      const any = issueToken(api);
+      const sim = new ControllerSim(api);
+      const csrAny = await kubeletCsr(api, any.tokenId, 'n1', T0 + 1000, 'csr-any');
+      const csrPinned = await kubeletCsr(api, pinned.tokenId, 'n1', T0 + 1000, 'csr-pinned');
+      sim.deliver();
+      // The same instant, either order first.
+      const order = round % 2 === 0 ? [csrAny, csrPinned] : [csrPinned, csrAny];
+      for (const csr of order) await sim.reconcile('joins', csr);
+      await sim.settle();
+      assert.equal(decisionOf(api, csrPinned), 'Approved NodeflavorBound', `round ${round}`);
+      assert.equal(decisionOf(api, csrAny), 'Denied NameTaken', `round ${round}`);
+      // Asked first, the any-name token is told the name is reserved; after the pinned token's
+      // join, that the name is bound (a consumed token reserves nothing: it is done).
+      const refusal = (api.tokens.get(any.name) as StoredToken).status?.rejections?.[0]?.message ?? '';
+      if (order[0] === csrAny) assert.match(refusal, new RegExp(`reserved for token ${pinned.tokenId}`));
+    }
+  });
+
+  it('a pinned token revoked no longer reserves its name', async () => {
+    const api = new FakeApi();
+    const pinned = issueToken(api, { spec: { nodeName: 'n1' } });
+    const any = issueToken(api);
+    revoke(api, pinned.name);
+    const sim = new ControllerSim(api);
+    const csr = await kubeletCsr(api, any.tokenId, 'n1', T0 + 1000);
+    sim.deliver();
+    await sim.settle();
+    assert.equal(decisionOf(api, csr), 'Approved NodeflavorBound');
+  });
+});
 
 describe('one node name, two tokens at the same instant: a name is claimed exactly once (ADR 0011)', () => {
-  // Token B's whole pass (bind, then its CSR's approval) runs while token A's pass waits at each
-  // of its API calls in turn: every way the two can interleave at the API, with caches that
-  // deliver nothing in between (the watch has not brought either token's binding to the other).
-  const points = ['createClaim', 'readClaim', 'writeTokenStatus', 'readToken', 'readNode', 'decideCsr'];
+  // Token B's whole pass runs while token A's pass waits at each of its API calls in turn: every
+  // way the two can interleave at the API, with caches that deliver nothing in between.
+  const points = ['createClaim', 'readClaim', 'readNode', 'writeTokenStatus', 'readToken', 'decideCsr'];
   const cases = [
     { name: 'A whole, then B whole, no watch event in between', point: undefined, nth: 0 },
     ...points.flatMap((point) =>
@@ -635,158 +354,197 @@ describe('one node name, two tokens at the same instant: a name is claimed exact
   for (const { name, point, nth } of cases) {
     it(name, async () => {
       const api = new FakeApi();
-      const h = new Harness(api);
       const a = issueToken(api);
       const b = issueToken(api);
+      const sim = new ControllerSim(api);
       const csrA = await kubeletCsr(api, a.tokenId, 'n1', T0 + 1000, 'csr-a');
       const csrB = await kubeletCsr(api, b.tokenId, 'n1', T0 + 1000, 'csr-b');
-      h.now = T0 + 1000;
-      h.deliver();
-      const runB = async () => {
-        await reconcileToken(h.ctx, b.name);
-        await reconcileCsr(h.ctx, csrB);
-      };
+      sim.now = T0 + 1000;
+      sim.deliver();
       if (point) {
         let seen = 0;
         api.before.set(point, async () => {
           if (++seen !== nth) return;
           api.before.clear();
-          await runB();
+          await sim.reconcile('joins', csrB);
         });
       }
-      await reconcileToken(h.ctx, a.name);
-      await reconcileCsr(h.ctx, csrA);
+      await sim.reconcile('joins', csrA);
       api.before.clear();
-      if (!point) await runB();
-      await h.settle();
-      h.advance(5_000);
-      await h.settle();
-
+      if (!point) await sim.reconcile('joins', csrB);
+      await sim.settle();
+      sim.advance(5_000);
+      await sim.settle();
       const decisions = [decisionOf(api, csrA), decisionOf(api, csrB)];
-      const approvedCount = decisions.filter((d) => d?.startsWith('Approved')).length;
-      assert.equal(approvedCount, 1, `exactly one CSR approved: ${JSON.stringify(decisions)}`);
+      assert.equal(
+        decisions.filter((d) => d?.startsWith('Approved')).length,
+        1,
+        `exactly one approved: ${JSON.stringify(decisions)}`,
+      );
       assert.ok(
-        decisions.some((d) => d === 'Denied NameTaken'),
+        decisions.includes('Denied NameTaken'),
         `the other is denied NameTaken: ${JSON.stringify(decisions)}`,
       );
       const winner = decisions[0]?.startsWith('Approved') ? a : b;
-      assert.equal(api.claims.get('n1')?.spec.holder?.tokenName, winner.name, 'the claim names the winner');
-      const boundBy = [a, b].filter((t) =>
-        (api.tokens.get(t.name)?.status?.bindings ?? []).some((binding) => binding.nodeName === 'n1'),
-      );
-      assert.deepEqual(
-        boundBy.map((t) => t.name),
-        [winner.name],
-        'only the winner records a binding of the name',
+      assert.equal(api.claims.get('n1')?.spec.holder?.tokenName, winner.name, 'the record names the winner');
+      const loser = winner === a ? b : a;
+      assert.equal(
+        (api.tokens.get(loser.name) as StoredToken).status?.uses ?? 0,
+        0,
+        "the loser's use is not spent",
       );
     });
   }
-
-  it('many rounds, random order of the two passes and of the watch: never two approvals', async () => {
-    for (let round = 0; round < 40; round++) {
-      const api = new FakeApi();
-      const h = new Harness(api);
-      const tokens = [issueToken(api), issueToken(api)];
-      const csrs = await Promise.all(
-        tokens.map((t, i) => kubeletCsr(api, t.tokenId, `r${round}`, T0 + 1000, `csr-${round}-${i}`)),
-      );
-      h.now = T0 + 1000;
-      h.deliver();
-      const order = round % 2 === 0 ? [0, 1] : [1, 0];
-      const pick = (round >> 1) % points.length;
-      const first = order[0] as number;
-      const second = order[1] as number;
-      api.before.set(points[pick] as string, async () => {
-        api.before.clear();
-        if (round % 3 === 0) h.deliver();
-        await reconcileToken(h.ctx, (tokens[second] as { name: string }).name);
-        await reconcileCsr(h.ctx, csrs[second] as string);
-      });
-      await reconcileToken(h.ctx, (tokens[first] as { name: string }).name);
-      await reconcileCsr(h.ctx, csrs[first] as string);
-      api.before.clear();
-      await h.settle();
-      h.advance(5_000);
-      await h.settle();
-      const approvedCount = csrs.filter((c) => decisionOf(api, c)?.startsWith('Approved')).length;
-      assert.equal(approvedCount, 1, `round ${round}: ${csrs.map((c) => decisionOf(api, c)).join(', ')}`);
-    }
-  });
 });
 
 /**
- * One token's CSR for n1, whose approval meets `interfere` at the first call named `at` (before
- * it reaches the API): the scenario runs to rest, with time enough for every retry.
+ * One token's CSR for n1, whose pass meets `interfere` at the first call named `at` (before it
+ * reaches the API): the scenario runs to rest, with time enough for every retry.
  */
-type Issued = ReturnType<typeof issueToken>;
-
-async function approvalMeets(
+async function passMeets(
   at: string,
-  interfere: (api: FakeApi, h: Harness, tokens: { t: Issued; other: Issued }) => void,
+  interfere: (
+    api: FakeApi,
+    sim: ControllerSim,
+    t: { t: ReturnType<typeof issueToken>; other: ReturnType<typeof issueToken> },
+  ) => void,
 ) {
   const api = new FakeApi();
-  const h = new Harness(api);
   const t = issueToken(api);
   const other = issueToken(api);
+  const sim = new ControllerSim(api);
   const csr = await kubeletCsr(api, t.tokenId, 'n1', T0 + 1000);
-  h.now = T0 + 1000;
-  h.deliver();
+  sim.now = T0 + 1000;
+  sim.deliver();
   api.before.set(at, () => {
     api.before.clear();
-    interfere(api, h, { t, other });
+    interfere(api, sim, { t, other });
   });
-  await h.settle();
-  h.advance(5_000);
-  await h.settle();
-  assert.ok(!api.writes.some((w) => w.startsWith(`approve ${csr}`)), 'never approved');
-  return { api, other, decision: decisionOf(api, csr) };
+  await sim.settle();
+  sim.advance(5_000);
+  await sim.settle();
+  return { api, t, other, csr, decision: decisionOf(api, csr) };
 }
 
-describe('an approval is carried out only from fresh state', () => {
-  it('a revocation that lands between the binding and the approval: never approved; denied, name released', async () => {
-    const { api, decision } = await approvalMeets('readToken', (api, _h, { t }) => revoke(api, t.name));
+describe('a pass carries out only what its writes prove', () => {
+  it('a revocation that lands before the use is counted: never approved; denied, name released', async () => {
+    const { api, decision } = await passMeets('writeTokenStatus', (api, _s, { t }) => revoke(api, t.name));
     assert.equal(decision, 'Denied Revoked');
     assert.equal(api.claims.get('n1')?.spec.holder, undefined, 'the name is free again');
-    assert.ok(api.claims.get('n1')?.spec.releasedAt, 'the claim records its release');
+    assert.ok(api.claims.get('n1')?.spec.releasedAt, 'the record says when it was released');
   });
 
-  it('a token deleted between the binding and the approval: never approved', async () => {
-    const { decision } = await approvalMeets('readToken', (api, h, { t }) => {
+  it('a token deleted before the use is counted: never approved', async () => {
+    const { decision } = await passMeets('writeTokenStatus', (api, sim, { t }) => {
       const token = api.tokens.get(t.name) as StoredToken;
-      token.metadata.deletionTimestamp = rfc3339(new Date(h.now));
+      token.metadata.deletionTimestamp = new Date(sim.now).toISOString().replace(/\.\d{3}Z$/, 'Z');
       token.metadata.resourceVersion = api.nextRv();
     });
     assert.equal(decision, 'Denied Revoked');
   });
 
-  it('a Node of the name registered by another machine before the approval: never approved; denied NameTaken', async () => {
-    const { api, decision } = await approvalMeets('readNode', (api, h, { other }) =>
-      registerNode(api, 'n1', other.flavorToken, h.now),
+  it('a revocation that lands after the use is counted: approved, and the node never flavored', async () => {
+    const { api, t, csr, decision } = await passMeets('decideCsr', (api, _s, { t }) => revoke(api, t.name));
+    assert.equal(decision, 'Approved NodeflavorBound');
+    sign(api, csr);
+    registerNode(api, 'n1', t.flavorToken, T0 + 7000);
+    const sim = new ControllerSim(api);
+    sim.now = T0 + 8000;
+    await sim.settle();
+    const node = api.nodes.get('n1') as TrimmedNode;
+    assert.equal(node.metadata.labels?.['nodeflavor.io/flavor'], undefined, 'no flavor from a revoked token');
+    assert.deepEqual(node.spec.taints, [QUARANTINE]);
+  });
+
+  it('a Node of the name registered by another machine before the Node read: never approved; denied NameTaken', async () => {
+    const { api, decision } = await passMeets('readNode', (api, sim, { other }) =>
+      registerNode(api, 'n1', other.flavorToken, sim.now),
     );
     assert.equal(decision, 'Denied NameTaken');
     assert.equal(api.claims.get('n1')?.spec.holder, undefined, 'the name is released');
   });
 
-  it('a claim taken away (deleted by an admin and claimed by another token) before the approval: never approved', async () => {
-    const { api, other, decision } = await approvalMeets('readClaim', (api, h, { other }) => {
-      // The other token holds the name now, with a live binding of its own.
-      const claim = api.claims.get('n1') as NodeNameClaim;
-      const boundAt = rfc3339(new Date(h.now));
-      claim.spec = {
-        holder: {
-          tokenName: other.name,
-          tokenUID: `uid-${other.name}`,
-          tokenID: other.tokenId,
-          csrName: 'csr-other',
-          claimedAt: boundAt,
-        },
-      };
-      claim.metadata.resourceVersion = api.nextRv();
-      const token = api.tokens.get(other.name) as StoredToken;
-      token.status = { bindings: [{ nodeName: 'n1', csrName: 'csr-other', boundAt }], uses: 1 };
-      token.metadata.resourceVersion = api.nextRv();
+  it('a record an admin deletes mid-join is held by its finalizer: no other token gets the name meanwhile', async () => {
+    const { api, other, decision } = await passMeets('readNode', (api, sim, { other }) => {
+      api.adminDeleteClaim('n1', sim.now);
+      // The other token's request for the name comes at once.
+      void kubeletCsr(api, other.tokenId, 'n1', sim.now, 'csr-other');
     });
-    assert.equal(decision, 'Denied NameTaken');
-    assert.equal(api.claims.get('n1')?.spec.holder?.tokenName, other.name, 'the other token keeps the name');
+    assert.equal(decision, 'Approved NodeflavorBound');
+    const sim = new ControllerSim(api);
+    sim.now = T0 + 10_000;
+    await sim.settle();
+    assert.notEqual(decisionOf(api, 'csr-other'), 'Approved NodeflavorBound', 'never two approvals');
+    assert.ok(api.claims.get('n1')?.metadata.deletionTimestamp, 'deleted once its join ends');
+    assert.equal((api.tokens.get(other.name) as StoredToken).status?.uses ?? 0, 0);
+  });
+});
+
+describe('a record ends: released when its join ends, collected after a grace', () => {
+  it('its Node deleted: the record is released, and collected once the Node and request are gone and the grace passed', async () => {
+    const { api, sim, csr } = await registered('n1');
+    await sim.settle();
+    api.nodes.delete('n1');
+    sim.deliver();
+    await sim.settle();
+    const record = api.claims.get('n1') as NodeNameClaim;
+    assert.equal(record.spec.holder, undefined, 'released');
+    assert.deepEqual(record.metadata.finalizers, [], 'its finalizer went with its holder');
+    assert.equal(record.status?.history?.at(-1)?.event, 'Released');
+    assert.equal(record.status?.history?.at(-1)?.reason, 'NodeGone');
+    sim.advance(3_600_000 + 1000);
+    await sim.settle();
+    assert.ok(api.claims.has('n1'), 'kept while its request is on record');
+    api.csrs.delete(csr);
+    sim.deliver();
+    await sim.settle();
+    assert.equal(api.claims.has('n1'), false, 'collected');
+    assert.ok(api.writes.includes('collect n1'));
+    await assertQuiescent(sim);
+  });
+
+  it('not collected before the grace: a Node registered under the name meanwhile is still quarantined', async () => {
+    const { api, sim, csr } = await registered('n1');
+    await sim.settle();
+    api.nodes.delete('n1');
+    api.csrs.delete(csr);
+    sim.deliver();
+    await sim.settle();
+    sim.advance(60_000);
+    await sim.settle();
+    assert.ok(api.claims.has('n1'), 'within the grace it stays');
+  });
+
+  it('a token revoked before its node registered: the record is released (the request was approved)', async () => {
+    const api = new FakeApi();
+    const t = issueToken(api);
+    const sim = new ControllerSim(api);
+    await approved(sim, t.tokenId, 'n1');
+    revoke(api, t.name);
+    sim.deliver();
+    await sim.settle();
+    assert.equal(api.claims.get('n1')?.spec.holder, undefined);
+    assert.equal(api.claims.get('n1')?.status?.history?.at(-1)?.reason, 'Revoked');
+  });
+
+  it('the name released, another token joins under it: it is judged on its own token and never inherits', async () => {
+    const { api, sim, csr } = await registered('n1');
+    await sim.settle();
+    api.nodes.delete('n1');
+    api.csrs.delete(csr);
+    sim.deliver();
+    await sim.settle();
+    const next = issueToken(api);
+    sim.now += 10_000;
+    const second = await approved(sim, next.tokenId, 'n1');
+    sign(api, second);
+    registerNode(api, 'n1', next.flavorToken, sim.now + 1000);
+    sim.deliver();
+    await sim.settle();
+    assertFlavored(api, 'n1', next.name);
+    assert.deepEqual(
+      api.claims.get('n1')?.status?.history?.map((e) => e.event),
+      ['Claimed', 'Registered', 'Verified', 'Released', 'Claimed', 'Registered', 'Verified'],
+    );
   });
 });

@@ -33,6 +33,7 @@ import {
   GROUP,
   isQualifiedName,
   isReservedKubernetesKey,
+  JOIN_HISTORY_EVENTS,
   LABEL_VALUE_PATTERN,
   LIMITS,
   MAX_DURATION_MS,
@@ -44,6 +45,7 @@ import {
   NODE_NAME_GLOB_PATTERN,
   NodeNameClaimSchema,
   NodeNameClaimSpecSchema,
+  NodeNameClaimStatusSchema,
   parseDuration,
   parseTimestamp,
   QUALIFIED_NAME_PATTERN,
@@ -812,7 +814,7 @@ describe('NodeNameClaim (ADR 0011)', () => {
   const schema = version.schema.openAPIV3Schema;
   const spec = schema.properties.spec;
 
-  it('is a cluster-scoped CRD of nodeflavor.io/v1alpha1 with the agreed names, no status', () => {
+  it('is a cluster-scoped CRD of nodeflavor.io/v1alpha1 with the agreed names, no status subresource', () => {
     assert.equal(crd.metadata.name, `${NODE_NAME_CLAIM_PLURAL}.${GROUP}`);
     assert.equal(crd.spec.scope, 'Cluster');
     assert.deepEqual(crd.spec.names, {
@@ -837,6 +839,11 @@ describe('NodeNameClaim (ADR 0011)', () => {
     const holder = spec.properties.holder;
     assert.deepEqual([...holder.required].sort(), Object.keys(holder.properties).sort());
     assert.equal(holder.properties.tokenID.pattern, TOKEN_ID_PATTERN);
+    const status = schema.properties.status;
+    assert.deepEqual(shapeKeys(NodeNameClaimStatusSchema), Object.keys(status.properties).sort());
+    assert.equal(status.properties.history.maxItems, LIMITS.joinHistory);
+    assert.deepEqual(status.properties.history.items.properties.event.enum, [...JOIN_HISTORY_EVENTS]);
+    assert.equal(status.properties.join.properties.tokenID.pattern, TOKEN_ID_PATTERN);
   });
 
   it('tells held, released and malformed claims apart', () => {
@@ -855,6 +862,25 @@ describe('NodeNameClaim (ADR 0011)', () => {
     });
     assert.ok(NodeNameClaimSchema.safeParse(claim({ holder })).success);
     assert.ok(NodeNameClaimSchema.safeParse(claim({ releasedAt: '2026-12-02T00:00:00Z' })).success);
+    const withJoin = (status: unknown) => ({ ...claim({ holder }), status });
+    const join = { tokenName: 'ft-abc123', tokenID: 'abc123', csrName: 'csr-1' };
+    assert.ok(
+      NodeNameClaimSchema.safeParse(
+        withJoin({
+          join: { ...join, nodeUID: 'u', verifiedAt: '2026-12-02T00:00:00Z' },
+          history: [{ at: '2026-12-02T00:00:00Z', event: 'Claimed', tokenID: 'abc123', csrName: 'csr-1' }],
+        }),
+      ).success,
+    );
+    assert.ok(
+      !NodeNameClaimSchema.safeParse(withJoin({ history: [{ at: 'now', event: 'Claimed' }] })).success,
+    );
+    assert.ok(
+      !NodeNameClaimSchema.safeParse(
+        withJoin({ history: [{ at: '2026-12-02T00:00:00Z', event: 'Approved' }] }),
+      ).success,
+    );
+    assert.ok(!NodeNameClaimSchema.safeParse(withJoin({ join: { ...join, tokenID: 'BAD' } })).success);
     assert.ok(!NodeNameClaimSchema.safeParse(claim({ holder: { ...holder, tokenID: 'ABC' } })).success);
     assert.ok(
       !NodeNameClaimSchema.safeParse(claim({ holder: { ...holder, claimedAt: 'yesterday' } })).success,

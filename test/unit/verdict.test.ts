@@ -286,13 +286,56 @@ describe('decideBinding', () => {
     'a second CSR of an already-bound node name before the Node registered is idempotent (kubelet retried)': {
       csr: csr({ name: 'csr-n1-retry' }),
       token: token({ maxUses: 1, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1' })] }),
-      want: { kind: 'already-bound', nodeName: 'n1' },
+      want: { kind: 'already-bound', nodeName: 'n1', retry: true },
+    },
+    'a retry of the same join is still refused once its token is revoked': {
+      csr: csr({ name: 'csr-n1-retry' }),
+      token: token({ maxUses: 1, revoked: true, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1' })] }),
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: { reason: 'Revoked', message: 'token abcdef was revoked' },
+      },
+    },
+    'a name another requester holds a kubelet certificate for is NameTaken, naming its CSR': {
+      csr: csr(),
+      token: token(),
+      name: { boundByOtherToken: false, certifiedElsewhere: 'csr-plain' },
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: {
+          reason: 'NameTaken',
+          message:
+            'another requester holds a kubelet certificate for node "n1" (CSR csr-plain): token abcdef cannot claim it',
+        },
+      },
+    },
+    "a name a live token is issued for is that token's: another token is refused, saying so": {
+      csr: csr(),
+      token: token(),
+      name: { boundByOtherToken: false, reservedFor: 'pinned' },
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: {
+          reason: 'NameTaken',
+          message:
+            'node name "n1" is reserved for token pinned, which was issued for exactly that name: token abcdef cannot claim it',
+        },
+      },
+    },
+    'a token pinned to the name itself is not kept off it by another token pinned to it': {
+      csr: csr(),
+      token: token({ nodeName: 'n1' }),
+      name: { boundByOtherToken: false, reservedFor: 'pinned' },
+      want: { kind: 'bind', nodeName: 'n1' },
     },
     'a second CSR of a bound name whose first request was issued its certificate is AlreadyJoined, its Node UID not recorded yet (registered and deleted in between)':
       {
         csr: csr({ name: 'csr-n1-second-machine' }),
         token: token({ maxUses: 1, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1' })] }),
-        name: { boundByOtherToken: false, boundCsrIssued: true },
+        name: { boundByOtherToken: false, joinCsrIssued: true },
         want: ALREADY_JOINED_N1,
       },
     'a second CSR for a name whose Node registered under this token is AlreadyJoined': {
@@ -943,6 +986,7 @@ describe('decideNode', () => {
       'NoUsesLeft',
       'NameTaken',
       'AlreadyJoined',
+      'Superseded',
     ]);
     // NodeNameMismatch reaches nodes only as a rejected claim; it is covered above that way.
     const missing = FAILURE_REASONS.filter((r) => !nodeReasons.has(r) && !bindingOnly.has(r));

@@ -9,10 +9,11 @@ import pino from 'pino';
 import { Registry } from 'prom-client';
 import type { CacheName, CacheObject, Caches, ControllerContext } from '../../src/controller/context.ts';
 import type { Reads } from '../../src/controller/event-keys.ts';
+import { Indexes } from '../../src/controller/indexes.ts';
 import { controllerMetrics } from '../../src/controller/metrics.ts';
 import { type Enqueue, enqueueAll, reconcilerQueues, routeEvents } from '../../src/controller/routing.ts';
-import { Indexes } from '../../src/controller/state.ts';
 import { type QueueName, RECONCILERS, type ReconcilerWiring } from '../../src/controller/wiring.ts';
+import { REFUSED_ANNOTATION } from '../../src/flavor/refusal-record.ts';
 import { API_VERSION, type NodeNameClaim, TOKEN_ID_LABEL } from '../../src/flavor/resources.ts';
 import { VERIFIED_ANNOTATION } from '../../src/flavor/verification-record.ts';
 import type { StoredFlavorClass } from '../../src/kube/flavor-classes.ts';
@@ -67,6 +68,18 @@ const claim = (nodeName: string, holder?: { tokenName: string; tokenID: string }
         holder: { ...holder, tokenUID: `uid-${holder.tokenName}`, csrName: `csr-${nodeName}`, claimedAt: T0 },
       }
     : { releasedAt: T0 },
+  ...(holder
+    ? {
+        status: {
+          join: {
+            tokenName: holder.tokenName,
+            tokenID: holder.tokenID,
+            csrName: `csr-${nodeName}`,
+            nodeUID: `uid-${nodeName}`,
+          },
+        },
+      }
+    : {}),
 });
 
 const flavorClass = (
@@ -110,6 +123,7 @@ function world() {
   const indexes = new Indexes();
   for (const t of tokens.list()) indexes.onToken(t, undefined);
   for (const c of csrs.list()) indexes.onCsr(c, false);
+  for (const c of claims.list()) indexes.onClaim(c, undefined);
   for (const n of nodes.list()) indexes.nodeFlavors.onNode('ADDED', n);
   return { caches, indexes, read: { caches, indexes } satisfies Reads };
 }
@@ -136,10 +150,10 @@ function route<C extends CacheName>(
 
 describe('wiring: which queue keys each cache event enqueues', () => {
   describe('Nodes', () => {
-    test('ADDED: the node, the tokens bound to its name, the class it carries (coalesced)', () => {
+    test("ADDED: the node, the request its name's record follows, the class it carries (coalesced)", () => {
       const { read } = world();
       const added = node('node-1', { annotations: { [VERIFIED_ANNOTATION]: record('sweet') } });
-      assert.deepEqual(route(read, 'nodes', 'ADDED', added), { tokens: ['ft-a'], nodes: ['node-1'] });
+      assert.deepEqual(route(read, 'nodes', 'ADDED', added), { joins: ['csr-node-1'], nodes: ['node-1'] });
       const fresh = node('node-9', { annotations: { [VERIFIED_ANNOTATION]: record('sweet') } });
       assert.deepEqual(route(read, 'nodes', 'ADDED', fresh), {
         nodes: ['node-9'],
@@ -147,116 +161,125 @@ describe('wiring: which queue keys each cache event enqueues', () => {
       });
       assert.equal(read.indexes.nodeFlavors.count('sweet'), 2);
     });
-    test('MODIFIED: only the node, and the classes whose count it changed', () => {
+    test('MODIFIED: the node; its join only when it was judged (verified or refused); the classes whose count changed', () => {
       const { read } = world();
       const before = read.caches.nodes.get('node-1') as TrimmedNode;
       assert.deepEqual(route(read, 'nodes', 'MODIFIED', before, before), { nodes: ['node-1'] });
       const sour = node('node-1', { annotations: { [VERIFIED_ANNOTATION]: record('sour') } });
       assert.deepEqual(route(read, 'nodes', 'MODIFIED', sour, before), {
+        joins: ['csr-node-1'],
         nodes: ['node-1'],
         flavorclasses: ['sweet@1000', 'sour@1000'],
       });
+      const refused = node('node-1', {
+        annotations: { [REFUSED_ANNOTATION]: '{"reason":"InvalidToken","message":"m","since":"x"}' },
+      });
       const quarantined = {
-        ...sour,
+        ...refused,
         spec: { taints: [{ key: 'nodeflavor.io/unverified', effect: 'NoSchedule' }] },
       };
       assert.deepEqual(route(read, 'nodes', 'MODIFIED', quarantined, sour), {
+        joins: ['csr-node-1'],
         nodes: ['node-1'],
         flavorclasses: ['sour@1000'],
       });
       assert.equal(read.indexes.nodeFlavors.count('sweet'), 0);
       assert.equal(read.indexes.nodeFlavors.count('sour'), 0);
     });
-    test('DELETED: not the node; the tokens bound to its name; its class; what was kept for it goes', () => {
+    test("DELETED: not the node; the request its name's record follows (released); its class", () => {
       const { read } = world();
       const gone = read.caches.nodes.get('node-1') as TrimmedNode;
-      read.indexes.setNodeFailure('node-1', {
-        uid: gone.metadata.uid,
-        failure: { reason: 'R', message: 'm' } as never,
-      });
       assert.deepEqual(route(read, 'nodes', 'DELETED', gone, gone), {
-        tokens: ['ft-a'],
+        joins: ['csr-node-1'],
         flavorclasses: ['sweet@1000'],
       });
-      assert.equal(read.indexes.nodeFailure('node-1', gone.metadata.uid), undefined);
       assert.deepEqual(route(read, 'nodes', 'DELETED', node('node-3')), {});
     });
   });
 
   describe('CSRs', () => {
-    test('one of our tokens: that token judges it', () => {
+    test('a bootstrap CSR, ours or not: the join reconciler, under its own key', () => {
       const { read } = world();
       const ours = read.caches.csrs.get('csr-ours') as CsrObject;
       for (const type of ['ADDED', 'MODIFIED'] as const)
-        assert.deepEqual(route(read, 'csrs', type, ours, ours), { tokens: ['ft-a'] });
-    });
-    test('a token nodeflavor did not issue: the CSR queue refuses it', () => {
-      const { read } = world();
+        assert.deepEqual(route(read, 'csrs', type, ours, ours), { joins: ['csr-ours'] });
       const foreign = read.caches.csrs.get('csr-foreign') as CsrObject;
-      assert.deepEqual(route(read, 'csrs', 'ADDED', foreign), { csrs: ['csr-foreign'] });
+      assert.deepEqual(route(read, 'csrs', 'ADDED', foreign), { joins: ['csr-foreign'] });
     });
-    test('not a bootstrap CSR, or deleted: nothing, but the index follows', () => {
+    test("a node's own renewal: nothing, unless a join record names it; deleted: the index follows", () => {
       const { read } = world();
       assert.deepEqual(route(read, 'csrs', 'ADDED', csr('csr-node', 'system:node:node-1')), {});
       const ours = read.caches.csrs.get('csr-ours') as CsrObject;
       assert.deepEqual(read.indexes.csrsByTokenId.get('aaaaaa'), ['csr-ours']);
-      assert.deepEqual(route(read, 'csrs', 'DELETED', ours, ours), {});
+      assert.deepEqual(route(read, 'csrs', 'DELETED', ours, ours), { joins: ['csr-ours'] });
       assert.deepEqual(read.indexes.csrsByTokenId.get('aaaaaa'), []);
-    });
-    test('the index is updated before the keys are mapped: a CSR seen after its token', () => {
-      const { read } = world();
-      const t = token('ft-c', 'cccccc', 'sweet');
-      route(read, 'tokens', 'ADDED', t);
-      assert.deepEqual(route(read, 'csrs', 'ADDED', csr('csr-c', 'system:bootstrap:cccccc')), {
-        tokens: ['ft-c'],
-      });
+      const named = csr('csr-node-1', 'system:node:node-1');
+      assert.deepEqual(route(read, 'csrs', 'DELETED', named, named), { joins: ['csr-node-1'] });
     });
   });
 
   describe('FlavoredTokens', () => {
-    test('the token and the nodes of its bindings, before and after', () => {
+    test("added: itself; its requests and its joins' requests", () => {
+      const { read } = world();
+      const t = token('ft-c', 'cccccc', 'sweet');
+      route(read, 'csrs', 'ADDED', csr('csr-c', 'system:bootstrap:cccccc'));
+      assert.deepEqual(route(read, 'tokens', 'ADDED', t), { joins: ['csr-c'], tokens: ['ft-c'] });
+      assert.equal(read.indexes.tokenNameById.get('cccccc'), 'ft-c');
+    });
+    test('its spec changed (a revocation): its requests, its joins, the nodes of its joins', () => {
       const { read } = world();
       const before = read.caches.tokens.get('ft-a') as StoredToken;
-      const after = token('ft-a', 'aaaaaa', 'sweet', ['node-2', 'node-1']);
-      assert.deepEqual(route(read, 'tokens', 'MODIFIED', after, before), {
+      const revoked = {
+        ...before,
+        metadata: { ...before.metadata, generation: 2 },
+        spec: { ...before.spec, revoked: true },
+      };
+      assert.deepEqual(route(read, 'tokens', 'MODIFIED', revoked, before), {
+        joins: ['csr-ours', 'csr-node-1'],
+        nodes: ['node-1'],
         tokens: ['ft-a'],
-        nodes: ['node-1', 'node-2'],
       });
-      assert.deepEqual(read.indexes.tokensByNodeName.get('node-2'), ['ft-a']);
-      assert.deepEqual(route(read, 'tokens', 'DELETED', after, after), {
-        tokens: ['ft-a'],
-        nodes: ['node-2', 'node-1'],
-      });
-      assert.deepEqual(read.indexes.tokensByNodeName.get('node-2'), []);
-      assert.equal(read.indexes.tokenNameById.get('aaaaaa'), undefined);
     });
-    test('a token with no bindings: only itself', () => {
+    test('a status write (a use counted): itself only; a refusal newly recorded: the node it names', () => {
       const { read } = world();
-      assert.deepEqual(route(read, 'tokens', 'ADDED', token('ft-c', 'cccccc', 'sweet')), {
-        tokens: ['ft-c'],
+      const before = read.caches.tokens.get('ft-a') as StoredToken;
+      const counted = { ...before, status: { ...before.status, uses: 1 } };
+      assert.deepEqual(route(read, 'tokens', 'MODIFIED', counted, before), { tokens: ['ft-a'] });
+      const refused = {
+        ...counted,
+        status: {
+          ...counted.status,
+          rejections: [{ csrName: 'csr-x', nodeName: 'node-3', reason: 'NameTaken', message: 'm', at: T0 }],
+        },
+      };
+      assert.deepEqual(route(read, 'tokens', 'MODIFIED', refused, counted), {
+        nodes: ['node-3'],
+        tokens: ['ft-a'],
       });
-      assert.equal(read.indexes.tokenNameById.get('cccccc'), 'ft-c');
+      assert.deepEqual(read.indexes.tokensRefusingName.get('node-3'), ['ft-a']);
     });
   });
 
-  describe('NodeNameClaims', () => {
-    test("the claimed name's Node and the claim's holder", () => {
+  describe('NodeNameClaims (join records)', () => {
+    test("claimed: the name's Node; the indexes learn the holder and the request", () => {
       const { read } = world();
-      const held = read.caches.claims.get('node-1') as NodeNameClaim;
-      assert.deepEqual(route(read, 'claims', 'ADDED', held), { tokens: ['ft-a'], nodes: ['node-1'] });
-      assert.deepEqual(read.indexes.claimsByTokenUid.get('uid-ft-a'), ['node-1']);
+      const fresh = claim('node-7', { tokenName: 'ft-b', tokenID: 'bbbbbb' });
+      assert.deepEqual(route(read, 'claims', 'ADDED', fresh), { nodes: ['node-7'] });
+      assert.deepEqual(read.indexes.claimsByTokenUid.get('uid-ft-b'), ['node-7']);
+      assert.equal(read.indexes.claimByRequest.get('csr-node-7'), 'node-7');
     });
-    test('released: the Node only, and the index lets the holder go', () => {
+    test("released: the Node; the holder's index lets go; a write that changes neither holder nor Node: nothing", () => {
       const { read } = world();
       const held = read.caches.claims.get('node-1') as NodeNameClaim;
-      route(read, 'claims', 'ADDED', held);
+      const recorded = { ...held, status: { ...held.status, history: [] } };
+      assert.deepEqual(route(read, 'claims', 'MODIFIED', recorded, held), {});
       assert.deepEqual(route(read, 'claims', 'MODIFIED', claim('node-1'), held), { nodes: ['node-1'] });
       assert.deepEqual(read.indexes.claimsByTokenUid.get('uid-ft-a'), []);
     });
   });
 
   describe('FlavorClasses', () => {
-    test("ADDED: its status, and the nodes of its tokens' bindings, whose record names it, that carry its keys", () => {
+    test("ADDED: its status, and the nodes of its tokens' joins, whose record names it, that carry its keys", () => {
       const { read } = world();
       const sweet = read.caches.classes.get('sweet') as StoredFlavorClass;
       assert.deepEqual(route(read, 'classes', 'ADDED', sweet), {
@@ -287,14 +310,14 @@ describe('wiring: which queue keys each cache event enqueues', () => {
     });
   });
 
-  test('resync: every token, node and class; only the CSRs of tokens nodeflavor did not issue', () => {
+  test("resync: every bootstrap CSR and every record's request, node, token and class", () => {
     const { read } = world();
     const { enqueued, queues } = recorder();
     enqueueAll(RECONCILERS, queues, read);
     assert.deepEqual(enqueued, {
-      tokens: ['ft-a', 'ft-b'],
+      joins: ['csr-ours', 'csr-foreign', 'csr-node-1'],
       nodes: ['node-1', 'node-2', 'node-3'],
-      csrs: ['csr-foreign'],
+      tokens: ['ft-a', 'ft-b'],
       flavorclasses: ['sweet'],
     });
   });
