@@ -3,7 +3,7 @@
 // src/kube/explain-facts.ts reads. Also the REASON of `kubectl flavor nodes`. Pure.
 
 import { remedyFor } from '../flavor/reasons.ts';
-import type { FlavoredToken, TokenBinding } from '../flavor/resources.ts';
+import type { FlavoredToken, NodeNameClaim, TokenBinding } from '../flavor/resources.ts';
 import { QUARANTINE_TAINT_KEY, TOKEN_ID_LABEL, TOKEN_LABEL_KEY } from '../flavor/resources.ts';
 import { tokenLifecycle } from '../flavor/token-lifecycle.ts';
 import { FAILURE_REASONS, type NodeFacts, readVerificationRecord } from '../flavor/verdict.ts';
@@ -163,12 +163,27 @@ const CONCLUSIONS: Readonly<Record<NodeState, (c: NodeConclusion) => string>> = 
   unmanaged: () => 'not managed by nodeflavor: no token label, no flavor, no quarantine taint',
 };
 
+/** The name's joins, as its record tells them (newest last): what happened, when, to which token. */
+function historyLines(record: NodeNameClaim | undefined, now: Date): string {
+  const history = record?.status?.history ?? [];
+  if (history.length === 0) return '';
+  const rows = history.map((e) => {
+    const who = [e.tokenID ? `token ${e.tokenID}` : undefined, e.csrName ? `CSR ${e.csrName}` : undefined]
+      .filter(Boolean)
+      .join(', ');
+    const why = e.reason ? ` ${e.reason}${e.message ? `: ${e.message}` : ''}` : '';
+    return `  ${`${ago(e.at, now)} ago`.padEnd(10)}${e.event.padEnd(12)}${who}${why}`;
+  });
+  return `Join history (NodeNameClaim ${record?.metadata.name}):\n${rows.join('\n')}\n`;
+}
+
 export function explainNode(
   node: NodeFacts,
   tokens: FlavoredToken[],
   csrs: CsrSummary[],
   events: EventSummary[],
   now: Date,
+  joinRecord?: NodeNameClaim,
 ): string {
   const c = concludeNode(node, tokens, csrs, events);
   const record = readVerificationRecord(node);
@@ -193,7 +208,7 @@ export function explainNode(
           : undefined,
     ],
   ];
-  return lines(rows) + eventLines(events, now);
+  return lines(rows) + historyLines(joinRecord, now) + eventLines(events, now);
 }
 
 export function explainToken(

@@ -430,12 +430,13 @@ async function explain(kubeConfig: KubeConfig, args: string[], io: Io): Promise<
   const node = kind === 'token' ? undefined : await reader.node(name);
   const now = new Date();
   if (node) {
-    const [tokens, csrs, events] = await Promise.all([
+    const [tokens, csrs, events, record] = await Promise.all([
       reader.tokens(),
       reader.kubeletCsrs(),
       reader.events('Node', node.name),
+      reader.joinRecord(node.name),
     ]);
-    io.stdout(explainNode(node, tokens, csrs, events, now));
+    io.stdout(explainNode(node, tokens, csrs, events, now, record));
     return 0;
   }
   const token = kind === 'node' ? undefined : await reader.findToken(name);

@@ -5,42 +5,12 @@
 import { carriedFlavor } from '../flavor/class-status.ts';
 import { parseKubeletCsr } from '../flavor/csr.ts';
 import type { NodeNameClaim } from '../flavor/resources.ts';
+import { SetIndex } from '../flavor/set-index.ts';
 import type { CsrFacts } from '../flavor/verdict.ts';
 import type { WatchEventType } from '../kube/listwatch.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
 import { csrTokenId, tokenIdOf } from './facts.ts';
-
-/**
- * A many-to-many index: key → member names. Nearly every key has one member (a node bound by one
- * token, a token with one CSR), so one member is kept as the string itself and a Set only for
- * more: at 10,000 nodes a Set per key cost ~1.5 MB.
- */
-export class SetIndex {
-  private readonly map = new Map<string, string | Set<string>>();
-  add(key: string, member: string): void {
-    const current = this.map.get(key);
-    if (current === undefined) this.map.set(key, member);
-    else if (typeof current === 'string') {
-      if (current !== member) this.map.set(key, new Set([current, member]));
-    } else current.add(member);
-  }
-  remove(key: string, member: string): void {
-    const current = this.map.get(key);
-    if (current === undefined) return;
-    if (typeof current === 'string') {
-      if (current === member) this.map.delete(key);
-      return;
-    }
-    current.delete(member);
-    if (current.size === 1) this.map.set(key, current.values().next().value as string);
-  }
-  get(key: string): string[] {
-    const current = this.map.get(key);
-    if (current === undefined) return [];
-    return typeof current === 'string' ? [current] : [...current];
-  }
-}
 
 /**
  * Which flavor each verified Node carries and how many carry each: the FlavorClass status

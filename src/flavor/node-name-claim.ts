@@ -10,6 +10,7 @@ import {
   API_VERSION,
   CLAIM_FINALIZER,
   type ClaimHolder,
+  type FlavoredTokenStatus,
   type Join,
   type JoinFailure,
   type JoinHistoryEntry,
@@ -328,5 +329,32 @@ export function bindingOf(claim: NodeNameClaim): TokenBinding | undefined {
     ...(join?.nodeUID ? { nodeUID: join.nodeUID } : {}),
     ...(join?.verifiedAt ? { verifiedAt: join.verifiedAt } : {}),
     ...(join?.failure ? { failure: join.failure } : {}),
+  };
+}
+
+/**
+ * The token as its readers show it (GET /v1/tokens, `kubectl flavor`, the page): its status with
+ * the bindings its joins' records carry (ADR 0016). A token's status keeps the ledger of its uses;
+ * what became of each join is on the join's record. A join whose record no longer holds the name
+ * for this token (its Node gone, the name released) is not shown, as a released binding was not;
+ * its use stays counted. A record written before join records existed shows what the ledger says.
+ */
+export function tokenWithJoins<T extends { metadata: { uid?: string }; status?: FlavoredTokenStatus }>(
+  token: T,
+  records: readonly NodeNameClaim[],
+): T {
+  const ledger = token.status?.bindings ?? [];
+  const joins: TokenBinding[] = [];
+  for (const record of records) {
+    if (!token.metadata.uid || record.spec.holder?.tokenUID !== token.metadata.uid) continue;
+    const binding = bindingOf(record);
+    if (!binding) continue;
+    const legacy = record.status?.join ? undefined : ledger.find((b) => b.nodeName === binding.nodeName);
+    joins.push({ ...legacy, ...binding });
+  }
+  if (!token.status) return joins.length === 0 ? token : { ...token, status: { bindings: joins } };
+  return {
+    ...token,
+    status: { ...token.status, bindings: joins.sort((a, b) => a.boundAt.localeCompare(b.boundAt)) },
   };
 }

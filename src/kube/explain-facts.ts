@@ -1,13 +1,15 @@
 // The reads behind `kubectl flavor explain` and the REASON column of `kubectl flavor nodes`: the
-// Node, the FlavoredTokens that name it, the kubelet client CSRs that asked for its name, and
-// nodeflavor's Events. Read with the caller's own kubeconfig (their RBAC); every failure becomes a
+// Node, its name's join record, the FlavoredTokens (with their joins), the kubelet client CSRs
+// that asked for its name, and nodeflavor's Events. Read with the caller's own kubeconfig (their RBAC); every failure becomes a
 // KubeError. The conclusions are drawn purely in src/cli/explain.ts.
 import { parseKubeletCsr } from '../flavor/csr.ts';
-import type { FlavoredToken } from '../flavor/resources.ts';
+import { tokenWithJoins } from '../flavor/node-name-claim.ts';
+import { type FlavoredToken, type NodeNameClaim, TOKEN_ID_LABEL } from '../flavor/resources.ts';
 import { KUBELET_CLIENT_SIGNER, type NodeFacts } from '../flavor/verdict.ts';
 import { kubeCall } from './fetch.ts';
 import { isNotFound } from './kube-error.ts';
 import type { KubeConfig } from './kubeconfig.ts';
+import { readClaim } from './node-name-claims.ts';
 import { KubeTokenStore } from './tokens.ts';
 
 /** The fields of a core/v1 Event this file reads. */
@@ -122,14 +124,28 @@ export class ExplainReader {
     }
   }
 
-  tokens(): Promise<FlavoredToken[]> {
-    return this.#tokens.listFlavoredTokens();
+  /** Every token, each with what its joins' records say (ADR 0016). */
+  async tokens(): Promise<FlavoredToken[]> {
+    const [tokens, records] = await Promise.all([
+      this.#tokens.listFlavoredTokens(),
+      this.#tokens.listJoinRecords(),
+    ]);
+    return tokens.map((token) => tokenWithJoins(token, records));
   }
 
-  findToken(ref: string): Promise<FlavoredToken | undefined> {
-    return /^[a-z0-9]{6}$/.test(ref)
-      ? this.#tokens.findFlavoredTokenByTokenId(ref)
-      : this.#tokens.getFlavoredToken(ref);
+  /** A token by name or token ID, with what its joins' records say. */
+  async findToken(ref: string): Promise<FlavoredToken | undefined> {
+    const token = /^[a-z0-9]{6}$/.test(ref)
+      ? await this.#tokens.findFlavoredTokenByTokenId(ref)
+      : await this.#tokens.getFlavoredToken(ref);
+    const tokenId = token?.metadata.labels?.[TOKEN_ID_LABEL];
+    if (!token || !tokenId) return token;
+    return tokenWithJoins(token, await this.#tokens.listJoinRecords(tokenId));
+  }
+
+  /** The join record of a node name (its NodeNameClaim: the joins under it), if any. */
+  joinRecord(nodeName: string): Promise<NodeNameClaim | undefined> {
+    return readClaim(this.#kubeConfig, nodeName);
   }
 
   /** Kubelet client CSRs, with the node name each asks for (parsed from its request). */

@@ -16,6 +16,9 @@ import {
   FlavoredTokenSchema,
   GROUP,
   ISSUED_ANNOTATION,
+  NODE_NAME_CLAIM_PLURAL,
+  type NodeNameClaim,
+  NodeNameClaimSchema,
   TOKEN_FINALIZER,
   TOKEN_ID_LABEL,
   VERSION,
@@ -65,6 +68,8 @@ export interface TokenKube {
   getFlavoredToken(name: string): Promise<FlavoredToken | undefined>;
   findFlavoredTokenByTokenId(tokenId: string): Promise<FlavoredToken | undefined>;
   listFlavoredTokens(): Promise<FlavoredToken[]>;
+  /** The join records (NodeNameClaims) of one token's joins, or every one (ADR 0016). */
+  listJoinRecords(tokenId?: string): Promise<NodeNameClaim[]>;
   markFlavoredTokenRevoked(name: string): Promise<FlavoredToken>;
   /**
    * Marks issuance complete (the bootstrap Secret exists), see ISSUED_ANNOTATION; with
@@ -93,6 +98,7 @@ const MERGE_PATCH = 'application/merge-patch+json';
 const JSON_PATCH = 'application/json-patch+json';
 const CLASSES = `/apis/${GROUP}/${VERSION}/${FLAVOR_CLASS_PLURAL}`;
 const TOKENS = `/apis/${GROUP}/${VERSION}/${FLAVORED_TOKEN_PLURAL}`;
+const CLAIMS = `/apis/${GROUP}/${VERSION}/${NODE_NAME_CLAIM_PLURAL}`;
 const SECRETS = `/api/v1/namespaces/${BOOTSTRAP_TOKEN_NAMESPACE}/secrets`;
 const name$ = encodeURIComponent;
 
@@ -158,6 +164,14 @@ export class KubeTokenStore implements TokenKube {
   async listFlavoredTokens(): Promise<FlavoredToken[]> {
     const list = await kubeCall(this.#kubeConfig, 'GET', TOKENS, { action: 'list FlavoredTokens' });
     return parseItems(FlavoredTokenSchema, list);
+  }
+
+  async listJoinRecords(tokenId?: string): Promise<NodeNameClaim[]> {
+    const list = await kubeCall(this.#kubeConfig, 'GET', CLAIMS, {
+      ...(tokenId ? { query: { labelSelector: `${TOKEN_ID_LABEL}=${tokenId}` } } : {}),
+      action: tokenId ? `list the join records of token ID '${tokenId}'` : 'list the join records',
+    });
+    return parseItems(NodeNameClaimSchema, list);
   }
 
   async markFlavoredTokenIssued(name: string, at: string, resourceVersion?: string): Promise<void> {

@@ -27,6 +27,7 @@ import {
 } from '../flavor/bootstrap-token.ts';
 import { deriveFlavorToken } from '../flavor/flavor-token.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
+import { tokenWithJoins } from '../flavor/node-name-claim.ts';
 import {
   API_VERSION,
   type Condition,
@@ -577,8 +578,19 @@ async function getToken(deps: Pick<IssuanceDeps, 'kube'>, ref: string): Promise<
 
 export async function listTokens(deps: Pick<IssuanceDeps, 'kube' | 'now'>): Promise<TokenStatusView[]> {
   const now = (deps.now ?? (() => new Date()))();
-  const tokens = await deps.kube.listFlavoredTokens();
-  return tokens.map((token) => tokenStatusView(token, now));
+  const [tokens, records] = await Promise.all([deps.kube.listFlavoredTokens(), deps.kube.listJoinRecords()]);
+  return tokens.map((token) => tokenStatusView(tokenWithJoins(token, records), now));
+}
+
+/** The token's view, with what its joins' records say (ADR 0016). */
+export async function tokenViewOf(
+  deps: Pick<IssuanceDeps, 'kube'>,
+  token: FlavoredToken,
+  now: Date,
+): Promise<TokenStatusView> {
+  const tokenId = tokenIdOf(token);
+  const records = tokenId ? await deps.kube.listJoinRecords(tokenId) : [];
+  return tokenStatusView(tokenWithJoins(token, records), now);
 }
 
 /**
@@ -594,7 +606,7 @@ export async function revokeToken(
   const name = token.metadata.name ?? '';
   const tokenId = tokenIdOf(token);
   if (tokenId) await deps.kube.deleteBootstrapSecret(tokenId);
-  if (token.spec.revoked) return tokenStatusView(token, (deps.now ?? (() => new Date()))());
+  if (token.spec.revoked) return tokenViewOf(deps, token, (deps.now ?? (() => new Date()))());
   let revoked: FlavoredToken;
   try {
     revoked = await deps.kube.markFlavoredTokenRevoked(name);
@@ -608,7 +620,7 @@ export async function revokeToken(
   // Secret after the first delete and read the record back before spec.revoked landed. Any
   // issuance reading it from here on finds it revoked, deletes its Secret and answers nothing.
   if (tokenId) await deps.kube.deleteBootstrapSecret(tokenId);
-  return tokenStatusView(revoked, (deps.now ?? (() => new Date()))());
+  return tokenViewOf(deps, revoked, (deps.now ?? (() => new Date()))());
 }
 
 function tokenIdOf(token: FlavoredToken): string | undefined {

@@ -5,6 +5,7 @@ import type { PassThrough } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { TOKEN_ID_PATTERN } from '../flavor/bootstrap-token.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
+import { tokenWithJoins } from '../flavor/node-name-claim.ts';
 import type { FlavoredToken } from '../flavor/resources.ts';
 import { withdrawal } from '../flavor/withdrawal.ts';
 import { KeyRingUnavailableError } from '../kube/keyring-store.ts';
@@ -22,7 +23,9 @@ import {
   issueToken,
   OWNER_ANNOTATION,
   revokeToken,
+  type TokenStatusView,
   tokenStatusView,
+  tokenViewOf,
 } from './issue.ts';
 import type { IssueResult, IssuerMetrics } from './metrics.ts';
 import { OPENAPI_DOCUMENT } from './openapi.ts';
@@ -110,7 +113,7 @@ export function registerRoutes(app: FastifyInstance, ctx: IssuerContext): void {
         const query = parseTokenGetQuery(request.query);
         if (query.watch === 'true') return watchToken(ctx, request, reply, query);
         const token = await authorisedToken(ctx, request, request.params.id, 'get');
-        return tokenStatusView(token, ctx.now());
+        return viewOf(ctx, token);
       });
       v1.delete<{ Params: { id: string } }>('/tokens/:id', async (request) => {
         const token = await authorisedToken(ctx, request, request.params.id, 'delete');
@@ -135,6 +138,13 @@ export function registerRoutes(app: FastifyInstance, ctx: IssuerContext): void {
     },
     { prefix: '/v1' },
   );
+}
+
+/** A token's view with its joins' records: from the issuer's watches, or read now until they synced. */
+async function viewOf(ctx: IssuerContext, token: FlavoredToken): Promise<TokenStatusView> {
+  const feed = ctx.tokens?.synced ? ctx.tokens : undefined;
+  if (feed) return tokenStatusView(tokenWithJoins(token, feed.joinsOf(token)), ctx.now());
+  return tokenViewOf(ctx.issuance, token, ctx.now());
 }
 
 async function authenticate(ctx: IssuerContext, request: FastifyRequest, reply: FastifyReply): Promise<void> {
@@ -187,7 +197,10 @@ async function listCallerTokens(ctx: IssuerContext, request: FastifyRequest): Pr
       `${caller.username} may not list every token: scope=all needs RBAC verb 'list' on flavoredtokens.nodeflavor.io (scope=own lists your own)`,
     );
   }
-  const tokens = ctx.tokens?.synced ? ctx.tokens.list() : await ctx.issuance.kube.listFlavoredTokens();
+  const feed = ctx.tokens?.synced ? ctx.tokens : undefined;
+  const [tokens, records] = feed
+    ? [feed.list(), undefined]
+    : await Promise.all([ctx.issuance.kube.listFlavoredTokens(), ctx.issuance.kube.listJoinRecords()]);
   let visible = all
     ? tokens
     : tokens.filter((t) => t.metadata.annotations?.[OWNER_ANNOTATION] === caller.owner);
@@ -202,7 +215,7 @@ async function listCallerTokens(ctx: IssuerContext, request: FastifyRequest): Pr
   }
   const now = ctx.now();
   return tokenPage(
-    visible.map((t) => tokenStatusView(t, now)),
+    visible.map((t) => tokenStatusView(tokenWithJoins(t, feed ? feed.joinsOf(t) : (records ?? [])), now)),
     query,
   );
 }
@@ -226,7 +239,7 @@ async function watchToken(
     token,
     cached: feed.get(name),
     subscribe: (listener) => feed.subscribe(name, listener),
-    view: (t) => tokenStatusView(t, ctx.now()),
+    view: (t) => tokenStatusView(tokenWithJoins(t, feed.joinsOf(t)), ctx.now()),
     timeoutMs: (query.timeoutSeconds ?? DEFAULT_WATCH_SECONDS) * 1000,
     onEnd: () => {
       release();

@@ -1,7 +1,8 @@
 // The controller's in-memory indexes forget a deleted Node: node churn must not grow them.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { Indexes, SetIndex } from '../../src/controller/indexes.ts';
+import { Indexes } from '../../src/controller/indexes.ts';
+import { SetIndex } from '../../src/flavor/set-index.ts';
 import type { Failure } from '../../src/flavor/verdict.ts';
 import type { TrimmedNode } from '../../src/kube/node-writes.ts';
 

@@ -3,7 +3,7 @@
 // routes run against a real API server and controller in test/e2e/issuer-lifecycle.test.ts.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { FlavoredToken } from '../../src/flavor/resources.ts';
+import type { FlavoredToken, Join, NodeNameClaim } from '../../src/flavor/resources.ts';
 import { kubernetesOwner } from '../../src/tokenissuer/auth.ts';
 import { parseIssuerConfig } from '../../src/tokenissuer/config.ts';
 import { buildIssuerApp } from '../../src/tokenissuer/server.ts';
@@ -46,6 +46,24 @@ function stored(
   };
 }
 
+/** The join record a token's join under `nodeName` leaves (ADR 0016). */
+function joinRecord(
+  tokenName: string,
+  nodeName: string,
+  csrName: string,
+  claimedAt: string,
+  join: Partial<Join> = {},
+): NodeNameClaim {
+  const tokenID = tokenName.slice(3);
+  return {
+    apiVersion: 'nodeflavor.io/v1alpha1',
+    kind: 'NodeNameClaim',
+    metadata: { name: nodeName, labels: { 'nodeflavor.io/token-id': tokenID } },
+    spec: { holder: { tokenName, tokenUID: `uid-${tokenName}`, tokenID, csrName, claimedAt } },
+    status: { join: { tokenName, tokenID, csrName, ...join } },
+  };
+}
+
 const PORTAL = kubernetesOwner({ username: 'portal', uid: 'p-uid' });
 const OTHER = kubernetesOwner({ username: 'other', uid: 'o-uid' });
 
@@ -69,6 +87,8 @@ async function setup(withFeed = true) {
     stored('ft-bbbbb1', OTHER, 'sweet', '2030-01-01T00:00:05Z'),
   ])
     kube.tokens.set(t.metadata.name, t);
+  const edge2 = joinRecord('ft-aaaaa2', 'edge-2', 'csr-2', '2030-01-01T00:01:00Z');
+  kube.records.set('edge-2', edge2);
   const { app } = buildIssuerApp(
     parseIssuerConfig({ tls: { certPem: 'x', keyPem: 'y' }, logLevel: 'silent', watches: { perCaller: 1 } }),
     {
@@ -190,12 +210,19 @@ describe('GET /v1/tokens/{id}?watch=true', () => {
     await subscribed();
     const base = kube.tokens.get('ft-aaaaa1') as FlavoredToken;
     const binding = { nodeName: 'edge-1', csrName: 'csr-1', boundAt: '2030-01-01T00:30:00Z' };
-    feed.change('ft-aaaaa1', { ...base, status: { bindings: [binding] } });
-    feed.change('ft-aaaaa1', { ...base, status: { bindings: [binding] } }); // no change: no event
-    feed.change('ft-aaaaa1', {
-      ...base,
-      status: { bindings: [{ ...binding, verifiedAt: '2030-01-01T00:30:02Z' }] },
-    });
+    // The join counts its use on the token and claims the name; its node is verified later, as
+    // its record says (the token does not change then).
+    kube.records.set('edge-1', joinRecord('ft-aaaaa1', 'edge-1', 'csr-1', binding.boundAt));
+    feed.change('ft-aaaaa1', { ...base, status: { uses: 1, bindings: [binding] } });
+    feed.change('ft-aaaaa1', { ...base, status: { uses: 1, bindings: [binding] } }); // no change: no event
+    kube.records.set(
+      'edge-1',
+      joinRecord('ft-aaaaa1', 'edge-1', 'csr-1', binding.boundAt, {
+        nodeUID: 'uid-edge-1',
+        verifiedAt: '2030-01-01T00:30:02Z',
+      }),
+    );
+    feed.change('ft-aaaaa1', kube.tokens.get('ft-aaaaa1'));
     const response = await pending;
     assert.equal(response.statusCode, 200);
     assert.match(String(response.headers['content-type']), /^text\/event-stream/);

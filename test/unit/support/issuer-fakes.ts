@@ -9,6 +9,7 @@ import {
   type FlavoredToken,
   type FlavoredTokenInput,
   FlavoredTokenSchema,
+  type NodeNameClaim,
   TOKEN_ID_LABEL,
 } from '../../../src/flavor/resources.ts';
 import { KubeError } from '../../../src/kube/kube-error.ts';
@@ -116,6 +117,13 @@ export class FakeTokenKube implements TokenKube {
   }
   async listFlavoredTokens() {
     return [...this.tokens.values()];
+  }
+  /** The join records (NodeNameClaims) a test puts here. */
+  readonly records = new Map<string, NodeNameClaim>();
+  async listJoinRecords(tokenId?: string) {
+    return [...this.records.values()].filter(
+      (r) => tokenId === undefined || r.metadata.labels?.['nodeflavor.io/token-id'] === tokenId,
+    );
   }
   async markFlavoredTokenIssued(name: string, at: string, resourceVersion?: string) {
     this.#maybeFail('markFlavoredTokenIssued');
@@ -265,6 +273,11 @@ export class FakeFeed implements TokenFeed {
   }
   get(name: string) {
     return this.kube.tokens.get(name);
+  }
+  joinsOf(token: FlavoredToken) {
+    return [...this.kube.records.values()].filter(
+      (r) => (r.spec.holder?.tokenName ?? r.status?.join?.tokenName) === token.metadata.name,
+    );
   }
   subscribe(name: string, listener: (t: FlavoredToken | undefined) => void) {
     const set = this.listeners.get(name) ?? new Set();
