@@ -121,11 +121,11 @@ async function nameFacts(
       ? { node: { uid: node.metadata.uid, createdAt: new Date(node.metadata.creationTimestamp) } }
       : {}),
   };
-  if (
-    standing?.kind === 'ours' &&
-    mayHoldCertificate(ctx.caches.csrs.get(record?.spec.holder?.csrName ?? ''))
-  )
-    facts.joinCsrIssued = true;
+  if (standing?.kind === 'ours' && record) {
+    if (mayHoldCertificate(ctx.caches.csrs.get(record.spec.holder?.csrName ?? '')))
+      facts.joinCsrIssued = true;
+    if (useCounted(record, token.status?.bindings)) facts.joinCounted = true;
+  }
   for (const other of await ctx.indexes.csrsNaming(nodeName)) {
     const request = ctx.caches.csrs.get(other);
     if (request && request.spec.username !== csr.spec.username && csrIssued(request)) {

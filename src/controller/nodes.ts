@@ -221,7 +221,7 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
       // Verified before, yet no record: flavored by a version that kept none (an upgrade).
       const upgrade = !firstTime && applied.state === 'absent' && !isNothingApplied(desired.applied);
       if (!(await write(ctx, node, desired))) return CONFLICT_RETRY_MS;
-      if (verdict.kind === 'verify') failpoint('after-node-verified');
+      if (verdict.kind === 'verify') failpoint('after-node-judged');
       reportRecord(ctx, facts, applied, upgrade ? record.flavorClass : undefined);
       if (verdict.kind === 'verify' || firstTime) {
         ctx.metrics.verifications.inc({ result: 'verified', reason: 'Verified' });
@@ -253,6 +253,7 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
       const desired = converge(facts, keyRing, applied, keys, undefined, joined, refusal);
       const changed = !nodeMatches(facts, desired);
       if (changed && !(await write(ctx, node, desired))) return CONFLICT_RETRY_MS;
+      if (changed && bound) failpoint('after-node-judged');
       if (changed) reportRecord(ctx, facts, applied);
       if (changed || !ctx.indexes.reported(facts.uid, verdict.failure.reason)) {
         ctx.metrics.verifications.inc({ result: 'rejected', reason: verdict.failure.reason });

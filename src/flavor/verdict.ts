@@ -121,6 +121,11 @@ export interface NameFacts {
   certifiedElsewhere?: string;
   /** A live token other than this one is issued for exactly this name (its spec.nodeName): its ID. */
   reservedFor?: string;
+  /**
+   * The token's ledger counts the join it holds under this name (its use is spent). A join judged
+   * again before its use was counted (a crash, a conflict) must still find a use left.
+   */
+  joinCounted?: boolean;
 }
 
 export type BindingDecision =
@@ -310,6 +315,9 @@ const BINDING_CHAIN: BindingCheck[] = [
   roomForBinding,
 ];
 
+/** The token's joins under other names (its own under this one does not take a place from itself). */
+const others = (token: TokenFacts, nodeName: string) => token.bindings.filter((b) => b.nodeName !== nodeName);
+
 /** Does this kubelet client CSR, made with `token`, bind the token to its node name? */
 export function decideBinding(
   csr: CsrFacts,
@@ -357,14 +365,21 @@ export function decideBinding(
         message: `node ${nodeName} already joined with token ${token.tokenId}: a joined node does not bootstrap again`,
       },
     };
-  if (kind === 'same') return { kind: 'already-bound', nodeName };
-  if (kind === 'retry') {
-    // The same join asked again: still only while its token is live.
-    for (const check of [madeAfterIssue, notRevoked, notExpired]) {
-      const failure = check({ ...csr, nodeName }, token, name);
+  if (kind === 'same' || kind === 'retry') {
+    // The same join asked again (a retry), or judged again before its use was counted: still only
+    // while its token is live, and, uncounted, while it has a use left.
+    const checks = name.joinCounted
+      ? kind === 'retry'
+        ? [madeAfterIssue, notRevoked, notExpired]
+        : []
+      : [madeAfterIssue, notRevoked, notExpired, usesLeft, roomForBinding];
+    for (const check of checks) {
+      const failure = check({ ...csr, nodeName }, { ...token, bindings: others(token, nodeName) }, name);
       if (failure) return { kind: 'reject', nodeName, failure };
     }
-    return { kind: 'already-bound', nodeName, retry: true };
+    return kind === 'retry'
+      ? { kind: 'already-bound', nodeName, retry: true }
+      : { kind: 'already-bound', nodeName };
   }
   for (const check of BINDING_CHAIN) {
     const failure = check({ ...csr, nodeName }, token, name);

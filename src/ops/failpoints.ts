@@ -20,7 +20,7 @@ export const JOIN_FAILPOINTS = [
   'after-node-read',
   'after-use-counted',
   'after-csr-approved',
-  'after-node-verified',
+  'after-node-judged',
   'after-secret-deleted',
 ] as const;
 type Failpoint = (typeof JOIN_FAILPOINTS)[number];

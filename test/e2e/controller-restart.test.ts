@@ -1,9 +1,13 @@
-// Crash safety of the controller, run as real `nodeflavor run` processes: a crash between CSR
-// and Node, and between recording a verification and labelling the Node, ends (after a restart)
-// in the right flavor with no token over its uses; a leader killed during a burst of joins is
+// Crash safety of the controller, run as real `nodeflavor run` processes: the leader killed
+// between each two steps of a join (ADR 0016) ends, after a restart, in the same outcome and the
+// same reasons shown, with no token over its uses; a leader killed during a burst of joins is
 // replaced by its standby and every node ends flavored.
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
+import type { NodeNameClaim } from '../../src/flavor/resources.ts';
+import { KubeTokenStore } from '../../src/kube/tokens.ts';
+import { JOIN_FAILPOINTS } from '../../src/ops/failpoints.ts';
+import { listTokens } from '../../src/tokenissuer/issue.ts';
 import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
 import type { E2EEnvironment } from './support/environment.ts';
@@ -68,63 +72,80 @@ describe('controller restarts and failover', () => {
     })) as TokenRecord;
   }
 
-  it('a crash after the binding is recorded, before the Node exists, loses nothing', async () => {
-    const first = operator(['--no-leader-elect'], ['after-binding-recorded']);
-    const token = await issue(env, flavor);
-    const name = uniqueName('between-csr-and-node');
-    // The controller binds the CSR, then dies (failpoint) before approving it: the kubelet waits
-    // for its certificate, and the Node does not exist yet.
-    const joining = joinWith(token.material, name, { timeoutMs: 60_000 });
-    await waitFor(async () => !first.running, {
-      what: 'the controller to crash after binding, before approving the CSR',
-      timeoutMs: 30_000,
-    });
-    const bound = await tokenRecord(token.name);
-    assert.equal(bound.status?.bindings?.[0]?.nodeName, name, 'the binding survived the crash');
-    // The restarted controller finds the binding and approves the CSR it had not yet approved.
-    operator(['--no-leader-elect']);
-    kubelets.push(await joining);
-    await waitFor(async () => (await flavorOf(name)) === flavor, {
-      what: `${name} to be flavored after restart`,
-      timeoutMs: 45_000,
-    });
-    const record = await tokenRecord(token.name);
-    assert.equal(record.status?.uses, 1, 'no token over its uses');
-    await secretDeleted(token.tokenId);
-    await Promise.all(operators.splice(0).map((op) => op.stop()));
-  });
+  /** The join record of a node name (its NodeNameClaim). */
+  async function joinRecord(name: string): Promise<NodeNameClaim | undefined> {
+    return (await customObjects(env.kubeConfig)
+      .getClusterCustomObject({ group: 'nodeflavor.io', version: 'v1alpha1', plural: 'nodenameclaims', name })
+      .catch(() => undefined)) as NodeNameClaim | undefined;
+  }
 
-  it('a crash after the Node is flavored, before its token records the verification, loses nothing', async () => {
-    const first = operator(['--no-leader-elect'], ['after-node-verified']);
-    const token = await issue(env, flavor);
-    const name = uniqueName('between-label-and-record');
-    kubelets.push(await joinWith(token.material, name));
-    await waitFor(async () => !first.running, {
-      what: 'the controller to crash right after flavoring the node',
-      timeoutMs: 30_000,
-    });
-    assert.equal(await flavorOf(name), flavor, 'the node was flavored before the crash');
-    const before = await tokenRecord(token.name);
-    assert.equal(before.status?.bindings?.[0]?.verifiedAt, undefined, 'and its token did not say so yet');
-    operator(['--no-leader-elect']);
-    // The restarted controller finds the Node's own signed record and completes the token's.
-    await waitFor(
-      async () => (await tokenRecord(token.name)).status?.bindings?.[0]?.verifiedAt !== undefined,
-      {
-        what: `token ${token.tokenId} to record the verification after restart`,
+  /** What GET /v1/tokens and `kubectl flavor list` say of the token (composed from its joins). */
+  async function tokenView(name: string) {
+    const views = await listTokens({ kube: new KubeTokenStore(env.kubeConfig) });
+    return views.find((v) => v.id === name);
+  }
+
+  // The leader dies between each two steps of a join (ADR 0016's crash table), for a join that is
+  // verified and for one refused (its kubelet presents another token's flavor token); the next
+  // leader, knowing nothing but the objects, ends it the same way and says the same.
+  const steps: { failpoint: (typeof JOIN_FAILPOINTS)[number]; refused: boolean }[] = [
+    ...JOIN_FAILPOINTS.map((failpoint) => ({ failpoint, refused: false })),
+    { failpoint: 'after-node-judged', refused: true },
+    { failpoint: 'after-secret-deleted', refused: true },
+  ];
+  for (const { failpoint, refused } of steps) {
+    it(`the leader killed ${failpoint} of a join ${refused ? 'refused' : 'verified'}: the next ends it the same, saying the same`, async () => {
+      const first = operator(['--no-leader-elect'], [failpoint]);
+      const token = await issue(env, flavor);
+      const other = refused ? await issue(env, flavor) : undefined;
+      const name = uniqueName(`step-${JOIN_FAILPOINTS.indexOf(failpoint)}`);
+      // A refused join presents the flavor token of another token (a copy): InvalidToken.
+      const flavorTokenOf = (yaml: string) => /nodeflavor\.io\/token=([^,"\s]+)/.exec(yaml)?.[1] ?? '';
+      const material = other
+        ? {
+            ...token.material,
+            joinConfiguration: token.material.joinConfiguration.replace(
+              flavorTokenOf(token.material.joinConfiguration),
+              flavorTokenOf(other.material.joinConfiguration),
+            ),
+          }
+        : token.material;
+      const joining = joinWith(material, name, { timeoutMs: 90_000 });
+      await waitFor(async () => !first.running, {
+        what: `the controller to crash ${failpoint}:\n${fx.logText(first).slice(-2000)}`,
         timeoutMs: 45_000,
-      },
-    );
-    const node = await env.core.readNode({ name });
-    assert.equal(await flavorOf(name), flavor, 'still flavored');
-    assert.equal(node.metadata?.labels?.['nodeflavor.io/token'], undefined, 'token label removed');
-    assert.ok(!node.spec?.taints?.some((t) => t.key === 'nodeflavor.io/unverified'), 'quarantine lifted');
-    const after = await tokenRecord(token.name);
-    assert.equal(after.status?.uses, 1);
-    assert.equal(after.status?.bindings?.[0]?.nodeUID, node.metadata?.uid, 'the binding names this Node');
-    await secretDeleted(token.tokenId);
-    await Promise.all(operators.splice(0).map((op) => op.stop()));
-  });
+      });
+      operator(['--no-leader-elect']);
+      kubelets.push(await joining);
+      const want = refused ? 'InvalidToken' : undefined;
+      await waitFor(
+        async () => {
+          const join = (await joinRecord(name))?.status?.join;
+          return refused ? join?.failure?.reason === want : join?.verifiedAt !== undefined;
+        },
+        { what: `the record of ${name} to say ${refused ? 'refused' : 'verified'}`, timeoutMs: 60_000 },
+      );
+      const node = await env.core.readNode({ name });
+      const record = (await joinRecord(name)) as NodeNameClaim;
+      assert.equal(record.status?.join?.nodeUID, node.metadata?.uid, 'the record names this Node');
+      assert.equal(record.status?.join?.tokenID, token.tokenId);
+      assert.equal(await flavorOf(name), refused ? undefined : flavor, 'flavored exactly when verified');
+      assert.equal(
+        node.spec?.taints?.some((t) => t.key === 'nodeflavor.io/unverified') ?? false,
+        refused,
+        'quarantined exactly when refused',
+      );
+      const events = (record.status?.history ?? []).map((e) => e.event);
+      assert.deepEqual(events, ['Claimed', 'Registered', refused ? 'Refused' : 'Verified'], 'the history');
+      const view = await tokenView(token.name);
+      assert.equal(view?.uses, 1, 'one use, however often the join was judged');
+      assert.equal(view?.phase, refused ? 'Failed' : 'Verified');
+      assert.equal(view?.reason ?? undefined, want, 'the reason shown');
+      assert.equal(view?.nodes[0]?.nodeName, name);
+      await secretDeleted(token.tokenId);
+      await Promise.all(operators.splice(0).map((op) => op.stop()));
+    });
+  }
 
   it('two replicas: the leader is killed during a burst of 50 joins; all 50 end flavored', async () => {
     const replicas = [operator(['--leader-elect']), operator(['--leader-elect'])];
@@ -162,16 +183,18 @@ describe('controller restarts and failover', () => {
       const record = await tokenRecord(token.name);
       assert.equal(record.status?.uses, 1, `token ${token.tokenId} used exactly once`);
     }
-    // Each consumed token's Secret is deleted once and that is recorded, so no replica deletes it again.
+    // Each consumed token's Secret is deleted once and that is recorded (on its join's record, by
+    // the write that records the Node), so no replica deletes it again.
     await waitFor(
       async () => {
-        for (const token of tokens) {
-          const conditions = (await tokenRecord(token.name)).status?.conditions ?? [];
-          if (!conditions.some((c) => c.type === 'SecretDeleted' && c.status === 'True')) return false;
-        }
+        for (const name of names) if (!(await joinRecord(name))?.status?.join?.secretDeleted) return false;
         return true;
       },
-      { what: 'every consumed token to record SecretDeleted', timeoutMs: 30_000, intervalMs: 500 },
+      {
+        what: "every consumed token's join to record its Secret deleted",
+        timeoutMs: 30_000,
+        intervalMs: 500,
+      },
     );
   });
 

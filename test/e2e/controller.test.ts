@@ -160,9 +160,20 @@ describe('controller: a node flavor is what the API server authenticated', () =>
       };
     };
     assert.equal(record.status.uses, 1);
-    assert.equal(record.status.bindings[0]?.nodeName, sweetNode);
-    assert.ok(record.status.bindings[0]?.verifiedAt);
+    assert.equal(record.status.bindings[0]?.nodeName, sweetNode, 'the use names the join');
     assert.equal(record.status.conditions.find((c) => c.type === 'Consumed')?.status, 'True');
+    // What became of the join is on its record (ADR 0016): this Node, verified.
+    const joinRecord = (
+      (await customObjects(env.kubeConfig).getClusterCustomObject({
+        group: 'nodeflavor.io',
+        version: 'v1alpha1',
+        plural: 'nodenameclaims',
+        name: sweetNode,
+      })) as { status?: { join?: { tokenID?: string; nodeUID?: string; verifiedAt?: string } } }
+    ).status?.join;
+    assert.equal(joinRecord?.tokenID, sweetToken.tokenId);
+    assert.equal(joinRecord?.nodeUID, flavored.metadata?.uid);
+    assert.ok(joinRecord?.verifiedAt, 'the record says verified');
   });
 
   it("a sour node presenting the sweet node's flavor token gets nothing", async () => {

@@ -175,7 +175,7 @@ const BASE_CLUSTER_GRANTS = [
   'nodeflavor.io flavorclasses/status *any*: update',
   'nodeflavor.io flavoredtokens *any*: create,delete,get,list,patch,watch',
   'nodeflavor.io flavoredtokens/status *any*: update',
-  'nodeflavor.io nodenameclaims *any*: create,get,list,update,watch',
+  'nodeflavor.io nodenameclaims *any*: create,delete,get,list,update,watch',
 ];
 const CSR_APPROVER_GRANTS = [
   'certificates.k8s.io certificatesigningrequests *any*: get',

@@ -548,3 +548,40 @@ describe('a record ends: released when its join ends, collected after a grace', 
     );
   });
 });
+
+describe('one single-use token, two machines at the same instant', () => {
+  const points = ['createClaim', 'readNode', 'writeTokenStatus', 'readToken', 'decideCsr'];
+  const cases = [undefined, ...points].flatMap((point) => [
+    { point, deliver: false },
+    { point, deliver: true },
+  ]);
+  for (const { point, deliver } of cases) {
+    it(`B runs at A's ${point ?? 'end'}${deliver ? ', the watches delivering first' : ''}: exactly one approved, the other NoUsesLeft`, async () => {
+      const api = new FakeApi();
+      const t = issueToken(api);
+      const sim = new ControllerSim(api);
+      const a = await kubeletCsr(api, t.tokenId, 'race-a', T0 + 1000);
+      const b = await kubeletCsr(api, t.tokenId, 'race-b', T0 + 1000);
+      sim.now = T0 + 1000;
+      sim.deliver();
+      const runB = async () => {
+        if (deliver) sim.deliver();
+        await sim.reconcile('joins', b);
+        if (deliver) sim.deliver();
+      };
+      if (point)
+        api.before.set(point, async () => {
+          api.before.clear();
+          await runB();
+        });
+      await sim.reconcile('joins', a);
+      api.before.clear();
+      if (!point) await runB();
+      await sim.settle();
+      const decisions = [decisionOf(api, a), decisionOf(api, b)];
+      assert.equal(decisions.filter((d) => d?.startsWith('Approved')).length, 1, JSON.stringify(decisions));
+      assert.ok(decisions.includes('Denied NoUsesLeft'), JSON.stringify(decisions));
+      assert.equal((api.tokens.get(t.name) as StoredToken).status?.uses, 1);
+    });
+  }
+});

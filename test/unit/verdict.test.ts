@@ -280,12 +280,28 @@ describe('decideBinding', () => {
     },
     'a CSR already bound (same CSR name) is idempotent and uses nothing more': {
       csr: csr(),
-      token: token({ maxUses: 1, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1' })] }),
+      token: token({ maxUses: 1, uses: 1, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1' })] }),
+      name: { boundByOtherToken: false, joinCounted: true },
+      want: { kind: 'already-bound', nodeName: 'n1' },
+    },
+    'a join judged again before its use was counted (a crash, a conflict) needs a use left': {
+      csr: csr(),
+      token: token({ maxUses: 1, uses: 1, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1' })] }),
+      want: {
+        kind: 'reject',
+        nodeName: 'n1',
+        failure: { reason: 'NoUsesLeft', message: 'token abcdef has no uses left (1/1)' },
+      },
+    },
+    'a join judged again before its use was counted, a use left: goes on (it counts it)': {
+      csr: csr(),
+      token: token({ maxUses: 1, uses: 0, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1' })] }),
       want: { kind: 'already-bound', nodeName: 'n1' },
     },
     'a second CSR of an already-bound node name before the Node registered is idempotent (kubelet retried)': {
       csr: csr({ name: 'csr-n1-retry' }),
-      token: token({ maxUses: 1, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1' })] }),
+      token: token({ maxUses: 1, uses: 1, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1' })] }),
+      name: { boundByOtherToken: false, joinCounted: true },
       want: { kind: 'already-bound', nodeName: 'n1', retry: true },
     },
     'a retry of the same join is still refused once its token is revoked': {
@@ -473,8 +489,12 @@ describe('decideBinding', () => {
     },
     'the bound CSR itself stays bound after its Node registered (approvable, idempotent)': {
       csr: csr(),
-      token: token({ bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1', nodeUID: 'uid-1' })] }),
-      name: { boundByOtherToken: false, node: { uid: 'uid-1', createdAt: at(-30 * MINUTE) } },
+      token: token({ uses: 1, bindings: [binding({ nodeName: 'n1', csrName: 'csr-n1', nodeUID: 'uid-1' })] }),
+      name: {
+        boundByOtherToken: false,
+        joinCounted: true,
+        node: { uid: 'uid-1', createdAt: at(-30 * MINUTE) },
+      },
       want: { kind: 'already-bound', nodeName: 'n1' },
     },
     'a name with a live binding under another token is NameTaken (a squatter)': {
