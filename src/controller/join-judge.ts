@@ -144,19 +144,33 @@ async function nameFacts(
   return facts;
 }
 
-/** A newer request than `csr`, of the same requester for the same name, still pending or approved. */
-async function newerRequest(
+/**
+ * Whether `csr` is superseded by another request of the same join (the kubelet asked again, e.g.
+ * `kubeadm join` run again after a crash): the record already moved past it (it names it among
+ * the join's earlier requests), or it is the join's own request, still pending, and a request of
+ * the same requester for the name that the record has never named waits too — the newer attempt,
+ * which the join moves to (a retry). Decided on the record, never on timestamps. Its name, if so.
+ */
+async function supersededBy(
   ctx: ControllerContext,
   csr: CsrObject,
-  nodeName: string,
+  record: NodeNameClaim | undefined,
+  kind: 'already-bound' | 'already-joined',
 ): Promise<string | undefined> {
-  const after = (a: CsrObject, b: CsrObject) =>
-    a.metadata.creationTimestamp > b.metadata.creationTimestamp ||
-    (a.metadata.creationTimestamp === b.metadata.creationTimestamp && a.metadata.name > b.metadata.name);
-  for (const name of await ctx.indexes.csrsNaming(nodeName)) {
+  const holder = record?.spec.holder;
+  if (!record || !holder) return undefined;
+  const named = new Set(
+    (record.status?.history ?? [])
+      .filter((e) => e.event === 'Claimed' || e.event === 'Retried' || e.event === 'Rebound')
+      .map((e) => e.csrName),
+  );
+  if (kind === 'already-joined')
+    return holder.csrName !== csr.metadata.name && named.has(csr.metadata.name) ? holder.csrName : undefined;
+  if (holder.csrName !== csr.metadata.name || !csrPending(csr)) return undefined;
+  for (const name of await ctx.indexes.csrsNaming(record.metadata.name ?? '')) {
     const other = ctx.caches.csrs.get(name);
     if (!other || name === csr.metadata.name || other.spec.username !== csr.spec.username) continue;
-    if (!hasCondition(other, 'Denied', 'Failed') && after(other, csr)) return name;
+    if (csrPending(other) && !named.has(name)) return name;
   }
   return undefined;
 }
@@ -222,10 +236,13 @@ export async function judgeRequest(
   const facts = tokenFacts(token, joinsOf(token, recordsOf(ctx, token)));
   const decision = decideBinding(csrFacts, facts, name);
   // The same join asked again (the kubelet retried): the newest request is the one approved.
-  const joinsAgain =
-    decision.kind === 'already-bound' ||
-    (decision.kind === 'reject' && decision.failure.reason === 'AlreadyJoined');
-  const newer = joinsAgain && nodeName ? await newerRequest(ctx, csr, nodeName) : undefined;
+  const again =
+    decision.kind === 'already-bound' && !decision.retry
+      ? 'already-bound'
+      : decision.kind === 'reject' && decision.failure.reason === 'AlreadyJoined'
+        ? 'already-joined'
+        : undefined;
+  const newer = again ? await supersededBy(ctx, csr, record, again) : undefined;
   if (newer)
     return refuse(ctx, csr, token, nodeName, {
       reason: 'Superseded',

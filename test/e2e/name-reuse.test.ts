@@ -12,12 +12,12 @@ import { uniqueName, waitFor } from './support/wait.ts';
 describe('re-used node names', () => {
   const h = controllerHarness({});
 
-  /** Stops the node's kubelet, deletes its Node, and waits until the token let the name go. */
+  /** Stops the node's kubelet, deletes its Node, and waits until its join released the name. */
   async function retire(name: string, kubelet: { stop: () => void }, token: IssuedToken) {
     kubelet.stop();
     await h.env.core.deleteNode({ name });
-    await waitFor(async () => !(await h.tokenStatus(token)).bindings?.some((b) => b.nodeName === name), {
-      what: `token ${token.name} to release the binding of deleted node ${name}`,
+    await waitFor(async () => (await h.joinRecord(name))?.spec.holder?.tokenUID === undefined, {
+      what: `the join of token ${token.name} to release the name of deleted node ${name}`,
     });
   }
 

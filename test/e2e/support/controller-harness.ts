@@ -1,11 +1,13 @@
 // A controller running in the test process (as the chart's ServiceAccount, so the chart's RBAC is
 // what the tests exercise), two FlavorClasses, and the helpers the trust-chain tests share: join,
 // wait for a flavor, read a token's status, find a Warning Event, read a metric.
+
 import { after, before } from 'node:test';
 import pino from 'pino';
 import { Registry } from 'prom-client';
 import { parseConfig } from '../../../src/config.ts';
 import { type ControllerHandle, startController } from '../../../src/controller/manager.ts';
+import type { NodeNameClaim } from '../../../src/flavor/resources.ts';
 import type { IssuedToken } from '../../../src/tokenissuer/issue.ts';
 import type { SimulatedKubelet } from '../kubelet-sim/kubelet.ts';
 import { prepareOperatorIdentity } from './chart.ts';
@@ -31,6 +33,8 @@ export interface Harness {
   waitForFlavor: (name: string, flavor: string) => Promise<void>;
   tokenWarning: (token: IssuedToken, reason: string) => Promise<{ message?: string }>;
   tokenStatus: (token: IssuedToken) => Promise<{ uses?: number; bindings?: { nodeName: string }[] }>;
+  /** The join record of a node name (its NodeNameClaim, ADR 0016), if any. */
+  joinRecord: (nodeName: string) => Promise<NodeNameClaim | undefined>;
   nodeEvents: (name: string) => Promise<string[]>;
   nodeWarning: (name: string, reason: string) => Promise<{ message?: string }>;
   /** Until the controller has seen this Node (its watch) and reconciled everything enqueued. */
@@ -115,6 +119,10 @@ export function controllerHarness(settings: Record<string, unknown>): Harness {
         name: token.name,
       })) as { status?: { uses?: number; bindings?: { nodeName: string }[] } }
     ).status ?? {};
+  h.joinRecord = async (name) =>
+    (await customObjects(h.env.kubeConfig)
+      .getClusterCustomObject({ group: 'nodeflavor.io', version: 'v1alpha1', plural: 'nodenameclaims', name })
+      .catch(() => undefined)) as NodeNameClaim | undefined;
   h.nodeEvents = async (name) =>
     (
       await h.env.core.listNamespacedEvent({
