@@ -1,8 +1,7 @@
 // A work queue in the client-go mould: keys, not events (level-based reconciling); a key is
 // never processed by two workers at once; a key added while it is being processed is run again
 // afterwards (nothing lost); failures retry with per-key exponential backoff; `addAfter`
-// schedules a key for later (expiry, grace periods); `addLowPriority` schedules bookkeeping that
-// waits, coalesced, until no key of normal priority is waiting (or it has waited too long).
+// schedules a key for later (expiry, grace periods, a reconciler's own requeue).
 
 export interface QueueOptions {
   name: string;
@@ -14,8 +13,6 @@ export interface QueueOptions {
   onError?: (key: string, error: Error, attempt: number) => void;
   onDepthChange?: (depth: number) => void;
   onRetry?: () => void;
-  /** A low-priority key runs before normal ones once it has waited this long (no starvation). */
-  lowPriorityMaxWaitMs?: number;
 }
 
 export class WorkQueue {
@@ -23,9 +20,6 @@ export class WorkQueue {
     Pick<QueueOptions, 'onError' | 'onDepthChange' | 'onRetry'>;
   /** Keys waiting to run, in insertion order (a Set dedups). */
   private readonly pending = new Set<string>();
-  /** Low-priority keys waiting, with when each began to wait (insertion order: oldest first). */
-  private readonly lowPending = new Map<string, number>();
-  private readonly lowTimers = new Map<string, NodeJS.Timeout>();
   private readonly processing = new Set<string>();
   /** Keys added again while processing: they go back to pending when done. */
   private readonly dirty = new Set<string>();
@@ -40,7 +34,6 @@ export class WorkQueue {
       concurrency: 4,
       baseDelayMs: 200,
       maxDelayMs: 60_000,
-      lowPriorityMaxWaitMs: 10_000,
       ...options,
     };
   }
@@ -54,17 +47,15 @@ export class WorkQueue {
     this.stopped = true;
     for (const { timer } of this.timers.values()) clearTimeout(timer);
     this.timers.clear();
-    for (const timer of this.lowTimers.values()) clearTimeout(timer);
-    this.lowTimers.clear();
   }
 
   get depth(): number {
-    return this.pending.size + this.lowPending.size;
+    return this.pending.size;
   }
 
-  /** Nothing waiting, running or scheduled at low priority (bookkeeping still to come). */
+  /** Nothing waiting or running. */
   private get idle(): boolean {
-    return this.depth === 0 && this.running === 0 && this.lowTimers.size === 0;
+    return this.depth === 0 && this.running === 0;
   }
 
   add(key: string): void {
@@ -73,11 +64,6 @@ export class WorkQueue {
       return;
     }
     if (!this.pending.has(key)) {
-      // A normal run covers the low-priority one (reconciles are level-based).
-      this.lowPending.delete(key);
-      const low = this.lowTimers.get(key);
-      if (low) clearTimeout(low);
-      this.lowTimers.delete(key);
       this.pending.add(key);
       this.options.onDepthChange?.(this.depth);
     }
@@ -104,54 +90,17 @@ export class WorkQueue {
     this.timers.set(key, { timer, due });
   }
 
-  /**
-   * Adds the key after `delayMs` at low priority: it runs only when no normal key waits (or
-   * after lowPriorityMaxWaitMs). Several adds of one key before it runs coalesce into one run; a
-   * normal add of the key meanwhile runs it at normal priority and the low one is dropped.
-   */
-  addLowPriority(key: string, delayMs: number): void {
-    if (this.lowTimers.has(key) || this.lowPending.has(key) || this.pending.has(key)) return;
-    const enqueue = () => {
-      this.lowTimers.delete(key);
-      if (this.processing.has(key)) this.dirty.add(key);
-      else if (!this.pending.has(key) && !this.lowPending.has(key)) {
-        this.lowPending.set(key, Date.now());
-        this.options.onDepthChange?.(this.depth);
-      }
-      this.pump(); // also wakes whenIdle() once this timer was the last thing scheduled
-    };
-    if (delayMs <= 0) {
-      enqueue();
-      return;
-    }
-    const timer = setTimeout(enqueue, delayMs);
-    timer.unref();
-    this.lowTimers.set(key, timer);
-  }
-
   /** Resolves when nothing is pending or running (tests, benchmarks, shutdown). */
   whenIdle(): Promise<void> {
     if (this.idle) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** The next key to run: normal first, unless the oldest low-priority key has waited too long. */
-  private next(): string | undefined {
-    const [oldLow, since] = this.lowPending.entries().next().value ?? [];
-    if (
-      oldLow !== undefined &&
-      (this.pending.size === 0 || Date.now() - (since ?? 0) >= this.options.lowPriorityMaxWaitMs)
-    )
-      return oldLow;
-    return this.pending.values().next().value;
-  }
-
   private pump(): void {
     while (!this.stopped && this.running < this.options.concurrency) {
-      const key = this.next();
+      const key = this.pending.values().next().value;
       if (key === undefined) break;
       this.pending.delete(key);
-      this.lowPending.delete(key);
       this.options.onDepthChange?.(this.depth);
       this.processing.add(key);
       this.running += 1;
