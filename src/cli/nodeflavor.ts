@@ -4,7 +4,6 @@
 // Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage or configuration.
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import pino from 'pino';
 import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import { parseConfig } from '../config.ts';
 import { startController } from '../controller/manager.ts';
@@ -15,6 +14,7 @@ import { flavorClassCache } from '../kube/flavor-classes.ts';
 import { KeyRingWatch } from '../kube/keyring-watch.ts';
 import { electorFor, soleLeadership } from '../kube/leader.ts';
 import { kubeRequestCounter } from '../ops/kube-request-metrics.ts';
+import { createLogger } from '../ops/log.ts';
 import { type ReadinessCheck, splitAddress, startOpsServer } from '../ops/server.ts';
 import { parseRunFlags, UsageError } from './run-flags.ts';
 import { startupChecks } from './startup.ts';
@@ -35,14 +35,7 @@ async function run(args: string[]): Promise<number> {
     process.stderr.write(`nodeflavor: ${(error as Error).message}\n${USAGE}\n`);
     return 2;
   }
-  const log = pino({
-    level: config.logLevel,
-    base: { component: 'nodeflavor' },
-    redact: {
-      paths: ['*.token', '*.secret', '*.authorization', '*.key', 'req.headers.authorization'],
-      censor: '[redacted]',
-    },
-  });
+  const log = createLogger('nodeflavor', config.logLevel);
   const registry = new Registry();
   // Process metrics (resident memory, heap, event-loop lag, GC) beside ours, as operators export them.
   collectDefaultMetrics({ register: registry });

@@ -103,6 +103,25 @@ function mayHoldCertificate(request: CsrObject | undefined): boolean {
   return hasCondition(request, 'Approved') && !hasCondition(request, 'Failed');
 }
 
+/**
+ * The certificates of joins the name's record says are over: a request of one of its joins (the
+ * record's rules judge those: a live one holds the name itself), and the node's own renewals made
+ * before its Node was gone and the name released. Their machines could come back with them, as
+ * any machine whose Node was deleted could: a name is free again once its Node is gone.
+ */
+function endedJoins(record: NodeNameClaim | undefined, nodeName: string): (request: CsrObject) => boolean {
+  const history = record?.status?.history ?? [];
+  const requests = new Set(history.map((e) => e.csrName).filter((n): n is string => n !== undefined));
+  const release = history.findLast((e) => e.event === 'Released' && e.reason === 'NodeGone');
+  const releasedSecond = release ? Math.floor(Date.parse(release.at) / 1000) : undefined;
+  return (request) => {
+    if (requests.has(request.metadata.name)) return true;
+    if (releasedSecond === undefined || request.spec.username !== `system:node:${nodeName}`) return false;
+    // Strictly before the release's second: one from that very second may be a new machine's.
+    return Math.floor(Date.parse(request.metadata.creationTimestamp) / 1000) < releasedSecond;
+  };
+}
+
 /** What the caches say of the name `csr` asks for, as the binding decision takes it. */
 async function nameFacts(
   ctx: ControllerContext,
@@ -126,12 +145,13 @@ async function nameFacts(
       facts.joinCsrIssued = true;
     if (useCounted(record, token.status?.bindings)) facts.joinCounted = true;
   }
+  const ended = endedJoins(record, nodeName);
   for (const other of await ctx.indexes.csrsNaming(nodeName)) {
     const request = ctx.caches.csrs.get(other);
-    if (request && request.spec.username !== csr.spec.username && csrIssued(request)) {
-      facts.certifiedElsewhere = other;
-      break;
-    }
+    if (!request || request.spec.username === csr.spec.username || !csrIssued(request)) continue;
+    if (ended(request)) continue;
+    facts.certifiedElsewhere = other;
+    break;
   }
   const now = ctx.now();
   for (const pinned of ctx.indexes.tokensByPinnedName.get(nodeName)) {

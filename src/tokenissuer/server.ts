@@ -26,6 +26,7 @@ import { KubeError } from '../kube/kube-error.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { KubeReviews } from '../kube/reviews.ts';
 import { KubeTokenStore, type TokenKube } from '../kube/tokens.ts';
+import { createLogger } from '../ops/log.ts';
 import type { AttestationDeps } from './attestation.ts';
 import { registerAttestationRoutes } from './attestation-routes.ts';
 import { createCallerAuth, type Reviews } from './auth.ts';
@@ -35,7 +36,6 @@ import type { IssuerConfig } from './config.ts';
 import { limitConnections } from './connection-limit.ts';
 import { type ErrorCode, errorBody, IssuerError, toIssuerError } from './errors.ts';
 import { IdempotencyCache } from './idempotency.ts';
-import { createIssuerLogger } from './log.ts';
 import { IssuerMetrics } from './metrics.ts';
 import { RateLimiter } from './rate-limit.ts';
 import { callerOf, type RememberedIssue, registerRoutes } from './routes.ts';
@@ -73,7 +73,7 @@ export function buildIssuerApp(
   deps: IssuerDeps,
   https?: { cert: string; key: string },
 ): IssuerApp {
-  const logger = deps.logger ?? createIssuerLogger(config.logLevel, deps.logStream);
+  const logger = deps.logger ?? createLogger('token-issuer', config.logLevel, deps.logStream);
   const registry = deps.registry ?? new Registry();
   const metrics = new IssuerMetrics(registry);
   const now = deps.now ?? (() => new Date());
@@ -263,7 +263,7 @@ export async function startTokenIssuer(
   prepareKubeConfig(kubeConfig);
   const logger =
     options.logger?.child({ component: 'token-issuer' }) ??
-    createIssuerLogger(config.logLevel, options.logStream);
+    createLogger('token-issuer', config.logLevel, options.logStream);
   const ownKeyRing = options.keyRing === undefined;
   const keyRing =
     options.keyRing ??

@@ -585,3 +585,59 @@ describe('one single-use token, two machines at the same instant', () => {
     });
   }
 });
+
+describe('a name freed by its Node going is free, whatever certificates its machine still holds', () => {
+  it("the first join's issued request still on record: another token joins under the name", async () => {
+    const { api, sim, csr } = await registered('n1');
+    await sim.settle();
+    api.nodes.delete('n1');
+    sim.deliver();
+    await sim.settle();
+    assert.ok(api.csrs.has(csr), "the first join's request is still on record (issued)");
+    const next = issueToken(api);
+    sim.now += 10_000;
+    const second = await kubeletCsr(api, next.tokenId, 'n1', sim.now);
+    sim.deliver();
+    await sim.settle();
+    assert.equal(decisionOf(api, second), 'Approved NodeflavorBound');
+  });
+
+  it("the node's own renewal before it was deleted does not block; a plain join's issued certificate after does", async () => {
+    const { api, sim } = await registered('n1');
+    await sim.settle();
+    const renewal = await kubeletCsr(api, 'unused', 'n1', sim.now, 'csr-renewal', 'system:node:n1', [
+      'system:nodes',
+    ]);
+    sign(api, renewal);
+    sim.now += 5_000;
+    api.nodes.delete('n1');
+    sim.deliver();
+    await sim.settle();
+    const next = issueToken(api);
+    sim.now += 10_000;
+    const second = await kubeletCsr(api, next.tokenId, 'n1', sim.now, 'csr-second');
+    sim.deliver();
+    await sim.settle();
+    assert.equal(decisionOf(api, second), 'Approved NodeflavorBound', 'the old renewal does not block');
+    // That join ends too; then a plain join is issued a certificate for the name: it blocks.
+    api.nodes.delete('n1');
+    sim.deliver();
+    await sim.settle();
+    const plain = await kubeletCsr(
+      api,
+      'plain1',
+      'n1',
+      sim.now + 1000,
+      'csr-plain',
+      'system:bootstrap:plain1',
+      ['system:bootstrappers:kubeadm:default-node-token'],
+    );
+    sign(api, plain);
+    const third = issueToken(api);
+    sim.now += 10_000;
+    const late = await kubeletCsr(api, third.tokenId, 'n1', sim.now, 'csr-third');
+    sim.deliver();
+    await sim.settle();
+    assert.equal(decisionOf(api, late), 'Denied NameTaken');
+  });
+});
