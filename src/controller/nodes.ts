@@ -27,7 +27,6 @@ import { REFUSED_ANNOTATION, refusalAnnotation } from '../flavor/refusal-record.
 import { type FlavorClassSpec, JOINED_LABEL_KEY } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
 import {
-  type BoundToken,
   decideNode,
   type NodeFacts,
   readVerificationRecord,
