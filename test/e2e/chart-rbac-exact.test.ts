@@ -132,6 +132,7 @@ describe("the chart's RBAC is exactly what the operator uses (audit log)", () =>
         `--metrics-address=127.0.0.1:${metricsPort}`,
         '--binding-grace=5s',
         '--orphan-grace=2s',
+        '--claim-grace=2s',
         ...extra,
       ],
       join(dir, `${uniqueName('operator')}.log`),
@@ -235,6 +236,23 @@ ${operator.lastLines()}`,
         timeoutMs: 30_000,
       },
     );
+    // Its request cleaned (as kube-controller-manager's cleaner does after an hour), the released
+    // record is collected after --claim-grace (a delete; ADR 0016).
+    const requests = await kubeJson<{ items: { metadata: { name: string }; spec: { username?: string } }[] }>(
+      env.kubeConfig,
+      'GET',
+      '/apis/certificates.k8s.io/v1/certificatesigningrequests',
+    );
+    for (const csr of requests.items.filter((c) => c.spec.username === `system:bootstrap:${joining.tokenID}`))
+      await kubeJson(
+        env.kubeConfig,
+        'DELETE',
+        `/apis/certificates.k8s.io/v1/certificatesigningrequests/${csr.metadata.name}`,
+      );
+    await waitFor(gone(`/apis/nodeflavor.io/v1alpha1/nodenameclaims/${node}`), {
+      what: `the released claim on ${node} to be collected:\n${operator.lastLines()}`,
+      timeoutMs: 30_000,
+    });
     // The other token is revoked through the API (its bootstrap Secret goes, the record is marked).
     assert.equal(await revoke(started.issuerUrl, ca, bearer, revoked.id), 200);
     // A half-made keyed issuance (ADR 0005: a record never marked issued) is deleted after
