@@ -25,6 +25,11 @@ export interface Figure {
   ratio: number | null;
   goal: string;
   met: boolean;
+  /**
+   * The goal this machine was shown not to reach, and why (the issue that measured it): the figure
+   * is still measured and printed, its goal no longer counts as met or missed.
+   */
+  retired?: string;
   notes?: string;
 }
 
@@ -85,7 +90,7 @@ export function printTable(figures: Figure[]): void {
     f.baseline === null ? '-' : `${f.baseline} ${f.unit} (${f.baselineName})`,
     f.ratio === null ? '-' : `${f.ratio}x`,
     f.goal,
-    f.met ? 'met' : 'MISSED',
+    f.retired ? 'retired' : f.met ? 'met' : 'MISSED',
   ]);
   const header = ['figure', 'value', 'baseline', 'ratio', 'goal', ''];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
@@ -93,6 +98,11 @@ export function printTable(figures: Figure[]): void {
   console.log(line(header));
   console.log(widths.map((w) => '-'.repeat(w)).join('  '));
   for (const row of rows) console.log(line(row));
+  const judged = figures.filter((f) => !f.retired && f.goal !== '-' && f.goal !== '–');
+  const missed = judged.filter((f) => !f.met).length;
+  console.log(
+    `\n${judged.length - missed} of ${judged.length} goals met, ${missed} missed; ${figures.filter((f) => f.retired).length} retired (shown out of this machine's reach, not counted)`,
+  );
 }
 
 export function machine(): Record<string, string | number> {

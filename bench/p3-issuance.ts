@@ -589,6 +589,9 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
     const profileSummary = profile ? summariseProfile(profile) : undefined;
     if (profileSummary) for (const line of profileLines(profileSummary)) log(`P3 issuer ${line}`);
 
+    /** Why issue 27's P3 throughput and latency goals are retired (issue 33, bench/RESULTS.md). */
+    const RETIRED_PROTOCOL =
+      "issue 27 showed the issuance's own requests (two writes and the read-back, no issuer) reach only 0.26–0.36x the raw Secret creates at 32 and 2.8–7.7x their p99 on this machine: out of reach of any issuer keeping the protocol";
     const prefix = reuseConnections() ? 'P3 what-if (issuer reuses connections):' : 'P3';
     const best = levels.reduce((a, b) => (rate(b.issuer) > rate(a.issuer) ? b : a));
     const common = `undici Pool (HTTP/1.1 keep-alive, connections = concurrency) from the benchmark process for both; issuer in its own process (p3-issuer-server.ts: startTokenIssuer with the chart ServiceAccount's kubeconfig, rate limit raised to ${P3_RATE_LIMIT.capacity} burst, ${P3_RATE_LIMIT.refillPerSecond}/s, since \`nodeflavor run\` has no flag for it); caller authenticated by TokenReview and authorised by SubjectAccessReview, answers cached 10 s; Secret creates as the same ServiceAccount, same Secret shape; ${perLevel} of each per level in alternating halves after a warm-up; 1-min load average ${loadBefore.toFixed(1)} at the start, ${(loadavg()[0] ?? 0).toFixed(1)} at the end`;
@@ -607,6 +610,7 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
           // Issue 27: at concurrency 32, at least 0.3× the raw Secret creates of the same run.
           goal: level.concurrency === 32 ? '≥ 0.3× baseline' : '-',
           met: level.concurrency === 32 ? rate(level.issuer) >= 0.3 * rate(level.floor) : true,
+          ...(level.concurrency === 32 ? { retired: RETIRED_PROTOCOL } : {}),
           notes: `p50 issuer ${i.p50.toFixed(1)} ms, Secret create ${f.p50.toFixed(1)} ms; ${common}`,
         }),
         figure({
@@ -628,6 +632,7 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
           // Issue 27: at most 3× the raw Secret create's p99 at concurrency 1 and 8.
           goal: level.concurrency === 32 ? '-' : '≤ 3× baseline',
           met: level.concurrency === 32 || i.p99 <= 3 * f.p99,
+          ...(level.concurrency === 32 ? {} : { retired: RETIRED_PROTOCOL }),
           notes: `the issuer's API requests per issuance: ${level.requestsPerTokenTotal.toFixed(2)} (${level.requestsPerToken}), in sequence (POST FlavoredToken, POST Secret, GET the record back), against the floor's 1; CPU per token by process: ${level.issuerCpu} (per Secret create: ${level.floorCpu}); the issuer opened ${level.connectionsPerToken.toFixed(1)} new TLS connections to the API server per token (${reuseConnections() ? 'what-if: its KubeConfig shares one undici Agent across requests' : 'src/kube/connection-reuse.ts keeps one dispatcher per TLS identity, so the connection is reused'}); cluster-info held ${level.signatures} JWS signatures at the end of the level (the issuer reads it at most every 10 s; with file discovery, the default, issued tokens add none); API server request durations (mean) during issuance: ${level.issuerBreakdown}; during Secret creates: ${level.floorBreakdown}`,
         }),
         figure({
@@ -636,9 +641,11 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
           unit: '× a Secret create',
           baseline: 1,
           baselineName: 'raw Secret create',
-          // Issue 27: the API server spends at most three Secret creates' CPU on one issuance.
-          goal: '≤ 3× baseline',
-          met: level.apiServerCpuRatio <= 3,
+          // Issue 33: what a sound issuance can reach: a custom-resource record costs at least 3.5
+          // Secret creates of API server CPU (decoding and schema coercion at every read), and the
+          // read-back that keeps a revocation final costs the rest (ADR 0015).
+          goal: '≤ 5× baseline',
+          met: level.apiServerCpuRatio <= 5,
           notes: `with the controller running; CPU per issuance by process: ${level.issuerCpu}; per Secret create: ${level.floorCpu}`,
         }),
       );
