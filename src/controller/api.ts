@@ -2,7 +2,12 @@
 // to the term's fenced KubeConfig (src/kube), and unit tests to a fake that records the calls, so
 // the reconcilers can be tested on event sequences without an API server.
 import type { DesiredNodeState } from '../flavor/converge.ts';
-import type { FlavorClassStatus, FlavoredTokenStatus, NodeNameClaim } from '../flavor/resources.ts';
+import type {
+  FlavorClassStatus,
+  FlavoredTokenStatus,
+  NodeNameClaim,
+  StoredFlavoredToken,
+} from '../flavor/resources.ts';
 import { kubeJson } from '../kube/fetch.ts';
 import { writeFlavorClassStatus } from '../kube/flavor-class-writes.ts';
 import type { StoredFlavorClass } from '../kube/flavor-classes.ts';
@@ -21,7 +26,6 @@ import {
   decideCsr,
   deleteBootstrapSecret,
   flavoredTokenExists,
-  type StoredToken,
   setFinalizer,
   tokenPath,
   writeTokenStatus,
@@ -32,13 +36,13 @@ export interface ControllerApi {
   /** One JSON patch; a conflict (the Node changed since it was judged) is a KubeError 409. */
   writeNode(node: TrimmedNode, desired: DesiredNodeState): Promise<TrimmedNode>;
   /** PUT status at the token's resourceVersion (409 when stale). */
-  writeTokenStatus(token: StoredToken, status: FlavoredTokenStatus): Promise<StoredToken>;
+  writeTokenStatus(token: StoredFlavoredToken, status: FlavoredTokenStatus): Promise<StoredFlavoredToken>;
   /** The token as the API server has it now; undefined when gone. */
-  readToken(name: string): Promise<StoredToken | undefined>;
+  readToken(name: string): Promise<StoredFlavoredToken | undefined>;
   /** Deletes exactly this version of the token (409 when it changed). */
-  deleteTokenVersion(token: StoredToken): Promise<void>;
+  deleteTokenVersion(token: StoredFlavoredToken): Promise<void>;
   /** Adds or removes the revocation finalizer; undefined when nothing had to change. */
-  setFinalizer(token: StoredToken, present: boolean): Promise<StoredToken | undefined>;
+  setFinalizer(token: StoredFlavoredToken, present: boolean): Promise<StoredFlavoredToken | undefined>;
   /** Deletes the token's bootstrap Secret (already gone is fine); whether it existed. */
   deleteBootstrapSecret(tokenId: string): Promise<boolean>;
   /** Approves or denies the CSR at its resourceVersion (409 when stale); the CSR as written. */
@@ -67,7 +71,9 @@ export function kubeControllerApi(kubeConfig: KubeConfig): ControllerApi {
     writeTokenStatus: (token, status) => writeTokenStatus(kubeConfig, token, status),
     readToken: (name) =>
       orUndefinedIfNotFound(
-        kubeJson<StoredToken>(kubeConfig, 'GET', tokenPath(name), { action: `read FlavoredToken ${name}` }),
+        kubeJson<StoredFlavoredToken>(kubeConfig, 'GET', tokenPath(name), {
+          action: `read FlavoredToken ${name}`,
+        }),
       ),
     deleteTokenVersion: async (token) => {
       await kubeJson(kubeConfig, 'DELETE', tokenPath(token.metadata.name), {

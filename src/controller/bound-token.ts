@@ -2,16 +2,15 @@
 // facts), and why requests for the name were refused — each from the objects (the record, the
 // tokens' statuses, the CSRs), never from memory (ADR 0016).
 import { bindingOf } from '../flavor/node-name-claim.ts';
-import type { NodeNameClaim } from '../flavor/resources.ts';
+import type { NodeNameClaim, StoredFlavoredToken } from '../flavor/resources.ts';
 import type { BoundToken, Failure, FailureReason } from '../flavor/verdict.ts';
-import type { StoredToken } from '../kube/token-writes.ts';
 import type { ControllerContext } from './context.ts';
 import { csrTokenId, tokenFacts } from './facts.ts';
 
 /** The join the record carries, if its token is still the one that made it (the same UID). */
 export function boundTokenOf(
   record: NodeNameClaim,
-  getToken: (name: string) => StoredToken | undefined,
+  getToken: (name: string) => StoredFlavoredToken | undefined,
 ): BoundToken | undefined {
   const holder = record.spec.holder;
   const binding = bindingOf(record);

@@ -1,6 +1,7 @@
 // The controller's five list/watch caches, each trimmed to what the reconcilers read. Every
 // replica keeps them warm; their events go through the wiring table (wiring.ts, routing.ts).
 
+import type { StoredFlavoredToken } from '../flavor/resources.ts';
 import { FLAVORED_TOKEN_PLURAL, GROUP, type NodeNameClaim, VERSION } from '../flavor/resources.ts';
 import { KUBELET_CLIENT_SIGNER } from '../flavor/verdict.ts';
 import { type FlavorClassCache, flavorClassCache } from '../kube/flavor-classes.ts';
@@ -9,7 +10,7 @@ import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { ListWatch, type RestartReason, withoutManagedFields } from '../kube/listwatch.ts';
 import { CLAIMS_PATH } from '../kube/node-name-claims.ts';
 import { type TrimmedNode, trimNode } from '../kube/node-writes.ts';
-import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
+import type { CsrObject } from '../kube/token-writes.ts';
 import type { CacheName, CacheObject } from './context.ts';
 import { trimCsr } from './facts.ts';
 
@@ -44,11 +45,11 @@ export function watchedCaches(options: {
     transform: trimCsr,
     onRestart: restart('certificatesigningrequests'),
   });
-  const tokens = new ListWatch<StoredToken>({
+  const tokens = new ListWatch<StoredFlavoredToken>({
     kubeConfig,
     path: `/apis/${GROUP}/${VERSION}/${FLAVORED_TOKEN_PLURAL}`,
     // Conditions, reasons, the class name...: ~0.5 KB less per token (bench/cache-cost.ts).
-    transform: (raw) => internStrings(withoutManagedFields<StoredToken>(raw)),
+    transform: (raw) => internStrings(withoutManagedFields<StoredFlavoredToken>(raw)),
     onRestart: restart('flavoredtokens'),
   });
   const claims = new ListWatch<NodeNameClaim>({

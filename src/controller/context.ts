@@ -5,12 +5,12 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
-import type { NodeNameClaim } from '../flavor/resources.ts';
+import type { NodeNameClaim, StoredFlavoredToken } from '../flavor/resources.ts';
 import type { EventType, InvolvedObject } from '../kube/events.ts';
 import type { StoredFlavorClass } from '../kube/flavor-classes.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
-import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
+import type { CsrObject } from '../kube/token-writes.ts';
 import type { ControllerApi } from './api.ts';
 import type { Indexes } from './indexes.ts';
 import type { ControllerMetrics } from './metrics.ts';
@@ -29,7 +29,7 @@ export interface Cache<T> {
 export interface CacheObjects {
   nodes: TrimmedNode;
   csrs: CsrObject;
-  tokens: StoredToken;
+  tokens: StoredFlavoredToken;
   classes: StoredFlavorClass;
   /** NodeNameClaims: who holds which node name (ADR 0011). */
   claims: NodeNameClaim;

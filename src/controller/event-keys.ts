@@ -3,12 +3,12 @@
 // one queue. All but countedFlavors are pure; test/unit/wiring.test.ts runs each on events.
 
 import { REFUSED_ANNOTATION } from '../flavor/refusal-record.ts';
-import type { FlavorClassSpec, NodeNameClaim } from '../flavor/resources.ts';
+import type { FlavorClassSpec, NodeNameClaim, StoredFlavoredToken } from '../flavor/resources.ts';
 import { readVerificationRecord, VERIFIED_ANNOTATION } from '../flavor/verdict.ts';
 import type { StoredFlavorClass } from '../kube/flavor-classes.ts';
 import type { WatchEventType } from '../kube/listwatch.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
-import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
+import type { CsrObject } from '../kube/token-writes.ts';
 import type { Caches } from './context.ts';
 import { csrTokenId, nodeFacts, tokenIdOf } from './facts.ts';
 import { type Indexes, requestsOf } from './indexes.ts';
@@ -52,7 +52,7 @@ export const joinRequests = ({ caches }: Reads): string[] => {
 };
 
 /** Whether the event changed what a token's joins rest on: its spec, or its deletion. */
-function tokenChanged({ type, object, previous }: CacheEvent<StoredToken>): boolean {
+function tokenChanged({ type, object, previous }: CacheEvent<StoredFlavoredToken>): boolean {
   return (
     type !== 'MODIFIED' ||
     object.metadata.generation !== previous?.metadata.generation ||
@@ -64,7 +64,10 @@ function tokenChanged({ type, object, previous }: CacheEvent<StoredToken>): bool
  * A token that arrived, changed (revoked) or is being deleted: its requests (a pending one is
  * judged on it, or denied) and its joins' records (a join that never registered ends with it).
  */
-export const requestsOfToken = (event: CacheEvent<StoredToken>, { caches, indexes }: Reads): string[] => {
+export const requestsOfToken = (
+  event: CacheEvent<StoredFlavoredToken>,
+  { caches, indexes }: Reads,
+): string[] => {
   if (!tokenChanged(event)) return [];
   const keys = new Set(indexes.csrsByTokenId.get(tokenIdOf(event.object) ?? ''));
   for (const name of indexes.claimsByTokenUid.get(event.object.metadata.uid)) {
@@ -98,7 +101,10 @@ export const requestOfNodesRecord = (event: CacheEvent<TrimmedNode>, { caches }:
  * quarantines the nodes of its joins), and refusals it newly records (the reason a Node under
  * that name shows).
  */
-export const nodesOfToken = (event: CacheEvent<StoredToken>, { caches, indexes }: Reads): string[] => {
+export const nodesOfToken = (
+  event: CacheEvent<StoredFlavoredToken>,
+  { caches, indexes }: Reads,
+): string[] => {
   const keys = new Set<string>();
   if (tokenChanged(event))
     for (const name of indexes.claimsByTokenUid.get(event.object.metadata.uid))

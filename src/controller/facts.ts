@@ -3,17 +3,17 @@
 import { attestedRecord } from '../flavor/attestation-decision.ts';
 import type { JoinSecretFacts } from '../flavor/bootstrap-secret.ts';
 import { bindingOf } from '../flavor/node-name-claim.ts';
-import type { FlavoredToken, NodeNameClaim, TokenBinding } from '../flavor/resources.ts';
+import type { FlavoredToken, NodeNameClaim, StoredFlavoredToken, TokenBinding } from '../flavor/resources.ts';
 import { recordExpiresAt, TOKEN_ID_LABEL } from '../flavor/resources.ts';
 import type { NodeFacts, TokenFacts } from '../flavor/verdict.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
-import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
+import type { CsrObject } from '../kube/token-writes.ts';
 
-export function tokenIdOf(token: StoredToken): string | undefined {
+export function tokenIdOf(token: StoredFlavoredToken): string | undefined {
   return token.metadata.labels?.[TOKEN_ID_LABEL] ?? token.status?.tokenID;
 }
 
-export function tokenExpiresAt(token: StoredToken): Date {
+export function tokenExpiresAt(token: StoredFlavoredToken): Date {
   return recordExpiresAt(
     { ...token, spec: token.spec as { ttl?: string; expiresAt?: string } },
     new Date(token.metadata.creationTimestamp),
@@ -21,14 +21,14 @@ export function tokenExpiresAt(token: StoredToken): Date {
 }
 
 /** When the token's machine last proved its TPM (the issuer's record, ADR 0014), if ever. */
-export function attestedAtOf(token: StoredToken): { attestedAt?: Date } {
+export function attestedAtOf(token: StoredFlavoredToken): { attestedAt?: Date } {
   const at = attestedRecord(token as unknown as FlavoredToken)?.at;
   const time = at ? Date.parse(at) : Number.NaN;
   return Number.isFinite(time) ? { attestedAt: new Date(time) } : {};
 }
 
 /** The joins `token` holds: the bindings its records carry (ADR 0016). */
-export function joinsOf(token: StoredToken, records: Iterable<NodeNameClaim>): TokenBinding[] {
+export function joinsOf(token: StoredFlavoredToken, records: Iterable<NodeNameClaim>): TokenBinding[] {
   const joins: TokenBinding[] = [];
   for (const record of records) {
     if (record.spec.holder?.tokenUID !== token.metadata.uid) continue;
@@ -44,7 +44,7 @@ export function joinsOf(token: StoredToken, records: Iterable<NodeNameClaim>): T
  * record's watch lags; one whose record is not (or no longer) its own shows no registration.
  */
 export function ledgerJoins(
-  token: StoredToken,
+  token: StoredFlavoredToken,
   recordOf: (nodeName: string) => NodeNameClaim | undefined,
 ): (JoinSecretFacts & { nodeName: string; csrName: string })[] {
   return (token.status?.bindings ?? []).map((entry) => {
@@ -65,7 +65,10 @@ export function ledgerJoins(
  * The token as the decisions take it. `joins`: the joins its records carry (a token's bindings
  * live on its joins' NodeNameClaims; its status keeps the ledger of uses).
  */
-export function tokenFacts(token: StoredToken, joins: TokenBinding[] = []): TokenFacts & { uid: string } {
+export function tokenFacts(
+  token: StoredFlavoredToken,
+  joins: TokenBinding[] = [],
+): TokenFacts & { uid: string } {
   const spec = token.spec as {
     flavorClassName: string;
     maxUses?: number;
@@ -101,7 +104,7 @@ export function tokenFacts(token: StoredToken, joins: TokenBinding[] = []): Toke
  * Whether a token still reserves the one node name it was issued for (spec.nodeName): not
  * revoked, being deleted, expired, or out of uses (a rejoin token stays its machine's).
  */
-export function reservesName(token: StoredToken, now: Date): boolean {
+export function reservesName(token: StoredFlavoredToken, now: Date): boolean {
   const facts = tokenFacts(token);
   if (facts.nodeName === undefined || facts.revoked || facts.deleting) return false;
   if (now.getTime() >= facts.expiresAt.getTime()) return false;

@@ -4,12 +4,12 @@
 // decision or a reason: those are on the objects (ADR 0016).
 import { carriedFlavor } from '../flavor/class-status.ts';
 import { parseKubeletCsr } from '../flavor/csr.ts';
-import type { NodeNameClaim } from '../flavor/resources.ts';
+import type { NodeNameClaim, StoredFlavoredToken } from '../flavor/resources.ts';
 import { SetIndex } from '../flavor/set-index.ts';
 import type { CsrFacts } from '../flavor/verdict.ts';
 import type { WatchEventType } from '../kube/listwatch.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
-import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
+import type { CsrObject } from '../kube/token-writes.ts';
 import { csrTokenId, tokenIdOf } from './facts.ts';
 
 /**
@@ -84,7 +84,7 @@ export class Indexes {
   /** The Warning reason last reported per Node UID (Event deduplication; a new leader reports once). */
   private readonly lastReported = new Map<string, string>();
 
-  onToken(token: StoredToken | undefined, previous: StoredToken | undefined): void {
+  onToken(token: StoredFlavoredToken | undefined, previous: StoredFlavoredToken | undefined): void {
     if (previous) {
       const name = previous.metadata.name;
       const id = tokenIdOf(previous);

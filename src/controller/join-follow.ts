@@ -14,13 +14,12 @@ import {
   withNodeOutcome,
 } from '../flavor/node-name-claim.ts';
 import { parseRefusalRecord, REFUSED_ANNOTATION } from '../flavor/refusal-record.ts';
-import type { NodeNameClaim } from '../flavor/resources.ts';
+import type { NodeNameClaim, StoredFlavoredToken } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
 import { lifecycleState } from '../flavor/token-status.ts';
 import { recordVerifiesToken } from '../flavor/verdict.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
-import type { StoredToken } from '../kube/token-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
 import { hasCondition, ledgerJoins, nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './facts.ts';
@@ -49,7 +48,7 @@ async function writeRecord(ctx: ControllerContext, next: NodeNameClaim): Promise
 async function judgedOutcome(
   ctx: ControllerContext,
   node: TrimmedNode,
-  token: StoredToken | undefined,
+  token: StoredFlavoredToken | undefined,
 ): Promise<NodeOutcome | undefined> {
   const uid = node.metadata.uid;
   const facts = nodeFacts(node);
@@ -69,7 +68,7 @@ async function judgedOutcome(
  * certificate with the bootstrap token until then). Revoked or expired tokens are the token
  * reconciler's (their Secret goes at once).
  */
-function secretGoesNow(ctx: ControllerContext, token: StoredToken, record: NodeNameClaim): boolean {
+function secretGoesNow(ctx: ControllerContext, token: StoredFlavoredToken, record: NodeNameClaim): boolean {
   const facts = tokenFacts(token);
   const state = lifecycleState(
     {

@@ -26,12 +26,12 @@ import {
   useCounted,
   useOf,
 } from '../flavor/node-name-claim.ts';
-import type { ClaimHolder, NodeNameClaim } from '../flavor/resources.ts';
+import type { ClaimHolder, NodeNameClaim, StoredFlavoredToken } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
 import { withRefusal, withUse } from '../flavor/token-status.ts';
 import { decideBinding, type Failure, MAX_BINDINGS, type NameFacts } from '../flavor/verdict.ts';
 import { KubeError } from '../kube/kube-error.ts';
-import type { CsrObject, StoredToken } from '../kube/token-writes.ts';
+import type { CsrObject } from '../kube/token-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext, Requeue } from './context.ts';
 import {
@@ -56,7 +56,7 @@ const LAGGING_CACHE_RETRY_MS = 1_000;
 /** How long a CSR for a name whose record is being deleted waits for it to go. */
 const DELETING_RECORD_RETRY_MS = 1_000;
 
-function involvedToken(token: StoredToken) {
+function involvedToken(token: StoredFlavoredToken) {
   return {
     apiVersion: token.apiVersion,
     kind: 'FlavoredToken',
@@ -66,7 +66,7 @@ function involvedToken(token: StoredToken) {
 }
 
 /** The records `token` holds, from the cache. */
-function recordsOf(ctx: ControllerContext, token: StoredToken): NodeNameClaim[] {
+function recordsOf(ctx: ControllerContext, token: StoredFlavoredToken): NodeNameClaim[] {
   return ctx.indexes.claimsByTokenUid
     .get(token.metadata.uid)
     .map((name) => ctx.caches.claims.get(name))
@@ -86,7 +86,7 @@ function cachedHolderFacts(ctx: ControllerContext, record: NodeNameClaim) {
   };
 }
 
-function revocation(token: StoredToken) {
+function revocation(token: StoredFlavoredToken) {
   return {
     revoked: (token.spec as { revoked?: boolean }).revoked === true,
     deleting: token.metadata.deletionTimestamp !== undefined,
@@ -127,7 +127,7 @@ async function nameFacts(
   ctx: ControllerContext,
   csr: CsrObject,
   nodeName: string,
-  token: StoredToken,
+  token: StoredFlavoredToken,
   record: NodeNameClaim | undefined,
 ): Promise<NameFacts> {
   const node = ctx.caches.nodes.get(nodeName);
@@ -203,7 +203,7 @@ async function supersededBy(
 async function confirmedNameRefusal(
   ctx: ControllerContext,
   nodeName: string,
-  token: StoredToken,
+  token: StoredFlavoredToken,
   name: NameFacts,
 ): Promise<boolean> {
   if (name.boundByOtherToken) {
@@ -242,7 +242,7 @@ async function confirmedNameRefusal(
 export async function judgeRequest(
   ctx: ControllerContext,
   csr: CsrObject,
-  token: StoredToken,
+  token: StoredFlavoredToken,
 ): Promise<PassResult> {
   // A recorded refusal is final: carried out (its denial may not be written yet), never judged again.
   const recorded = token.status?.rejections?.find((r) => r.csrName === csr.metadata.name);
@@ -318,7 +318,7 @@ export async function judgeRequest(
 async function approveJoin(
   ctx: ControllerContext,
   csr: CsrObject,
-  token: StoredToken,
+  token: StoredFlavoredToken,
   held: NodeNameClaim,
 ): Promise<PassResult> {
   const nodeName = held.metadata.name ?? '';
@@ -379,7 +379,7 @@ async function approveJoin(
 async function refuse(
   ctx: ControllerContext,
   csr: CsrObject,
-  token: StoredToken,
+  token: StoredFlavoredToken,
   nodeName: string | undefined,
   failure: Failure,
 ): Promise<PassResult> {
@@ -405,7 +405,7 @@ async function refuse(
 async function carryOutRefusal(
   ctx: ControllerContext,
   csr: CsrObject,
-  token: StoredToken,
+  token: StoredFlavoredToken,
   nodeName: string | undefined,
   failure: { reason: string; message: string },
 ): Promise<PassResult> {

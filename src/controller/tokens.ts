@@ -13,6 +13,7 @@ import {
   REPLAYABLE_UNTIL_ANNOTATION,
 } from '../flavor/idempotent-issuance.ts';
 import { sameJson } from '../flavor/json-equal.ts';
+import type { StoredFlavoredToken } from '../flavor/resources.ts';
 import { type FlavoredTokenStatus, ISSUED_ANNOTATION, type NodeNameClaim } from '../flavor/resources.ts';
 import {
   lifecycleState,
@@ -23,7 +24,7 @@ import {
 } from '../flavor/token-status.ts';
 import { readVerificationRecord } from '../flavor/verdict.ts';
 import { KubeError } from '../kube/kube-error.ts';
-import { type StoredToken, TOKEN_FINALIZER } from '../kube/token-writes.ts';
+import { TOKEN_FINALIZER } from '../kube/token-writes.ts';
 import { type ControllerContext, type Requeue, soonest } from './context.ts';
 import {
   attestedAtOf,
@@ -40,14 +41,14 @@ const MAX_ATTEMPTS = 5;
 const FINALIZER_RECHECK_MS = 500;
 
 /** The records of the token's joins, from the cache. */
-function recordsOf(ctx: ControllerContext, token: StoredToken): NodeNameClaim[] {
+function recordsOf(ctx: ControllerContext, token: StoredFlavoredToken): NodeNameClaim[] {
   return ctx.indexes.claimsByTokenUid
     .get(token.metadata.uid)
     .map((name) => ctx.caches.claims.get(name))
     .filter((claim): claim is NodeNameClaim => claim?.spec.holder?.tokenUID === token.metadata.uid);
 }
 
-function lifecycleFacts(token: StoredToken): TokenLifecycleFacts {
+function lifecycleFacts(token: StoredFlavoredToken): TokenLifecycleFacts {
   const facts = tokenFacts(token);
   return {
     tokenId: facts.tokenId,
@@ -67,8 +68,8 @@ function lifecycleFacts(token: StoredToken): TokenLifecycleFacts {
 async function updateStatus(
   ctx: ControllerContext,
   name: string,
-  mutate: (token: StoredToken) => Promise<FlavoredTokenStatus | undefined>,
-): Promise<StoredToken | undefined> {
+  mutate: (token: StoredFlavoredToken) => Promise<FlavoredTokenStatus | undefined>,
+): Promise<StoredFlavoredToken | undefined> {
   let token = ctx.caches.tokens.get(name);
   for (let attempt = 1; token && attempt <= MAX_ATTEMPTS; attempt++) {
     const status = await mutate(token);
@@ -97,11 +98,13 @@ async function updateStatus(
  */
 async function removeIfHalfMade(
   ctx: ControllerContext,
-  token: StoredToken,
+  token: StoredFlavoredToken,
   tokenId: string,
   now: Date,
 ): Promise<true | Requeue> {
-  const metadata = token.metadata as StoredToken['metadata'] & { annotations?: Record<string, string> };
+  const metadata = token.metadata as StoredFlavoredToken['metadata'] & {
+    annotations?: Record<string, string>;
+  };
   if (metadata.annotations?.[IDEMPOTENCY_ANNOTATION] === undefined) return undefined;
   if (metadata.annotations[ISSUED_ANNOTATION] !== undefined) return undefined;
   const facts = tokenFacts(token);
@@ -132,8 +135,10 @@ async function removeIfHalfMade(
 const MAX_REPLAY_WINDOW_MS = 86_400_000 + REPLAY_MARGIN_MS;
 
 /** How long a deleted keyed record must stay for its Idempotency-Key's replay window (ADR 0005). */
-function replayHoldMs(token: StoredToken, now: Date): number {
-  const metadata = token.metadata as StoredToken['metadata'] & { annotations?: Record<string, string> };
+function replayHoldMs(token: StoredFlavoredToken, now: Date): number {
+  const metadata = token.metadata as StoredFlavoredToken['metadata'] & {
+    annotations?: Record<string, string>;
+  };
   const until = Date.parse(metadata.annotations?.[REPLAYABLE_UNTIL_ANNOTATION] ?? '');
   if (!Number.isFinite(until)) return 0;
   // Never longer than the longest window an issuer may have (its TTL's maximum, a day).
@@ -156,7 +161,7 @@ function stillFlavoredBy(ctx: ControllerContext, nodeName: string, tokenId: stri
  */
 async function finalize(
   ctx: ControllerContext,
-  token: StoredToken,
+  token: StoredFlavoredToken,
   tokenId: string | undefined,
 ): Promise<Requeue> {
   const name = token.metadata.name;
@@ -190,7 +195,7 @@ async function finalize(
  * the token ID from its label and the expiry from its spec; an issuance is two writes, not three.
  */
 function nothingToRecord(
-  token: StoredToken,
+  token: StoredFlavoredToken,
   state: { consumed: boolean; expired: boolean; revoked: boolean },
 ) {
   return Object.keys(token.status ?? {}).length === 0 && !state.expired && !state.revoked && !state.consumed;

@@ -506,6 +506,34 @@ export const FlavoredTokenStatusSchema = z.object({
 });
 export type FlavoredTokenStatus = z.infer<typeof FlavoredTokenStatusSchema>;
 
+/** An object as the API server returns it (a watch, a list, a write's answer): these are always set. */
+export type Stored<T extends { metadata: object }> = T & {
+  metadata: { name: string; uid: string; resourceVersion: string; creationTimestamp: string };
+};
+
+/**
+ * Parses an object the API server returned against its schema (defaults applied), and checks the
+ * metadata the server always sets; undefined when it does not conform (the CRD and the code
+ * drifted: the API server validated it, so in practice this does not happen).
+ */
+export function parseStored<S extends z.ZodType<{ metadata: object }>>(
+  schema: S,
+  raw: unknown,
+): Stored<z.output<S>> | undefined {
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) return undefined;
+  const metadata = parsed.data.metadata as Partial<Stored<{ metadata: object }>['metadata']>;
+  const set = (v: unknown) => typeof v === 'string' && v !== '';
+  if (
+    !set(metadata.name) ||
+    !set(metadata.uid) ||
+    !set(metadata.resourceVersion) ||
+    !set(metadata.creationTimestamp)
+  )
+    return undefined;
+  return parsed.data as Stored<z.output<S>>;
+}
+
 /** A FlavoredToken; the issuer labels it with TOKEN_ID_LABEL. It never holds a secret. */
 export const FlavoredTokenSchema = z.object({
   apiVersion: z.literal(API_VERSION),
@@ -515,6 +543,8 @@ export const FlavoredTokenSchema = z.object({
   status: FlavoredTokenStatusSchema.optional(),
 });
 export type FlavoredToken = z.infer<typeof FlavoredTokenSchema>;
+/** A FlavoredToken as read from the API server (the one type the controller and the issuer share). */
+export type StoredFlavoredToken = Stored<FlavoredToken>;
 export type FlavoredTokenInput = z.input<typeof FlavoredTokenSchema>;
 
 // ---------------------------------------------------------------------------------------------

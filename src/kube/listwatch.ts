@@ -34,7 +34,8 @@ export interface ListWatchOptions<T extends ObjectWithMeta> {
   labelSelector?: string;
   fieldSelector?: string;
   /** Trims an object on receipt; only its result is kept in the cache. */
-  transform?: (raw: unknown) => T;
+  /** Keeps each object as it returns it; undefined: the object is not kept (as if deleted). */
+  transform?: (raw: unknown) => T | undefined;
   pageSize?: number;
   /** Restart the watch if nothing (not even a bookmark) arrived for this long. */
   inactivityMs?: number;
@@ -165,6 +166,7 @@ export class ListWatch<T extends ObjectWithMeta> {
    */
   assume(raw: unknown): void {
     const object = this.transform(raw);
+    if (object === undefined) return;
     const key = objectKey(object);
     const cached = this.cache.get(key);
     if (!cached || !isNewer(object.metadata?.resourceVersion, cached.metadata?.resourceVersion)) return;
@@ -212,7 +214,7 @@ export class ListWatch<T extends ObjectWithMeta> {
     });
   }
 
-  private transform(raw: unknown): T {
+  private transform(raw: unknown): T | undefined {
     return this.options.transform ? this.options.transform(raw) : (raw as T);
   }
 
@@ -251,7 +253,7 @@ export class ListWatch<T extends ObjectWithMeta> {
       // Item by item, each trimmed at once: a whole page's objects would outlive the young
       // generation (list-page.ts).
       const page = parseListPage(await response.text(), (raw) => this.transform(raw));
-      for (const object of page.items) fresh.set(objectKey(object), object);
+      for (const object of page.items) if (object !== undefined) fresh.set(objectKey(object), object);
       listVersion = page.metadata?.resourceVersion ?? listVersion;
       continueToken = page.metadata?.continue || undefined;
       restartList = false;
@@ -352,20 +354,27 @@ export class ListWatch<T extends ObjectWithMeta> {
       case 'ADDED':
       case 'MODIFIED':
       case 'DELETED': {
-        const object = this.transform(raw);
-        const key = objectKey(object);
+        const kept = this.transform(raw);
+        const key = kept === undefined ? objectKey(raw as T) : objectKey(kept);
         const previous = this.cache.get(key);
-        if (event.type === 'DELETED') this.cache.delete(key);
+        // An object the transform does not keep is gone from the cache, as if deleted.
+        const type = kept === undefined ? 'DELETED' : event.type;
+        if (kept === undefined && previous === undefined) {
+          this.resourceVersion = raw.metadata?.resourceVersion ?? this.resourceVersion;
+          return;
+        }
+        const object = kept ?? (previous as T);
+        if (type === 'DELETED') this.cache.delete(key);
         else this.cache.set(key, object);
         const assumed = this.assumed.get(key);
         if (
           assumed &&
-          (event.type === 'DELETED' ||
+          (type === 'DELETED' ||
             !isNewer(assumed.metadata?.resourceVersion, object.metadata?.resourceVersion))
         )
           this.assumed.delete(key);
         this.resourceVersion = raw.metadata?.resourceVersion ?? this.resourceVersion;
-        this.emit(event.type, object, previous);
+        this.emit(type, object, previous);
         return;
       }
       default:

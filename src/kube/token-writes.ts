@@ -7,6 +7,7 @@ import {
   FLAVORED_TOKEN_PLURAL,
   type FlavoredTokenStatus,
   GROUP,
+  type StoredFlavoredToken,
   TOKEN_FINALIZER,
   VERSION,
 } from '../flavor/resources.ts';
@@ -18,23 +19,6 @@ import type { KubeConfig } from './kubeconfig.ts';
 export { TOKEN_FINALIZER };
 
 const TOKENS_PATH = `/apis/${GROUP}/${VERSION}/${FLAVORED_TOKEN_PLURAL}`;
-
-export interface StoredToken {
-  apiVersion: string;
-  kind: string;
-  metadata: {
-    name: string;
-    uid: string;
-    resourceVersion: string;
-    creationTimestamp: string;
-    deletionTimestamp?: string;
-    finalizers?: string[];
-    labels?: Record<string, string>;
-    generation?: number;
-  };
-  spec: Record<string, unknown> & { flavorClassName: string };
-  status?: FlavoredTokenStatus;
-}
 
 export function tokenPath(name: string): string {
   return `${TOKENS_PATH}/${encodeURIComponent(name)}`;
@@ -53,10 +37,10 @@ export async function flavoredTokenExists(kubeConfig: KubeConfig, name: string):
 
 export async function writeTokenStatus(
   kubeConfig: KubeConfig,
-  token: StoredToken,
+  token: StoredFlavoredToken,
   status: FlavoredTokenStatus,
-): Promise<StoredToken> {
-  return kubeJson<StoredToken>(kubeConfig, 'PUT', `${tokenPath(token.metadata.name)}/status`, {
+): Promise<StoredFlavoredToken> {
+  return kubeJson<StoredFlavoredToken>(kubeConfig, 'PUT', `${tokenPath(token.metadata.name)}/status`, {
     action: `update the status of FlavoredToken ${token.metadata.name}`,
     body: { ...token, status },
   });
@@ -68,9 +52,9 @@ export async function writeTokenStatus(
  */
 export async function setFinalizer(
   kubeConfig: KubeConfig,
-  token: StoredToken,
+  token: StoredFlavoredToken,
   present: boolean,
-): Promise<StoredToken | undefined> {
+): Promise<StoredFlavoredToken | undefined> {
   const current = token.metadata.finalizers ?? [];
   const has = current.includes(TOKEN_FINALIZER);
   if (has === present) return undefined;
@@ -81,7 +65,7 @@ export async function setFinalizer(
         { op: 'replace', path: '/metadata/finalizers', value: next },
       ]
     : [{ op: 'add', path: '/metadata/finalizers', value: next }];
-  return kubeJson<StoredToken>(kubeConfig, 'PATCH', tokenPath(token.metadata.name), {
+  return kubeJson<StoredFlavoredToken>(kubeConfig, 'PATCH', tokenPath(token.metadata.name), {
     action: `${present ? 'add' : 'remove'} the finalizer of FlavoredToken ${token.metadata.name}`,
     contentType: 'application/json-patch+json',
     body: patch,

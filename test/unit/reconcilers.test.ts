@@ -4,9 +4,9 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { NodeNameClaim } from '../../src/flavor/resources.ts';
+import type { NodeNameClaim, StoredFlavoredToken } from '../../src/flavor/resources.ts';
 import type { TrimmedNode } from '../../src/kube/node-writes.ts';
-import type { CsrObject, StoredToken } from '../../src/kube/token-writes.ts';
+import type { CsrObject } from '../../src/kube/token-writes.ts';
 import {
   assertQuiescent,
   ControllerSim,
@@ -28,7 +28,7 @@ function assertFlavored(api: FakeApi, nodeName: string, tokenName: string): void
   assert.equal(node.metadata.labels?.['nodeflavor.io/token'], undefined, 'token label removed');
   assert.equal(node.metadata.labels?.['nodeflavor.io/joined'], 'true', 'marked as joined through nodeflavor');
   assert.deepEqual(node.spec.taints, [], 'quarantine lifted');
-  const token = api.tokens.get(tokenName) as StoredToken;
+  const token = api.tokens.get(tokenName) as StoredFlavoredToken;
   assert.equal(token.status?.uses, 1);
   const join = api.claims.get(nodeName)?.status?.join;
   assert.equal(join?.nodeUID, node.metadata.uid, 'the join record names the Node');
@@ -134,7 +134,7 @@ describe('a join, from its request to its record (ADR 0016)', () => {
     const { api, sim, t } = await registered('n6');
     await sim.settle();
     assertFlavored(api, 'n6', t.name);
-    const token = api.tokens.get(t.name) as StoredToken;
+    const token = api.tokens.get(t.name) as StoredFlavoredToken;
     Object.assign(token.spec, { revocationPolicy: 'StripNodes' });
     revoke(api, t.name);
     sim.deliver();
@@ -226,7 +226,7 @@ describe('a retry of the same join, and what is not one (join-request.ts)', () =
     await sim.settle();
     assert.equal(decisionOf(api, second), 'Approved NodeflavorBound', 'the retry is approved');
     assert.equal(decisionOf(api, first), 'Denied Superseded', 'the first request goes unapproved');
-    assert.equal((api.tokens.get(t.name) as StoredToken).status?.uses, 1, 'one use');
+    assert.equal((api.tokens.get(t.name) as StoredFlavoredToken).status?.uses, 1, 'one use');
     assert.equal(api.claims.get('n1')?.spec.holder?.csrName, second, 'the join moved to the retry');
   });
 
@@ -256,7 +256,7 @@ describe('a retry of the same join, and what is not one (join-request.ts)', () =
     sim.deliver();
     await sim.settle();
     assert.equal(decisionOf(api, second), 'Denied AlreadyJoined', 'never a second machine on one use');
-    assert.equal((api.tokens.get(t.name) as StoredToken).status?.uses, 1);
+    assert.equal((api.tokens.get(t.name) as StoredFlavoredToken).status?.uses, 1);
   });
 
   it('approved but not signed yet counts as issued too (the certificate is coming)', async () => {
@@ -289,8 +289,11 @@ describe("a name is one machine's: other requesters and pinned tokens", () => {
     await sim.settle();
     assert.equal(decisionOf(api, ours), 'Denied NameTaken');
     assert.equal(api.claims.get('n1'), undefined, 'nothing claimed');
-    assert.equal((api.tokens.get(t.name) as StoredToken).status?.uses ?? 0, 0, 'no use spent');
-    assert.match((api.tokens.get(t.name) as StoredToken).status?.rejections?.[0]?.message ?? '', /csr-plain/);
+    assert.equal((api.tokens.get(t.name) as StoredFlavoredToken).status?.uses ?? 0, 0, 'no use spent');
+    assert.match(
+      (api.tokens.get(t.name) as StoredFlavoredToken).status?.rejections?.[0]?.message ?? '',
+      /csr-plain/,
+    );
   });
 
   it("another requester's pending request does not block the name", async () => {
@@ -323,7 +326,8 @@ describe("a name is one machine's: other requesters and pinned tokens", () => {
       assert.equal(decisionOf(api, csrAny), 'Denied NameTaken', `round ${round}`);
       // Asked first, the any-name token is told the name is reserved; after the pinned token's
       // join, that the name is bound (a consumed token reserves nothing: it is done).
-      const refusal = (api.tokens.get(any.name) as StoredToken).status?.rejections?.[0]?.message ?? '';
+      const refusal =
+        (api.tokens.get(any.name) as StoredFlavoredToken).status?.rejections?.[0]?.message ?? '';
       if (order[0] === csrAny) assert.match(refusal, new RegExp(`reserved for token ${pinned.tokenId}`));
     }
   });
@@ -389,7 +393,7 @@ describe('one node name, two tokens at the same instant: a name is claimed exact
       assert.equal(api.claims.get('n1')?.spec.holder?.tokenName, winner.name, 'the record names the winner');
       const loser = winner === a ? b : a;
       assert.equal(
-        (api.tokens.get(loser.name) as StoredToken).status?.uses ?? 0,
+        (api.tokens.get(loser.name) as StoredFlavoredToken).status?.uses ?? 0,
         0,
         "the loser's use is not spent",
       );
@@ -436,7 +440,7 @@ describe('a pass carries out only what its writes prove', () => {
 
   it('a token deleted before the use is counted: never approved', async () => {
     const { decision } = await passMeets('writeTokenStatus', (api, sim, { t }) => {
-      const token = api.tokens.get(t.name) as StoredToken;
+      const token = api.tokens.get(t.name) as StoredFlavoredToken;
       token.metadata.deletionTimestamp = new Date(sim.now).toISOString().replace(/\.\d{3}Z$/, 'Z');
       token.metadata.resourceVersion = api.nextRv();
     });
@@ -476,7 +480,7 @@ describe('a pass carries out only what its writes prove', () => {
     await sim.settle();
     assert.notEqual(decisionOf(api, 'csr-other'), 'Approved NodeflavorBound', 'never two approvals');
     assert.ok(api.claims.get('n1')?.metadata.deletionTimestamp, 'deleted once its join ends');
-    assert.equal((api.tokens.get(other.name) as StoredToken).status?.uses ?? 0, 0);
+    assert.equal((api.tokens.get(other.name) as StoredFlavoredToken).status?.uses ?? 0, 0);
   });
 });
 
@@ -581,7 +585,7 @@ describe('one single-use token, two machines at the same instant', () => {
       const decisions = [decisionOf(api, a), decisionOf(api, b)];
       assert.equal(decisions.filter((d) => d?.startsWith('Approved')).length, 1, JSON.stringify(decisions));
       assert.ok(decisions.includes('Denied NoUsesLeft'), JSON.stringify(decisions));
-      assert.equal((api.tokens.get(t.name) as StoredToken).status?.uses, 1);
+      assert.equal((api.tokens.get(t.name) as StoredFlavoredToken).status?.uses, 1);
     });
   }
 });

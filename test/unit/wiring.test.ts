@@ -14,12 +14,13 @@ import { controllerMetrics } from '../../src/controller/metrics.ts';
 import { type Enqueue, enqueueAll, reconcilerQueues, routeEvents } from '../../src/controller/routing.ts';
 import { type QueueName, RECONCILERS, type ReconcilerWiring } from '../../src/controller/wiring.ts';
 import { REFUSED_ANNOTATION } from '../../src/flavor/refusal-record.ts';
+import type { StoredFlavoredToken } from '../../src/flavor/resources.ts';
 import { API_VERSION, type NodeNameClaim, TOKEN_ID_LABEL } from '../../src/flavor/resources.ts';
 import { VERIFIED_ANNOTATION } from '../../src/flavor/verification-record.ts';
 import type { StoredFlavorClass } from '../../src/kube/flavor-classes.ts';
 import type { WatchEventType } from '../../src/kube/listwatch.ts';
 import type { TrimmedNode } from '../../src/kube/node-writes.ts';
-import type { CsrObject, StoredToken } from '../../src/kube/token-writes.ts';
+import type { CsrObject } from '../../src/kube/token-writes.ts';
 import { MapCache } from './support/map-cache.ts';
 
 const T0 = '2026-12-01T00:00:00Z';
@@ -40,7 +41,7 @@ const token = (
   id: string,
   flavorClassName: string,
   boundNodes: string[] = [],
-): StoredToken => ({
+): StoredFlavoredToken => ({
   apiVersion: API_VERSION,
   kind: 'FlavoredToken',
   metadata: {
@@ -50,7 +51,7 @@ const token = (
     creationTimestamp: T0,
     labels: { [TOKEN_ID_LABEL]: id },
   },
-  spec: { flavorClassName },
+  spec: { flavorClassName, maxUses: 1, revocationPolicy: 'Keep', revoked: false },
   status: { bindings: boundNodes.map((nodeName) => ({ nodeName, csrName: `csr-${nodeName}`, boundAt: T0 })) },
 });
 
@@ -228,7 +229,7 @@ describe('wiring: which queue keys each cache event enqueues', () => {
     });
     test('its spec changed (a revocation): its requests, its joins, the nodes of its joins', () => {
       const { read } = world();
-      const before = read.caches.tokens.get('ft-a') as StoredToken;
+      const before = read.caches.tokens.get('ft-a') as StoredFlavoredToken;
       const revoked = {
         ...before,
         metadata: { ...before.metadata, generation: 2 },
@@ -242,7 +243,7 @@ describe('wiring: which queue keys each cache event enqueues', () => {
     });
     test('a status write (a use counted): itself only; a refusal newly recorded: the node it names', () => {
       const { read } = world();
-      const before = read.caches.tokens.get('ft-a') as StoredToken;
+      const before = read.caches.tokens.get('ft-a') as StoredFlavoredToken;
       const counted = { ...before, status: { ...before.status, uses: 1 } };
       assert.deepEqual(route(read, 'tokens', 'MODIFIED', counted, before), { tokens: ['ft-a'] });
       const refused = {

@@ -17,6 +17,7 @@ import { type QueueName, RECONCILERS } from '../../../src/controller/wiring.ts';
 import type { DesiredNodeState } from '../../../src/flavor/converge.ts';
 import { deriveFlavorToken } from '../../../src/flavor/flavor-token.ts';
 import { newKeyRing } from '../../../src/flavor/keyring.ts';
+import type { StoredFlavoredToken } from '../../../src/flavor/resources.ts';
 import {
   type FlavorClassStatus,
   type FlavoredTokenStatus,
@@ -29,7 +30,7 @@ import type { StoredFlavorClass } from '../../../src/kube/flavor-classes.ts';
 import { KubeError } from '../../../src/kube/kube-error.ts';
 import type { EventHandler } from '../../../src/kube/listwatch.ts';
 import { nodeStatePatch, type TrimmedNode } from '../../../src/kube/node-writes.ts';
-import { type CsrObject, type StoredToken, TOKEN_FINALIZER } from '../../../src/kube/token-writes.ts';
+import { type CsrObject, TOKEN_FINALIZER } from '../../../src/kube/token-writes.ts';
 import { createCertificateRequest } from '../../../src/pki/certs.ts';
 import { MapCache } from './map-cache.ts';
 
@@ -45,7 +46,7 @@ const clone = <T>(o: T): T => structuredClone(o);
 /** The API server's side: objects, resourceVersions, and every request in order. */
 export class FakeApi implements ControllerApi {
   rv = 100;
-  readonly tokens = new Map<string, StoredToken>();
+  readonly tokens = new Map<string, StoredFlavoredToken>();
   readonly nodes = new Map<string, TrimmedNode>();
   readonly csrs = new Map<string, CsrObject>();
   readonly secrets = new Set<string>();
@@ -80,7 +81,7 @@ export class FakeApi implements ControllerApi {
     this.writes.push(`node ${node.metadata.name}`);
     return clone(written);
   }
-  async writeTokenStatus(token: StoredToken, status: FlavoredTokenStatus) {
+  async writeTokenStatus(token: StoredFlavoredToken, status: FlavoredTokenStatus) {
     await this.hook('writeTokenStatus');
     const stored = this.tokens.get(token.metadata.name);
     this.requests.push(`PUT status ${token.metadata.name}`);
@@ -97,12 +98,12 @@ export class FakeApi implements ControllerApi {
     this.requests.push(`GET token ${name}`);
     return clone(this.tokens.get(name));
   }
-  async deleteTokenVersion(token: StoredToken) {
+  async deleteTokenVersion(token: StoredFlavoredToken) {
     this.tokens.delete(token.metadata.name);
     this.write(`delete ${token.metadata.name}`);
   }
-  async setFinalizer(token: StoredToken, present: boolean) {
-    const stored = this.tokens.get(token.metadata.name) as StoredToken;
+  async setFinalizer(token: StoredFlavoredToken, present: boolean) {
+    const stored = this.tokens.get(token.metadata.name) as StoredFlavoredToken;
     const has = stored.metadata.finalizers?.includes(TOKEN_FINALIZER) ?? false;
     if (has === present) return undefined;
     stored.metadata.finalizers = present ? [TOKEN_FINALIZER] : [];
@@ -244,7 +245,7 @@ function applyJsonPatch(doc: Record<string, unknown>, ops: object[]): boolean {
 type CacheOf = {
   nodes: MapCache<TrimmedNode>;
   csrs: MapCache<CsrObject>;
-  tokens: MapCache<StoredToken>;
+  tokens: MapCache<StoredFlavoredToken>;
   classes: MapCache<StoredFlavorClass>;
   claims: MapCache<NodeNameClaim & Named>;
 };
@@ -263,7 +264,7 @@ export class ControllerSim {
   readonly caches: CacheOf = {
     nodes: new MapCache<TrimmedNode>(),
     csrs: new MapCache<CsrObject>(),
-    tokens: new MapCache<StoredToken>(),
+    tokens: new MapCache<StoredFlavoredToken>(),
     classes: new MapCache<StoredFlavorClass>(),
     claims: new MapCache<NodeNameClaim & Named>(),
   };
@@ -437,7 +438,7 @@ export function issueToken(
       finalizers: [TOKEN_FINALIZER],
     },
     spec: { flavorClassName: FLAVOR, maxUses: 1, ttl: '1h', ...options.spec },
-  } as unknown as StoredToken);
+  } as unknown as StoredFlavoredToken);
   api.secrets.add(tokenId);
   return { name, tokenId, flavorToken: deriveFlavorToken(RING.active, tokenId, FLAVOR).reveal() };
 }
@@ -503,7 +504,7 @@ export function registerNode(
 
 /** Revokes a token on the API server's side (the issuer's spec.revoked), as another actor would. */
 export function revoke(api: FakeApi, tokenName: string): void {
-  const token = api.tokens.get(tokenName) as StoredToken;
+  const token = api.tokens.get(tokenName) as StoredFlavoredToken;
   (token.spec as Record<string, unknown>).revoked = true;
   token.metadata.generation = (token.metadata.generation ?? 1) + 1;
   token.metadata.resourceVersion = api.nextRv();
