@@ -1,10 +1,11 @@
 // The gatherer: caches of Nodes (trimmed), kubelet client CSRs, FlavoredTokens and
 // FlavorClasses, plus the indexes the reconcilers need to stay O(1) per key at thousands of
 // nodes (token ID → token, token ID → CSRs, node name → tokens that bound it).
-import { attestedRecord } from '../flavor/attestation-decision.ts';
+import { tokenProofs } from '../flavor/attestation-proofs.ts';
+import { ATTESTATION_SEAL_ANNOTATION, sealedFactsOf } from '../flavor/attestation-seal.ts';
 import { carriedFlavor } from '../flavor/class-status.ts';
 import { parseKubeletCsr } from '../flavor/csr.ts';
-import type { FlavoredToken, NodeNameClaim, TokenBinding } from '../flavor/resources.ts';
+import type { NodeNameClaim, TokenAttestation, TokenBinding } from '../flavor/resources.ts';
 import { recordExpiresAt, TOKEN_ID_LABEL } from '../flavor/resources.ts';
 import type { BoundToken, CsrFacts, Failure, NodeFacts, TokenFacts } from '../flavor/verdict.ts';
 import type { WatchEventType } from '../kube/listwatch.ts';
@@ -101,8 +102,10 @@ export function tokenFacts(token: StoredToken): TokenFacts {
     nodeNamePattern?: string;
     revoked?: boolean;
     revocationPolicy?: string;
-    attestation?: { allowRejoin?: boolean; ekCertificateIssuer?: string };
+    attestation?: TokenAttestation;
   };
+  const annotations = (token.metadata as { annotations?: Record<string, string> }).annotations;
+  const sealed = sealedFactsOf({ metadata: token.metadata, spec });
   return {
     name: token.metadata.name,
     tokenId: tokenIdOf(token) ?? '',
@@ -119,19 +122,23 @@ export function tokenFacts(token: StoredToken): TokenFacts {
     uses: Math.max(token.status?.uses ?? 0, token.status?.bindings?.length ?? 0),
     rejoin: spec.attestation?.allowRejoin === true && spec.nodeName !== undefined,
     attested: spec.attestation !== undefined,
-    ekCertified: spec.attestation?.ekCertificateIssuer !== undefined,
-    ...attestedAtOf(token),
+    ...(sealed
+      ? {
+          attestationSeal: { facts: sealed, seal: annotations?.[ATTESTATION_SEAL_ANNOTATION] },
+          proofs: tokenProofs({ metadata: { annotations }, status: token.status }),
+        }
+      : {}),
   };
 }
 
-/** A token read from the API server just now, as the claim and approval checks take it. */
-/** When the token's machine last proved its TPM (the issuer's record, ADR 0014), if ever. */
-export function attestedAtOf(token: StoredToken): { attestedAt?: Date } {
-  const at = attestedRecord(token as unknown as FlavoredToken)?.at;
-  const time = at ? Date.parse(at) : Number.NaN;
-  return Number.isFinite(time) ? { attestedAt: new Date(time) } : {};
+/** The latest proof of a token bound to a TPM (the issuer's record, ADR 0014), if any. */
+export function latestProofOf(token: StoredToken): number | undefined {
+  if ((token.spec as { attestation?: unknown }).attestation === undefined) return undefined;
+  const annotations = (token.metadata as { annotations?: Record<string, string> }).annotations;
+  return tokenProofs({ metadata: { annotations }, status: token.status }).latest?.number;
 }
 
+/** A token read from the API server just now, as the claim and approval checks take it. */
 export function freshTokenFacts(token: StoredToken): TokenFacts & { uid: string } {
   return { ...tokenFacts(token), uid: token.metadata.uid };
 }

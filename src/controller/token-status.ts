@@ -29,24 +29,28 @@ export function setCondition(
 
 /**
  * Whether the bootstrap Secret is known gone. A token bound to a TPM gets a new Secret with each
- * attestation (ADR 0014): one minted after the deletion was recorded (`attestedAt` later than the
- * condition's time) exists again, and goes again.
+ * proof of its machine (ADR 0014): one minted by a proof after the deletion was recorded (the
+ * status names the proof whose Secret it deleted, not a time in whole seconds) exists again, and
+ * goes again.
  */
-export function secretDeletedRecorded(status: FlavoredTokenStatus | undefined, attestedAt?: Date): boolean {
-  const condition = (status?.conditions ?? []).find(
+export function secretDeletedRecorded(
+  status: FlavoredTokenStatus | undefined,
+  latestProof?: number,
+): boolean {
+  const deleted = (status?.conditions ?? []).some(
     (c) => c.type === SECRET_DELETED_CONDITION && c.status === 'True',
   );
-  if (!condition) return false;
-  return attestedAt === undefined || Date.parse(condition.lastTransitionTime) >= attestedAt.getTime();
+  if (!deleted) return false;
+  return latestProof === undefined || (status?.attestation?.deleted ?? 0) >= latestProof;
 }
 
-/** The status that also says the bootstrap Secret is gone. */
+/** The status that also says the bootstrap Secret is gone (for a token bound to a TPM: that of `latestProof`). */
 export function withSecretDeleted(
   status: FlavoredTokenStatus,
   generation: number | undefined,
   now: Date,
+  latestProof?: number,
 ): FlavoredTokenStatus {
-  // A fresh time each deletion: it is what the next attestation's Secret is compared with.
   const conditions = setCondition(
     (status.conditions ?? []).filter((c) => c.type !== SECRET_DELETED_CONDITION),
     {
@@ -58,7 +62,9 @@ export function withSecretDeleted(
     },
     now,
   );
-  return { ...status, conditions };
+  return latestProof === undefined
+    ? { ...status, conditions }
+    : { ...status, conditions, attestation: { ...status.attestation, deleted: latestProof } };
 }
 
 export async function updateTokenStatus(

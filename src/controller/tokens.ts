@@ -9,6 +9,7 @@
 // Secret once it is no longer needed (revoked or expired: at once; consumed: once the bound
 // nodes registered, see flavor/bootstrap-secret.ts) and records that in the same status write;
 // and runs revocation before a deleted token goes (finalizer). One status write per change.
+import { withProofBound } from '../flavor/attestation-proofs.ts';
 import { bindingWithNodeOutcome, type NodeOutcome } from '../flavor/binding-outcome.ts';
 import { bootstrapSecretDeleteAfterMs } from '../flavor/bootstrap-secret.ts';
 import {
@@ -34,7 +35,7 @@ import { type CsrObject, type StoredToken, TOKEN_FINALIZER } from '../kube/token
 import { failpoint } from '../ops/failpoints.ts';
 import { claimNodeName, releaseDeadClaims } from './claims.ts';
 import type { ControllerContext } from './context.ts';
-import { attestedAtOf, csrIssued, nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
+import { csrIssued, latestProofOf, nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './state.ts';
 import { secretDeletedRecorded, setCondition, updateTokenStatus, withSecretDeleted } from './token-status.ts';
 
 interface BindingOutcome {
@@ -207,16 +208,20 @@ async function judge(
     .filter((csr): csr is CsrObject => csr !== undefined && bindable(ctx, csr, bindings, refused))
     .sort((a, b) => a.metadata.creationTimestamp.localeCompare(b.metadata.creationTimestamp));
   let uses = facts.uses;
+  // A token bound to a TPM: the latest proof a binding used, as this pass binds (one join per proof).
+  let proofs = facts.proofs;
+  let boundProof: number | undefined;
   for (const csr of csrs) {
     const csrFacts = await ctx.indexes.csrFacts(csr);
     const cached = csrFacts.subject.ok
       ? nameFacts(ctx, csrFacts.subject.nodeName, token.metadata.uid, bindings)
       : { boundByOtherToken: false };
-    let decision = decideBinding(csrFacts, { ...facts, bindings, uses }, cached);
+    const current = { ...facts, bindings, uses, ...(proofs ? { proofs } : {}) };
+    let decision = decideBinding(csrFacts, current, cached);
     // Refused only because the cache says another token holds the name: the claim decides that.
     const name = { ...cached, boundByOtherToken: false };
     if (decision.kind === 'reject' && decision.failure.reason === 'NameTaken' && cached.node === undefined)
-      decision = decideBinding(csrFacts, { ...facts, bindings, uses }, name);
+      decision = decideBinding(csrFacts, current, name);
     if (decision.kind === 'bind') {
       // The one linearisation point per name: durable before the binding is, and before any approval.
       const claim = await claimNodeName(ctx, decision.nodeName, token, csr.metadata.name);
@@ -225,11 +230,7 @@ async function judge(
         continue;
       }
       if (claim.kind === 'taken')
-        decision = decideBinding(
-          csrFacts,
-          { ...facts, bindings, uses },
-          { ...name, boundByOtherToken: true },
-        );
+        decision = decideBinding(csrFacts, current, { ...name, boundByOtherToken: true });
     }
     // An approved CSR is decided: only one still waiting for its approval needs one.
     if (decision.kind === 'already-bound' && !hasCondition(csr, 'Approved'))
@@ -238,8 +239,18 @@ async function judge(
       // Recorded before any approval, like a binding: the approval follows what the token says.
       const index = bindings.findIndex((b) => b.nodeName === decision.nodeName);
       const previous = bindings[index];
-      if (previous) bindings[index] = { ...previous, csrName: csr.metadata.name, boundAt: rfc3339(now) };
+      if (previous)
+        bindings[index] = {
+          ...previous,
+          csrName: csr.metadata.name,
+          boundAt: rfc3339(now),
+          attestation: decision.proof,
+        };
       alreadyBound.push(csr.metadata.name);
+    }
+    if ((decision.kind === 'bind' || decision.kind === 'rebind') && decision.proof !== undefined) {
+      boundProof = decision.proof;
+      if (proofs) proofs = { ...proofs, bound: decision.proof };
     }
     if (decision.kind === 'bind') {
       uses += 1;
@@ -247,6 +258,7 @@ async function judge(
         nodeName: decision.nodeName,
         csrName: csr.metadata.name,
         boundAt: rfc3339(now),
+        ...(decision.proof !== undefined ? { attestation: decision.proof } : {}),
       };
       bindings.push(binding);
       bound.push(binding);
@@ -300,16 +312,19 @@ async function judge(
     })),
     rfc3339(now),
   );
-  const status: FlavoredTokenStatus = {
-    ...token.status,
-    ...(rejections.length > 0 ? { rejections } : {}),
-    tokenID: tokenId,
-    expiresAt: rfc3339(expiresAt),
-    uses,
-    bindings,
-    conditions,
-    observedGeneration: generation,
-  };
+  const status: FlavoredTokenStatus = withProofBound(
+    {
+      ...token.status,
+      ...(rejections.length > 0 ? { rejections } : {}),
+      tokenID: tokenId,
+      expiresAt: rfc3339(expiresAt),
+      uses,
+      bindings,
+      conditions,
+      observedGeneration: generation,
+    },
+    boundProof,
+  );
   return { status, bound, alreadyBound, released, rejected, consumed, expired, revoked, retryClaims };
 }
 
@@ -423,11 +438,11 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     // Deleting revokes: the bootstrap Secret goes first. With StripNodes the finalizer stays
     // until every node that joined with the token has lost the flavor (the node reconciler
     // strips them while the token, marked deleting, is still here to say so).
-    if (tokenId && !secretDeletedRecorded(cached.status, attestedAtOf(cached).attestedAt)) {
+    if (tokenId && !secretDeletedRecorded(cached.status, latestProofOf(cached))) {
       await ctx.api.deleteBootstrapSecret(tokenId);
       // Recorded, so the passes that wait for StripNodes below do not delete it again.
       await updateTokenStatus(ctx, name, async (fresh) =>
-        withSecretDeleted(fresh.status ?? {}, fresh.metadata.generation, ctx.now()),
+        withSecretDeleted(fresh.status ?? {}, fresh.metadata.generation, ctx.now(), latestProofOf(fresh)),
       );
     }
     // A CSR bound before the deletion and not approved yet is never approved now: refused on the
@@ -492,14 +507,14 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
   const written = await updateTokenStatus(ctx, name, async (fresh) => {
     outcome = await judge(ctx, fresh, now, keyRing);
     if (nothingToRecord(fresh, outcome)) return undefined;
-    const { attestedAt } = attestedAtOf(fresh);
-    const deleteAfter = bootstrapSecretDeleteAfterMs(outcome, outcome.status.bindings ?? [], now, attestedAt);
-    if (deleteAfter === 0 && !secretDeletedRecorded(outcome.status, attestedAt)) {
+    const proof = latestProofOf(fresh);
+    const deleteAfter = bootstrapSecretDeleteAfterMs(outcome, outcome.status, now, proof);
+    if (deleteAfter === 0 && !secretDeletedRecorded(outcome.status, proof)) {
       // Deleted first, then recorded in this same status write (a crash in between deletes it
       // again next time: a 404 is fine). Once only, should a 409 make us judge again.
       if (!secretDeleted) await ctx.api.deleteBootstrapSecret(tokenId);
       secretDeleted = true;
-      outcome.status = withSecretDeleted(outcome.status, fresh.metadata.generation, now);
+      outcome.status = withSecretDeleted(outcome.status, fresh.metadata.generation, now, proof);
     }
     return outcome.status;
   });
@@ -550,9 +565,9 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
   }
   const deleteSecretAfter = bootstrapSecretDeleteAfterMs(
     outcome,
-    outcome.status.bindings ?? [],
+    outcome.status,
     now,
-    attestedAtOf(written ?? cached).attestedAt,
+    latestProofOf(written ?? cached),
   );
   // Consumed, but a bound kubelet may still need the token to fetch its certificate.
   if (deleteSecretAfter !== undefined && deleteSecretAfter > 0)

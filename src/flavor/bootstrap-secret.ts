@@ -4,7 +4,7 @@
 // Deleting it at binding time broke joins whose certificate came later than kube-apiserver's 10 s
 // token cache (our approval after a leader failover; a second API server without that cache).
 // Single use stays enforced by the binding (NoUsesLeft), not by the Secret's absence.
-import type { TokenBinding } from './resources.ts';
+import type { FlavoredTokenStatus, TokenBinding } from './resources.ts';
 
 /** How long a bound kubelet may take to register its Node before its token Secret goes anyway. */
 export const BOOTSTRAP_SECRET_GRACE_MS = 120_000;
@@ -15,20 +15,19 @@ export const BOOTSTRAP_SECRET_GRACE_MS = 120_000;
  */
 export function bootstrapSecretDeleteAfterMs(
   token: { consumed: boolean; expired: boolean; revoked: boolean },
-  bindings: TokenBinding[],
+  status: Pick<FlavoredTokenStatus, 'bindings' | 'attestation'>,
   now: Date,
   /**
-   * A token bound to a TPM: when its machine last proved it, minting a new Secret (ADR 0014). That
+   * A token bound to a TPM: its machine's latest proof, which minted a new Secret (ADR 0014). That
    * Secret waits for its join (it expires on its own after the issuer's join window); once a
-   * binding was made (or moved) after it, it goes a grace after that binding, as for any join.
+   * binding used that proof, it goes a grace after that binding, as for any join.
    */
-  attestedAt?: Date,
+  latestProof?: number,
 ): number | undefined {
   if (token.revoked || token.expired) return 0;
   if (!token.consumed) return undefined;
-  const since = (b: TokenBinding) =>
-    attestedAt !== undefined && Date.parse(b.boundAt) >= attestedAt.getTime();
-  if (attestedAt !== undefined && !bindings.some(since)) return undefined;
+  if (latestProof !== undefined && (status.attestation?.bound ?? 0) < latestProof) return undefined;
+  const bindings = status.bindings ?? [];
   // A binding moved to a re-installed machine's CSR (after its Node was verified): its kubelet
   // fetches its certificate with the new Secret, as a first join's does before it registers.
   const rebound = (b: TokenBinding) =>

@@ -4,6 +4,8 @@
 // the reconcilers carry out the verdict. Every failure has a reason (an Event reason and a
 // metric label, from a small fixed set) and a message that never holds a secret.
 import { TOKEN_LABEL_KEY } from './admission.ts';
+import { type TokenProofs, unusedProof } from './attestation-proofs.ts';
+import { attestationSealHolds, type SealedFacts } from './attestation-seal.ts';
 import type { CsrSubject } from './csr.ts';
 import { FLAVOR_TOKEN_PATTERN, verifyFlavorToken } from './flavor-token.ts';
 import type { KeyRing } from './keyring.ts';
@@ -73,10 +75,13 @@ export interface TokenFacts {
   rejoin?: boolean;
   /** Bound to a TPM (spec.attestation): its bootstrap Secret was minted only after a TPM proof. */
   attested?: boolean;
-  /** Bound to a TPM by an EK certificate from a configured manufacturer (not a bare public key). */
-  ekCertified?: boolean;
-  /** When its machine last proved its TPM: each proof mints one bootstrap Secret, for one join. */
-  attestedAt?: Date;
+  /**
+   * Its attestation facts and the issuer's seal over them (attestation-seal.ts): only sealed facts
+   * are believed (a FlavoredToken written directly may say anything).
+   */
+  attestationSeal?: { facts: SealedFacts; seal: string | undefined };
+  /** Its machine's proofs, and the latest one a binding used: each proof earns one join. */
+  proofs?: TokenProofs;
 }
 
 /** The status field holds at most this many bindings (the CRD's maxItems). */
@@ -112,11 +117,12 @@ export interface NameFacts {
 }
 
 export type BindingDecision =
-  | { kind: 'bind'; nodeName: string }
+  /** `proof`: for a token bound to a TPM, the proof (its number) this join uses. */
+  | { kind: 'bind'; nodeName: string; proof?: number }
   /** This CSR, or a retry of the same join before its Node registered: approvable, no further use. */
   | { kind: 'already-bound'; nodeName: string }
   /** A re-installed machine of a rejoin token, its Node still there: the binding moves to this CSR. */
-  | { kind: 'rebind'; nodeName: string }
+  | { kind: 'rebind'; nodeName: string; proof: number }
   | { kind: 'reject'; nodeName?: string; failure: Failure };
 
 type ReadableCsr = CsrFacts & { subject: Extract<CsrSubject, { ok: true }> };
@@ -248,29 +254,22 @@ const nameFree: BindingCheck = (csr, token, name) => {
   return undefined;
 };
 
-/**
- * A rejoin token joins again only with a CSR made after its machine proved its TPM again: its
- * earlier Secret may still be valid for a while, and must not earn a second join.
- */
-function joinsAfterNewAttestation(csr: { createdAt: Date }, token: TokenFacts, boundAt?: Date): boolean {
-  const attestedAt = token.attestedAt?.getTime();
-  if (attestedAt === undefined || csr.createdAt.getTime() < attestedAt) return false;
-  return boundAt === undefined || boundAt.getTime() < attestedAt;
-}
-
-// A rejoin token's joins are its one machine's, under its one pinned name (nameAllowed): each
-// after a new attestation of that machine, not counted against maxUses.
-const usesLeft: BindingCheck = (csr, token) =>
-  (
-    token.rejoin
-      ? token.uses > 0 && !joinsAfterNewAttestation(csr, token)
-      : token.maxUses > 0 && token.uses >= token.maxUses
-  )
-    ? {
-        reason: 'NoUsesLeft',
-        message: `token ${token.tokenId} has no uses left (${token.uses}/${token.maxUses})`,
-      }
-    : undefined;
+// A token bound to a TPM joins once per proof of its machine (attestation-proofs.ts): a proof no
+// binding used, made before the CSR. A rejoin token's joins are its one machine's, under its one
+// pinned name (nameAllowed), each after a new proof, not counted against maxUses.
+const usesLeft: BindingCheck = (csr, token) => {
+  if (!token.rejoin && token.maxUses > 0 && token.uses >= token.maxUses)
+    return {
+      reason: 'NoUsesLeft',
+      message: `token ${token.tokenId} has no uses left (${token.uses}/${token.maxUses})`,
+    };
+  if (token.attested && unusedProof(token.proofs, csr.createdAt) === undefined)
+    return {
+      reason: 'NoUsesLeft',
+      message: `token ${token.tokenId}'s latest attestation earned a join already, or CSR ${csr.name} was made before it: its machine must attest again`,
+    };
+  return undefined;
+};
 
 // An unlimited token records one binding per live node; at the list's limit it fails closed.
 const roomForBinding: BindingCheck = (_csr, token) =>
@@ -316,18 +315,14 @@ export function decideBinding(
   const existing = token.bindings.find((b) => b.csrName === csr.name || b.nodeName === nodeName);
   if (existing) {
     const registered = existing.nodeUID !== undefined && existing.nodeUID === name.node?.uid;
-    if (
-      existing.csrName !== csr.name &&
-      registered &&
-      token.rejoin &&
-      joinsAfterNewAttestation(csr, token, new Date(existing.boundAt))
-    ) {
-      // A new join of the same machine, once per attestation: judged as a new binding would be.
+    const proof = token.rejoin ? unusedProof(token.proofs, csr.createdAt) : undefined;
+    if (existing.csrName !== csr.name && registered && proof !== undefined) {
+      // A new join of the same machine, once per proof: judged as a new binding would be.
       for (const check of [madeAfterIssue, notRevoked, notExpired, nameAllowed]) {
         const failure = check({ ...csr, nodeName }, token, name);
         if (failure) return { kind: 'reject', nodeName, failure };
       }
-      return { kind: 'rebind', nodeName };
+      return { kind: 'rebind', nodeName, proof };
     }
     // A retry of the same join is only one whose first request never got its certificate: once
     // it did, its machine could register a Node and delete it before the binding recorded the
@@ -348,7 +343,8 @@ export function decideBinding(
     const failure = check({ ...csr, nodeName }, token, name);
     if (failure) return { kind: 'reject', nodeName, failure };
   }
-  return { kind: 'bind', nodeName };
+  const proof = token.attested ? unusedProof(token.proofs, csr.createdAt) : undefined;
+  return proof === undefined ? { kind: 'bind', nodeName } : { kind: 'bind', nodeName, proof };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -521,14 +517,26 @@ const tokenMatches: NodeCheck = ({ node, bound: { token }, keyRing }) =>
         message: `node ${node.name}'s flavor token does not match token ${token.tokenId}`,
       };
 
+/**
+ * Whether the token is bound to a TPM by an EK certificate from a configured manufacturer, as the
+ * issuer established and sealed it (a bare public key could be a software key; a FlavoredToken
+ * written directly may name any certificate issuer).
+ */
+export function ekCertified(token: Pick<TokenFacts, 'attestationSeal'>, keyRing: KeyRing): boolean {
+  const sealed = token.attestationSeal;
+  return (
+    sealed?.facts.attestation.ekCertificateIssuer !== undefined &&
+    attestationSealHolds(keyRing, sealed.facts, sealed.seal)
+  );
+}
+
 // A flavor that requires a measured boot state is earned only through a TPM (ADR 0014): the issuer
 // checked the quote before it minted the bootstrap token; a token not bound to a TPM never earns it.
-// Bound by an EK certificate: a bare public key could be a software key, which quotes anything.
-const attestedIfRequired: NodeCheck = ({ bound: { token }, flavorClass }) =>
-  flavorClass?.measuredBoot && !token.ekCertified
+const attestedIfRequired: NodeCheck = ({ bound: { token }, flavorClass, keyRing }) =>
+  flavorClass?.measuredBoot && !ekCertified(token, keyRing)
     ? {
         reason: 'AttestationRequired',
-        message: `FlavorClass "${token.flavorClassName}" requires a measured boot state, and token ${token.tokenId} is not bound to a TPM by a manufacturer's EK certificate`,
+        message: `FlavorClass "${token.flavorClassName}" requires a measured boot state, and token ${token.tokenId} is not bound to a TPM by a manufacturer's EK certificate the issuer checked and sealed`,
       }
     : undefined;
 

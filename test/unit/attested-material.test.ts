@@ -255,7 +255,7 @@ describe('attested join material', () => {
       assert.deepEqual(Object.keys(schemas.IssuedToken?.properties ?? {}).sort(), Object.keys(body).sort());
     }
     assert.deepEqual(schemas.AttestationChallenge?.required, ['ticket', 'credential', 'deadline', 'quote']);
-    assert.deepEqual(schemas.AttestationAnswer?.required, ['iv', 'ciphertext', 'mac', 'joinBy']);
+    assert.deepEqual(schemas.AttestationAnswer?.required, ['salt', 'ciphertext', 'mac', 'joinBy']);
     const paths = OPENAPI_DOCUMENT.paths as unknown as Record<
       string,
       Record<string, { security?: unknown[]; responses: Record<string, unknown> }>

@@ -54,37 +54,48 @@ describe('when a bootstrap token Secret may be deleted', () => {
     },
   };
   for (const [name, c] of Object.entries(cases)) {
-    test(name, () => assert.equal(bootstrapSecretDeleteAfterMs(c.token, c.bindings, NOW), c.want));
+    test(name, () =>
+      assert.equal(bootstrapSecretDeleteAfterMs(c.token, { bindings: c.bindings }, NOW), c.want),
+    );
   }
 });
 
-// A token bound to a TPM gets a new Secret with each attestation (ADR 0014): it waits for the join
-// it was minted for, then goes a grace after the binding that join made or moved.
+// A token bound to a TPM gets a new Secret with each proof of its machine (ADR 0014): it waits
+// for the join it was minted for (a binding that used that proof), then goes a grace after it.
 describe('bootstrapSecretDeleteAfterMs after a new attestation', () => {
   const ago = (ms: number) => new Date(NOW.getTime() - ms);
-  const verified = (boundAgoMs: number, verifiedAgoMs: number): TokenBinding => ({
+  const verified = (boundAgoMs: number, verifiedAgoMs: number, attestation: number): TokenBinding => ({
     ...bound(boundAgoMs, 'u'),
     verifiedAt: ago(verifiedAgoMs).toISOString(),
+    attestation,
   });
   test('attested, not joined again yet: the Secret waits (it expires on its own)', () => {
-    const bindings = [verified(3_600_000, 3_590_000)];
-    assert.equal(
-      bootstrapSecretDeleteAfterMs(state({ consumed: true }), bindings, NOW, ago(30_000)),
-      undefined,
-    );
+    const status = { bindings: [verified(3_600_000, 3_590_000, 1)], attestation: { bound: 1 } };
+    assert.equal(bootstrapSecretDeleteAfterMs(state({ consumed: true }), status, NOW, 2), undefined);
   });
   test('the binding moved to the new join: a grace after it, though the Node is registered', () => {
-    const bindings = [verified(10_000, 3_590_000)];
+    const status = { bindings: [verified(10_000, 3_590_000, 2)], attestation: { bound: 2 } };
     assert.equal(
-      bootstrapSecretDeleteAfterMs(state({ consumed: true }), bindings, NOW, ago(30_000)),
+      bootstrapSecretDeleteAfterMs(state({ consumed: true }), status, NOW, 2),
       BOOTSTRAP_SECRET_GRACE_MS - 10_000,
     );
   });
   test('a first join, verified: now, as for any token', () => {
-    const bindings = [verified(60_000, 50_000)];
-    assert.equal(bootstrapSecretDeleteAfterMs(state({ consumed: true }), bindings, NOW, ago(70_000)), 0);
+    const status = { bindings: [verified(60_000, 50_000, 1)], attestation: { bound: 1 } };
+    assert.equal(bootstrapSecretDeleteAfterMs(state({ consumed: true }), status, NOW, 1), 0);
+  });
+  test("the proof's join was made and its Node is gone already (binding released): now", () => {
+    assert.equal(
+      bootstrapSecretDeleteAfterMs(
+        state({ consumed: true }),
+        { bindings: [], attestation: { bound: 3 } },
+        NOW,
+        3,
+      ),
+      0,
+    );
   });
   test('revoked: at once, whatever the attestation', () => {
-    assert.equal(bootstrapSecretDeleteAfterMs(state({ revoked: true }), [], NOW, ago(1_000)), 0);
+    assert.equal(bootstrapSecretDeleteAfterMs(state({ revoked: true }), {}, NOW, 5), 0);
   });
 });

@@ -196,10 +196,13 @@ const ADMISSION_GRANTS = [
     `admissionregistration.k8s.io ${r} *any*: create`,
     `admissionregistration.k8s.io ${r} ${RELEASE}: delete,get,list,patch,update,watch`,
   ])
-  // The FlavorClass-keys policy and its binding, in every mode (never deleted by the process).
+  // The FlavorClass-keys and FlavoredToken policies and their bindings, in every mode (never
+  // deleted by the process).
   .concat(
-    ['validatingadmissionpolicies', 'validatingadmissionpolicybindings'].map(
-      (r) => `admissionregistration.k8s.io ${r} ${RELEASE}-class-keys: get,list,patch,update,watch`,
+    ['validatingadmissionpolicies', 'validatingadmissionpolicybindings'].flatMap((r) =>
+      ['class-keys', 'flavored-tokens'].map(
+        (p) => `admissionregistration.k8s.io ${r} ${RELEASE}-${p}: get,list,patch,update,watch`,
+      ),
     ),
   )
   // Its own ClusterRole, by name: the registration's owner (--registration-owner).
@@ -972,6 +975,8 @@ describe('helm chart deploy/helm/nodeflavor', () => {
       'issuerAuthFailuresPerSecond',
       'issuerCallerBurst',
       'issuerCallerPerSecond',
+      'attestationBurst',
+      'attestationPerSecond',
     ] as const;
     const pick = (config: Config) => Object.fromEntries(limitKeys.map((k) => [k, config[k]]));
     const parsed = async (...setArgs: string[]) =>

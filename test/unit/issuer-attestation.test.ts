@@ -28,6 +28,11 @@ import {
   openJoinSecrets,
   ticketKey,
 } from '../../src/flavor/attestation-exchange.ts';
+import {
+  ATTESTATION_SEAL_ANNOTATION,
+  sealAttestation,
+  sealedFactsOf,
+} from '../../src/flavor/attestation-seal.ts';
 import { deriveFlavorToken, verifyFlavorToken } from '../../src/flavor/flavor-token.ts';
 import { type KeyRing, newKeyRing, rotateKeyRing } from '../../src/flavor/keyring.ts';
 import type { FlavoredToken } from '../../src/flavor/resources.ts';
@@ -184,6 +189,20 @@ const refusalWrites = (t: Setup) =>
   t.kube.annotateCalls.filter((call) => call.annotations[ATTESTATION_REFUSED_ANNOTATION] !== undefined);
 const attestedWrites = (t: Setup) =>
   t.kube.annotateCalls.filter((call) => call.annotations[ATTESTED_ANNOTATION] !== undefined);
+/** What an attestation wrote on records (not the issuance's own seal). */
+const attestationWrites = (t: Setup) =>
+  t.kube.annotateCalls.filter((call) => call.annotations[ATTESTATION_SEAL_ANNOTATION] === undefined);
+
+/** The record sealed again, under the ring's active key, as the issuer seals a record it made. */
+function reseal(t: Setup, issued: IssuedToken): void {
+  const token = record(t, issued);
+  const facts = sealedFactsOf(token);
+  assert.ok(facts);
+  token.metadata.annotations = {
+    ...token.metadata.annotations,
+    [ATTESTATION_SEAL_ANNOTATION]: sealAttestation(t.ring().active, facts),
+  };
+}
 
 /** An EK the test holds the private key of, in the shape tpm2_createek writes (the fixture's template). */
 function ekWithPrivateKey(): { tpm2bPublic: Buffer; privateKey: KeyObject; pem: string } {
@@ -270,13 +289,13 @@ describe('challenge and answer', () => {
     assert.equal(blob.encryptedSecret.length, 258);
     // A challenge writes nothing.
     assert.deepEqual(record(t, issued), before);
-    assert.equal(t.kube.annotateCalls.length + t.kube.secrets.size, 0);
+    assert.equal(attestationWrites(t).length + t.kube.secrets.size, 0);
     assert.deepEqual(t.outcomes, ['challenged']);
 
     t.advance(5_000);
     const { secret, body } = await nodeAnswer(t, challenged);
     const answered = await answer(t.deps, issued.tokenId, body);
-    assert.deepEqual(Object.keys(answered).sort(), ['ciphertext', 'iv', 'joinBy', 'mac']);
+    assert.deepEqual(Object.keys(answered).sort(), ['ciphertext', 'joinBy', 'mac', 'salt']);
     assert.equal(answered.joinBy, iso(T0 + 5_000 + 900_000), 'the join window (900 s) from now');
     const stored = t.kube.secrets.get(issued.tokenId);
     assert.ok(stored, 'the bootstrap Secret exists now');
@@ -297,10 +316,10 @@ describe('challenge and answer', () => {
     );
 
     const after = record(t, issued);
+    // The proof's number and its time to the millisecond (not whole seconds: issue 32).
     assert.deepEqual(annotation(after, ATTESTED_ANNOTATION), {
-      ticket: T0,
-      at: iso(T0 + 5_000),
       count: 1,
+      at: new Date(T0 + 5_000).toISOString(),
     });
     const serialised = JSON.stringify(after);
     assert.ok(!serialised.includes(stored.secret) && !serialised.includes(opened.flavorToken.reveal()));
@@ -314,7 +333,7 @@ describe('challenge and answer', () => {
       ekCertificateIssuer: null,
       allowRejoin: false,
       attestations: 1,
-      attestedAt: iso(T0 + 5_000),
+      attestedAt: new Date(T0 + 5_000).toISOString(),
       lastRefusal: null,
     });
   });
@@ -521,7 +540,7 @@ describe('challenge and answer', () => {
       /akPublic/,
     );
     await refusedWith(challenge(t.deps, issued.tokenId, { ...challengeBody(), extra: 1 }), 400);
-    assert.equal(t.kube.annotateCalls.length, 0, 'a malformed request is not recorded on the token');
+    assert.equal(attestationWrites(t).length, 0, 'a malformed request is not recorded on the token');
     assert.deepEqual(t.outcomes, []);
   });
 
@@ -540,7 +559,7 @@ describe('challenge and answer', () => {
       'text',
     ])
       await refusedWith(answer(t.deps, issued.tokenId, bad), 400);
-    assert.equal(t.kube.secrets.size + t.kube.annotateCalls.length, 0);
+    assert.equal(t.kube.secrets.size + attestationWrites(t).length, 0);
   });
 
   it('a revoked or deleting token is 409, an unknown or unbound one 404, an expired one 410: none recorded', async () => {
@@ -575,7 +594,7 @@ describe('challenge and answer', () => {
     t.advance(3_600_000);
     await refusedWith(challenge(t.deps, expiring.tokenId, challengeBody()), 410, /has expired/);
 
-    assert.equal(t.kube.annotateCalls.length, 0, 'none of these is recorded on a token');
+    assert.equal(attestationWrites(t).length, 0, 'none of these is recorded on a token');
     assert.equal(t.events.length, 0);
     assert.deepEqual(t.outcomes, [
       'challenged',
@@ -654,7 +673,7 @@ describe('challenge and answer', () => {
     // The other replica marks this very ticket used between this answer's read and its annotate.
     t.kube.beforeNext.annotateFlavoredToken = () =>
       t.kube.annotateFlavoredToken(issued.name, {
-        [ATTESTED_ANNOTATION]: JSON.stringify({ ticket: T0, at: iso(T0), count: 1 }),
+        [ATTESTED_ANNOTATION]: JSON.stringify({ count: 1, at: new Date(T0).toISOString() }),
       });
     await refusedWith(answer(t.deps, issued.tokenId, body), 409, /answered already/);
     assert.equal(t.kube.secrets.size, 0, 'the loser made no Secret');
@@ -686,6 +705,7 @@ describe('challenge and answer', () => {
     const issued = await issueAttested(t);
     const challenged = await challenge(t.deps, issued.tokenId, challengeBody());
     record(t, issued).metadata.uid = 'uid-recreated';
+    reseal(t, issued); // re-created by the issuer: sealed for its own uid
     await refusedWith(
       answer(t.deps, issued.tokenId, (await nodeAnswer(t, challenged)).body),
       409,
@@ -701,10 +721,15 @@ describe('challenge and answer', () => {
     const { secret, body } = await nodeAnswer(t, challenged);
     const original = t.ring();
     t.setRing(rotateKeyRing(original, 0, seededRandomBytes('dropped')));
+    // A record sealed under a dropped key is unsealed now (as a flavor token of that key stops
+    // verifying); sealed again under the new key, the ticket alone is stale.
+    await refusedWith(answer(t.deps, issued.tokenId, body), 403, /no valid seal/);
+    reseal(t, issued);
     await refusedWith(answer(t.deps, issued.tokenId, body), 409, /no longer holds/);
     assert.equal(t.kube.secrets.size, 0);
 
     t.setRing(rotateKeyRing(original, 1, seededRandomBytes('retained')));
+    reseal(t, issued);
     const answered = await answer(t.deps, issued.tokenId, body);
     const opened = openJoinSecrets(secret, answered);
     assert.ok(opened);
@@ -771,7 +796,7 @@ describe('the attestation routes over HTTP', () => {
     assert.equal(answered.statusCode, 200, answered.body);
     assert.equal(answered.headers['cache-control'], 'no-store');
     const answerJson = answered.json() as AnswerResponse;
-    assert.deepEqual(Object.keys(answerJson).sort(), ['ciphertext', 'iv', 'joinBy', 'mac']);
+    assert.deepEqual(Object.keys(answerJson).sort(), ['ciphertext', 'joinBy', 'mac', 'salt']);
     assert.ok(openJoinSecrets(secret, answerJson));
 
     const refused = await post(`/v1/attestations/${tokenId}/answer`, {
