@@ -15,6 +15,7 @@ import { controllerMetrics } from '../../src/controller/metrics.ts';
 import { reconcileNode } from '../../src/controller/nodes.ts';
 import { csrTokenId, Indexes } from '../../src/controller/state.ts';
 import { reconcileToken } from '../../src/controller/tokens.ts';
+import { ATTESTED_ANNOTATION } from '../../src/flavor/attestation-decision.ts';
 import type { DesiredNodeState } from '../../src/flavor/converge.ts';
 import { deriveFlavorToken } from '../../src/flavor/flavor-token.ts';
 import { newKeyRing } from '../../src/flavor/keyring.ts';
@@ -788,5 +789,146 @@ describe('an approval is carried out only from fresh state', () => {
     });
     assert.equal(decision, 'Denied NameTaken');
     assert.equal(api.claims.get('n1')?.spec.holder?.tokenName, other.name, 'the other token keeps the name');
+  });
+});
+
+// Issue 32: a token bound to a TPM earns one join per proof of its machine, decided on the token's
+// durable state (which proof each binding used), never on whether its bootstrap Secret is gone yet
+// (the API server keeps authenticating a deleted Secret's token for a while, its 10 s cache), nor
+// on times compared in whole seconds.
+describe('attested tokens: one join per proof (issue 32)', () => {
+  const EK =
+    '-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA\n-----END PUBLIC KEY-----\n';
+
+  /** A rejoin token bound to a TPM, as the issuer leaves it: no bootstrap Secret until a proof. */
+  function rejoinToken(api: FakeApi, nodeName: string) {
+    const t = issueToken(api);
+    api.secrets.delete(t.tokenId);
+    const token = api.tokens.get(t.name) as StoredToken;
+    token.spec = { ...token.spec, nodeName, attestation: { ekPublicKey: EK, allowRejoin: true } };
+    return t;
+  }
+
+  /** The issuer records its machine's proof number `count` (at `at`) and mints a new Secret. */
+  function prove(api: FakeApi, t: { name: string; tokenId: string }, count: number, at: string): void {
+    const token = api.tokens.get(t.name) as StoredToken & {
+      metadata: { annotations?: Record<string, string> };
+    };
+    token.metadata.annotations = {
+      ...token.metadata.annotations,
+      // (`ticket` too: what the issuer wrote before issue 32, so this runs against that code as well)
+      [ATTESTED_ANNOTATION]: JSON.stringify({ ticket: Date.parse(at) - 1000, count, at }),
+    };
+    token.metadata.resourceVersion = api.nextRv();
+    api.secrets.add(t.tokenId);
+  }
+
+  /** The Node deleted (a re-install), as the Node watch delivers a deletion. */
+  function deleteNode(h: Harness, name: string): void {
+    const node = h.api.nodes.get(name) as TrimmedNode;
+    h.api.nodes.delete(name);
+    h.caches.nodes.objects.delete(name);
+    h.indexes.onNodeDeleted(node);
+    h.indexes.nodeFlavors.onNode('DELETED', node);
+    for (const tokenName of h.indexes.tokensByNodeName.get(name)) h.ctx.enqueueToken(tokenName);
+    h.ctx.enqueueNode(name);
+  }
+
+  /** Its machine attests (proof 1) and joins: bound, approved, registered, verified. */
+  async function joinedOnce() {
+    const api = new FakeApi();
+    const h = new Harness(api);
+    const t = rejoinToken(api, 'n1');
+    prove(api, t, 1, new Date(T0 + 500).toISOString());
+    h.deliver();
+    await approved(h, t.tokenId, 'n1');
+    registerNode(api, 'n1', t.flavorToken, h.now + 1000);
+    h.now += 1000;
+    h.deliver();
+    await h.settle();
+    assertFlavored(api, 'n1', t.name);
+    return { api, h, t };
+  }
+
+  it('its Node deleted, a copied bootstrap token of the first proof (still cached by the API server) earns no second join', async () => {
+    const { api, h, t } = await joinedOnce();
+    deleteNode(h, 'n1');
+    await h.settle();
+    assert.deepEqual((api.tokens.get(t.name) as StoredToken).status?.bindings, [], 'the binding is released');
+    // Someone who copied the first proof's bootstrap token asks for the name within the cache window.
+    const copied = await kubeletCsr(api, t.tokenId, 'n1', h.now + 1000, 'csr-n1-copied');
+    h.now += 1000;
+    h.deliver();
+    await h.settle();
+    assert.ok(
+      !api.writes.includes(`approve ${copied} NodeflavorBound`),
+      `a second join on one proof:\n${api.writes.join('\n')}`,
+    );
+    assert.equal(decisionOf(api, copied), 'Denied NoUsesLeft');
+    // Its machine, re-installed, proves itself again: that proof earns the join.
+    prove(api, t, 2, new Date(h.now + 500).toISOString());
+    const rejoined = await kubeletCsr(api, t.tokenId, 'n1', h.now + 2000, 'csr-n1-rejoined');
+    h.now += 2000;
+    h.deliver();
+    await h.settle();
+    assert.equal(decisionOf(api, rejoined), 'Approved NodeflavorBound');
+    const status = (api.tokens.get(t.name) as StoredToken).status;
+    assert.equal(status?.bindings?.[0]?.attestation, 2, 'the binding records the proof it used');
+    assert.equal(status?.attestation?.bound, 2);
+  });
+
+  it("a proof recorded in the same second as the last Secret deletion: that proof's Secret is deleted after its join all the same", async () => {
+    const { api, h, t } = await joinedOnce();
+    const deletedAt = (api.tokens.get(t.name) as StoredToken).status?.conditions?.find(
+      (c) => c.type === 'SecretDeleted',
+    )?.lastTransitionTime;
+    assert.ok(deletedAt && !api.secrets.has(t.tokenId));
+    deleteNode(h, 'n1');
+    await h.settle();
+    // Proof 2 lands in the second the deletion was recorded in (its time in whole seconds).
+    prove(api, t, 2, deletedAt);
+    const csr = await kubeletCsr(api, t.tokenId, 'n1', h.now + 2000, 'csr-n1-second');
+    h.now += 2000;
+    h.deliver();
+    await h.settle();
+    assert.equal(decisionOf(api, csr), 'Approved NodeflavorBound');
+    registerNode(api, 'n1', t.flavorToken, h.now + 1000);
+    h.now += 1000;
+    h.deliver();
+    await h.settle();
+    assert.ok(!api.secrets.has(t.tokenId), "proof 2's Secret is deleted once its join registered");
+    assert.equal((api.tokens.get(t.name) as StoredToken).status?.attestation?.deleted, 2);
+  });
+
+  it('a flavor that requires a measured boot state is not given on an EK certificate issuer written by hand (no seal)', async () => {
+    const api = new FakeApi();
+    const h = new Harness(api);
+    h.caches.classes.assume({
+      metadata: { name: 'measured', resourceVersion: '2', generation: 1 },
+      spec: {
+        labels: { 'nodeflavor.io/flavor': 'measured' },
+        measuredBoot: { pcrs: [{ index: 7, sha256: 'ab'.repeat(32) }] },
+      },
+    });
+    // Written directly: a record for the class, bound to a "TPM" by a certificate issuer typed in,
+    // with a bootstrap Secret and the flavor token of someone who holds the key ring... or a forged quote.
+    const t = issueToken(api);
+    const token = api.tokens.get(t.name) as StoredToken;
+    token.spec = {
+      ...token.spec,
+      flavorClassName: 'measured',
+      attestation: { ekPublicKey: EK, ekCertificateIssuer: 'CN=Example TPM EK CA', allowRejoin: false },
+    };
+    prove(api, t, 1, new Date(T0 + 500).toISOString());
+    const flavorToken = deriveFlavorToken(RING.active, t.tokenId, 'measured').reveal();
+    h.deliver();
+    await approved(h, t.tokenId, 'n1');
+    registerNode(api, 'n1', flavorToken, h.now + 1000);
+    h.now += 1000;
+    h.deliver();
+    await h.settle();
+    const node = api.nodes.get('n1') as TrimmedNode;
+    assert.equal(node.metadata.labels?.['nodeflavor.io/flavor'], undefined, 'no measured-boot flavor');
+    assert.ok(h.events.includes('Warning AttestationRequired Node/n1'), h.events.join('\n'));
   });
 });
