@@ -29,7 +29,11 @@ describe('WatchedFile', () => {
     writeFileSync(path, 'one');
     let parses = 0;
     let now = 0;
-    const file = new WatchedFile(path, (b) => (parses++, b.toString()), { recheckMs: 1000, now: () => now });
+    const parse = (bytes: Buffer) => {
+      parses += 1;
+      return bytes.toString();
+    };
+    const file = new WatchedFile(path, parse, { recheckMs: 1000, now: () => now });
     assert.equal(await file.current(), 'one');
     replace(path, 'two');
     now = 999;
