@@ -68,7 +68,7 @@ import {
   makeCrl,
   makeEkCertificate,
   subjectAltNameOf,
-} from './support/ek-chain.ts';
+} from '../support/ek-chain.ts';
 import { everyInterleaving, gated } from './support/interleavings.ts';
 import {
   clusterInfoKubeconfig,

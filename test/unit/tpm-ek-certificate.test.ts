@@ -1,7 +1,7 @@
 // verifyEkCertificate on EK certificates swtpm_localca issued (test/unit/fixtures/tpm): two
 // "manufacturers" (CA directories), each a root and an intermediate, both called the same
 // ("CN=swtpm-localca-rootca" / "CN=swtpm-localca") as every swtpm_localca CA is; and on chains made
-// the way TPM vendors issue them (test/unit/support/ek-chain.ts): root → intermediate(s) → EK
+// the way TPM vendors issue them (test/support/ek-chain.ts): root → intermediate(s) → EK
 // certificate, with CRLs.
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
@@ -17,7 +17,7 @@ import {
   makeEkCertificate,
   pemOf,
   subjectAltNameOf,
-} from './support/ek-chain.ts';
+} from '../support/ek-chain.ts';
 
 const fixture = (name: string) => readFileSync(join(import.meta.dirname, 'fixtures', 'tpm', name));
 const pem = (name: string) => fixture(name).toString('utf8');

@@ -133,3 +133,28 @@ export async function makeCrl(
 
 export const pemOf = (...certs: { toString(format: 'pem'): string }[]) =>
   certs.map((c) => c.toString('pem')).join('\n');
+
+/** A CA whose certificate and RSA private key are PEM files (swtpm_localca's CA directory). */
+export async function caFromPem(certPem: string, keyText: string): Promise<ChainCa> {
+  const block = /-----BEGIN (RSA )?PRIVATE KEY-----[\s\S]+?-----END (RSA )?PRIVATE KEY-----/.exec(
+    keyText,
+  )?.[0];
+  if (!block) throw new Error('no PEM private key in the CA key file');
+  const { createPrivateKey } = await import('node:crypto');
+  const pkcs8 = createPrivateKey(block).export({ type: 'pkcs8', format: 'der' });
+  const privateKey = await webcrypto.subtle.importKey(
+    'pkcs8',
+    pkcs8,
+    { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' },
+    false,
+    ['sign'],
+  );
+  const cert = new x509.X509Certificate(certPem);
+  const publicKey = await cert.publicKey.export({ name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256' }, ['verify']);
+  return { cert, keys: { privateKey, publicKey } as webcrypto.CryptoKeyPair, pem: cert.toString('pem') };
+}
+
+/** A certificate from PEM, as the chain helpers take it. */
+export function certificateOf(pem: string): x509.X509Certificate {
+  return new x509.X509Certificate(pem);
+}
