@@ -368,13 +368,19 @@ describe('the attest script, run against stand-ins for tpm2-tools and curl', {
     });
   }
 
-  it('proves the TPM, opens the sealed answer with openssl, and writes the JoinConfiguration', async () => {
+  /** A real exchange, and the stand-ins that replay it to the script in run `name`. */
+  async function replayedExchange(name: string) {
     const x = await exchange();
-    const root = join(dir, 'ok');
+    const root = join(dir, name);
     const bin = stubs(root, x.secret.reveal(), x.challenged.credential, {
       challenge: JSON.stringify(x.challenged),
       answer: JSON.stringify(x.answered),
     });
+    return { x, root, bin };
+  }
+
+  it('proves the TPM, opens the sealed answer with openssl, and writes the JoinConfiguration', async () => {
+    const { x, root, bin } = await replayedExchange('ok');
     // The issuer answers only the body a node that recovered S would send.
     writeFileSync(
       join(root, 'answer.expect'),
@@ -448,12 +454,7 @@ describe('the attest script, run against stand-ins for tpm2-tools and curl', {
   // Issue 32: while the script runs, another user of the machine can read every process's command
   // line (/proc/<pid>/cmdline). Every program the script runs is wrapped to log its arguments.
   it('puts no secret on any command line: not the credential secret, a key derived from it, nor a token', async () => {
-    const x = await exchange();
-    const root = join(dir, 'argv');
-    const bin = stubs(root, x.secret.reveal(), x.challenged.credential, {
-      challenge: JSON.stringify(x.challenged),
-      answer: JSON.stringify(x.answered),
-    });
+    const { x, root, bin } = await replayedExchange('argv');
     const wrapped = ['openssl', 'sed', 'cut', 'tr', 'od', 'mktemp', 'mv', 'mkdir', 'dirname', 'rm', 'cat'];
     for (const tool of wrapped) {
       const real = spawnSync('bash', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim();
