@@ -50,6 +50,7 @@ import {
   startTestIssuer,
   useFlavorClassesRole,
 } from './support/issuer.ts';
+import { kubectlFlavor } from './support/kubectl-flavor-cli.ts';
 import { applyFlavorClass, OPERATOR_NAMESPACE } from './support/nodeflavor.ts';
 import { FLAVOR_LABEL, operatorFixture, waitAllFlavored } from './support/operator-fixture.ts';
 import {
@@ -107,6 +108,8 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
   let rootA: ChainCa;
   let intermediateA: string;
   let crlFile: string;
+  let manufacturerFile: string;
+  let issuerCaFile: string;
 
   const url = (path: string) => `${issuer.url}${path}`;
 
@@ -229,7 +232,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
       machine('other', manufacturerA),
       machine('foreign', manufacturerB),
     ]);
-    const manufacturerFile = join(fx.logs, 'tpm-manufacturers.pem');
+    manufacturerFile = join(fx.logs, 'tpm-manufacturers.pem');
     const aCerts = await manufactureTpm({ caDir: manufacturerA, stateDir: join(fx.logs, 'spare-a') });
     // Only the root is configured: a vendor's intermediate comes with each EK certificate.
     const [rootPem = '', intermediatePem = ''] = aCerts.manufacturerCertsPem;
@@ -246,6 +249,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
     issuerCa = ca.certPem;
     const caFile = join(fx.logs, 'issuer-ca.pem');
     writeFileSync(caFile, issuerCa);
+    issuerCaFile = caFile;
     const port = await freePort();
     ({ issuer } = await startTestIssuer(
       fx.env,
@@ -574,6 +578,44 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
     const ring = await fx.env.core.readNamespacedSecret({ namespace: OPERATOR_NAMESPACE, name: KEY_SECRET });
     assert.equal(ring.metadata?.resourceVersion, keyRingVersion, 'attestations never touch the key ring');
   });
+  it('kubectl flavor issue with an administrator kubeconfig seals its record too: its machine attests', async () => {
+    const ekFile = join(fx.logs, 'bound-ek-chain.pem');
+    writeFileSync(ekFile, ekChain(bound));
+    const cli = await kubectlFlavor(fx.env.kubeconfigPath, [
+      'issue',
+      '--flavor',
+      'sour',
+      '--ttl',
+      '1h',
+      '--ek-certificate',
+      ekFile,
+      '--attestation-url',
+      issuer.url,
+      '--attestation-ca-file',
+      issuerCaFile,
+      '--tpm-manufacturer-ca-file',
+      manufacturerFile,
+      '--tpm-manufacturer-crl-file',
+      crlFile,
+      '--key-secret',
+      `${OPERATOR_NAMESPACE}/${KEY_SECRET}`,
+      '-o',
+      'json',
+    ]);
+    assert.equal(cli.code, 0, cli.stderr);
+    const issued = JSON.parse(cli.stdout) as IssueResponse;
+    assert.equal(issued.attested, true);
+    const record = await kubeJson<{ metadata: { annotations?: Record<string, string> } }>(
+      fx.env.kubeConfig,
+      'GET',
+      `/apis/nodeflavor.io/v1alpha1/flavoredtokens/${issued.id}`,
+    );
+    assert.match(record.metadata.annotations?.['nodeflavor.io/attestation-seal'] ?? '', /^[0-9a-f]{8}\./);
+    const run = await runMaterial(issued, bound, 'cli');
+    assert.equal(run.code, 0, run.stderr);
+    assert.ok(await bootstrapSecret(issued.tokenID), 'the attestation minted the bootstrap Secret');
+  });
+
   // Issue 32, item 1: the issuer's attestation routes answer only records it sealed. This suite
   // registers no admission policy, so a record written directly reaches them: as if the policy
   // were missing or bypassed.
