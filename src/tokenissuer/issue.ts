@@ -6,6 +6,10 @@
 //   2. Secret kube-system/bootstrap-token-<token ID>, owned by the FlavoredToken; with
 //      usage-bootstrap-signing only for token discovery (file discovery, the default, needs no
 //      signature in cluster-info, so live tokens cost it nothing).
+// A token bound to a TPM (ADR 0014) gets no Secret here; its record is sealed instead, in a second
+// write right after the create (the seal covers the record's uid, known only then): an HMAC under the
+// key ring over the attestation facts this issuance established, without which the attestation
+// routes and the controller believe none of them (src/flavor/attestation-seal.ts).
 // The record comes first so that a Secret never exists without one: a node holding a token the
 // controller cannot trace would get no flavor, but it would still join. Nothing in either object,
 // nor in the join material, names the flavor where a token holder could read it. The record is
