@@ -11,6 +11,7 @@ import {
 } from './flavor/placement.ts';
 import {
   AttestationSettingsSchema,
+  AttestationTotalBucketSchema,
   AudienceSchema,
   AuthFailureBucketSchema,
   CallerBucketSchema,
@@ -187,11 +188,15 @@ export const ConfigSchema = z.object({
   joinApiServerEndpoint: IssuanceSettingsSchema.shape.apiServerEndpoint,
   /** How issued JoinConfigurations discover the API server: `file` or `token`. */
   joinDiscovery: IssuanceSettingsSchema.shape.discovery,
-  // Attested joins (ADR 0014): where nodes reach the issuer, the CA they trust it with, and the
-  // TPM manufacturer CAs an EK certificate must chain to. Without --attestation-url: none.
+  // Attested joins (ADR 0014): where nodes reach the issuer, the CA they trust it with, the TPM
+  // manufacturer CAs an EK certificate must chain to and their CRLs, and how many unauthenticated
+  // attestation requests one issuer process serves. Without --attestation-url: none.
   attestationUrl: AttestationSettingsSchema.shape.url,
   attestationCaFile: AttestationSettingsSchema.shape.issuerCaFile,
   tpmManufacturerCaFile: AttestationSettingsSchema.shape.manufacturerCaFile,
+  tpmManufacturerCrlFile: AttestationSettingsSchema.shape.manufacturerCrlFile,
+  attestationBurst: AttestationTotalBucketSchema.shape.capacity,
+  attestationPerSecond: AttestationTotalBucketSchema.shape.refillPerSecond,
   // The issuer's limits against abusive clients (docs/token-issuer.md, "Abusive clients").
   issuerHeadersTimeout: issuerDurationMs(ConnectionsSchema.shape.headersTimeoutSeconds),
   issuerRequestTimeout: issuerDurationMs(ConnectionsSchema.shape.requestTimeoutSeconds),
@@ -317,6 +322,8 @@ export function issuerConfigFor(
         ...(config.attestationUrl ? { url: config.attestationUrl } : {}),
         ...(config.attestationCaFile ? { issuerCaFile: config.attestationCaFile } : {}),
         ...(config.tpmManufacturerCaFile ? { manufacturerCaFile: config.tpmManufacturerCaFile } : {}),
+        ...(config.tpmManufacturerCrlFile ? { manufacturerCrlFile: config.tpmManufacturerCrlFile } : {}),
+        total: { capacity: config.attestationBurst, refillPerSecond: config.attestationPerSecond },
       },
     },
     keyRing: { namespace: config.namespace, secretName: config.keySecret, createIfMissing: true },

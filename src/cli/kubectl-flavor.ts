@@ -42,6 +42,7 @@ Commands:
         [--discovery file|token]
         [--ek-certificate FILE | --ek-public-key FILE] [--allow-rejoin]
         [--attestation-url URL] [--attestation-ca-file F] [--tpm-manufacturer-ca-file F]
+        [--tpm-manufacturer-crl-file F]
         [-o yaml|json|join|cloud-init]    issue a join token for flavor F (bound to a
                                           machine's TPM with --ek-*: docs/token-issuer.md)
   discovery [-o kubeconfig|json|yaml]     the discovery kubeconfig nodes need (no secret): install
@@ -98,6 +99,7 @@ const OPTIONS = {
   'attestation-url': { type: 'string' },
   'attestation-ca-file': { type: 'string' },
   'tpm-manufacturer-ca-file': { type: 'string' },
+  'tpm-manufacturer-crl-file': { type: 'string' },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
@@ -121,6 +123,7 @@ const COMMAND_FLAGS: Readonly<Record<string, readonly string[]>> = {
     'attestation-url',
     'attestation-ca-file',
     'tpm-manufacturer-ca-file',
+    'tpm-manufacturer-crl-file',
   ],
   discovery: ['output'],
   list: ['output'],
@@ -283,6 +286,7 @@ function parseIssueFlags(values: Values): IssueFlags {
       url: values['attestation-url'],
       issuerCaFile: values['attestation-ca-file'],
       manufacturerCaFile: values['tpm-manufacturer-ca-file'],
+      manufacturerCrlFile: values['tpm-manufacturer-crl-file'],
     },
   });
   if (!settings.success) {

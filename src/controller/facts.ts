@@ -1,9 +1,10 @@
 // What the reconcilers read of cached objects, as the pure core takes it: a token's facts (with
 // the joins its records carry), a Node's, a CSR's. No I/O, no memory of its own.
-import { attestedRecord } from '../flavor/attestation-decision.ts';
+import { tokenProofs } from '../flavor/attestation-proofs.ts';
+import { ATTESTATION_SEAL_ANNOTATION, sealedFactsOf } from '../flavor/attestation-seal.ts';
 import type { JoinSecretFacts } from '../flavor/bootstrap-secret.ts';
 import { bindingOf } from '../flavor/node-name-claim.ts';
-import type { FlavoredToken, NodeNameClaim, StoredFlavoredToken, TokenBinding } from '../flavor/resources.ts';
+import type { NodeNameClaim, StoredFlavoredToken, TokenBinding } from '../flavor/resources.ts';
 import { recordExpiresAt, TOKEN_ID_LABEL } from '../flavor/resources.ts';
 import type { NodeFacts, TokenFacts } from '../flavor/verdict.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
@@ -20,11 +21,10 @@ export function tokenExpiresAt(token: StoredFlavoredToken): Date {
   );
 }
 
-/** When the token's machine last proved its TPM (the issuer's record, ADR 0014), if ever. */
-export function attestedAtOf(token: StoredFlavoredToken): { attestedAt?: Date } {
-  const at = attestedRecord(token as unknown as FlavoredToken)?.at;
-  const time = at ? Date.parse(at) : Number.NaN;
-  return Number.isFinite(time) ? { attestedAt: new Date(time) } : {};
+/** The latest proof of a token bound to a TPM (the issuer's record, ADR 0014), if any. */
+export function latestProofOf(token: StoredFlavoredToken): number | undefined {
+  if (token.spec.attestation === undefined) return undefined;
+  return tokenProofs(token).latest?.number;
 }
 
 /** The joins `token` holds: the bindings its records carry (ADR 0016). */
@@ -57,6 +57,7 @@ export function ledgerJoins(
       boundAt: entry.boundAt,
       ...(own?.registeredAt ? { registeredAt: own.registeredAt } : {}),
       ...(own?.secretDeleted ? { secretDeleted: true } : {}),
+      ...(entry.attestation !== undefined ? { proof: entry.attestation } : {}),
     };
   });
 }
@@ -69,15 +70,8 @@ export function tokenFacts(
   token: StoredFlavoredToken,
   joins: TokenBinding[] = [],
 ): TokenFacts & { uid: string } {
-  const spec = token.spec as {
-    flavorClassName: string;
-    maxUses?: number;
-    nodeName?: string;
-    nodeNamePattern?: string;
-    revoked?: boolean;
-    revocationPolicy?: string;
-    attestation?: { allowRejoin?: boolean; ekCertificateIssuer?: string };
-  };
+  const spec = token.spec;
+  const sealed = sealedFactsOf({ metadata: token.metadata, spec });
   return {
     name: token.metadata.name,
     uid: token.metadata.uid,
@@ -95,8 +89,12 @@ export function tokenFacts(
     uses: Math.max(token.status?.uses ?? 0, token.status?.bindings?.length ?? 0),
     rejoin: spec.attestation?.allowRejoin === true && spec.nodeName !== undefined,
     attested: spec.attestation !== undefined,
-    ekCertified: spec.attestation?.ekCertificateIssuer !== undefined,
-    ...attestedAtOf(token),
+    ...(sealed
+      ? {
+          attestationSeal: { facts: sealed, seal: token.metadata.annotations?.[ATTESTATION_SEAL_ANNOTATION] },
+          proofs: tokenProofs(token),
+        }
+      : {}),
   };
 }
 

@@ -22,7 +22,15 @@ import { KubeError } from '../kube/kube-error.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
-import { hasCondition, ledgerJoins, nodeFacts, tokenExpiresAt, tokenFacts, tokenIdOf } from './facts.ts';
+import {
+  hasCondition,
+  latestProofOf,
+  ledgerJoins,
+  nodeFacts,
+  tokenExpiresAt,
+  tokenFacts,
+  tokenIdOf,
+} from './facts.ts';
 import { requestsOf } from './indexes.ts';
 import type { PassResult } from './join-judge.ts';
 
@@ -82,7 +90,13 @@ function secretGoesNow(ctx: ControllerContext, token: StoredFlavoredToken, recor
     ctx.now(),
   );
   if (!state.consumed || state.revoked || state.expired) return false;
-  return ledgerJoins(token, (name) => ctx.caches.claims.get(name)).every(
+  const joins = ledgerJoins(token, (name) => ctx.caches.claims.get(name));
+  // A token bound to a TPM: only the Secret of the proof this join used (a later proof's Secret
+  // waits for its own join).
+  const latest = latestProofOf(token);
+  if (latest !== undefined && joins.find((j) => j.nodeName === record.metadata.name)?.proof !== latest)
+    return false;
+  return joins.every(
     (join) =>
       join.nodeName === record.metadata.name ||
       (join.registeredAt !== undefined && Date.parse(join.registeredAt) >= Date.parse(join.boundAt)),

@@ -308,7 +308,7 @@ export async function judgeRequest(
     return 'again';
   }
   ctx.caches.claims.assume(held);
-  return approveJoin(ctx, csr, token, held);
+  return approveJoin(ctx, csr, token, held, decision.proof);
 }
 
 /**
@@ -320,6 +320,8 @@ async function approveJoin(
   csr: CsrObject,
   token: StoredFlavoredToken,
   held: NodeNameClaim,
+  /** For a token bound to a TPM, the proof the join uses (one join per proof, ADR 0014). */
+  proof: number | undefined,
 ): Promise<PassResult> {
   const nodeName = held.metadata.name ?? '';
   const approving = ctx.config.csrApprover && csrPending(csr);
@@ -338,7 +340,8 @@ async function approveJoin(
     }
   }
   if (!useCounted(held, token.status?.bindings)) {
-    const use = useOf(held);
+    const counted = useOf(held);
+    const use = counted && proof !== undefined ? { ...counted, attestation: proof } : counted;
     const facts = tokenFacts(token);
     const now = ctx.now();
     try {

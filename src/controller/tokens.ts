@@ -27,8 +27,8 @@ import { KubeError } from '../kube/kube-error.ts';
 import { TOKEN_FINALIZER } from '../kube/token-writes.ts';
 import { type ControllerContext, type Requeue, soonest } from './context.ts';
 import {
-  attestedAtOf,
   csrPending,
+  latestProofOf,
   ledgerJoins,
   nodeFacts,
   tokenExpiresAt,
@@ -165,10 +165,10 @@ async function finalize(
   tokenId: string | undefined,
 ): Promise<Requeue> {
   const name = token.metadata.name;
-  if (tokenId && !secretDeletedRecorded(token.status, attestedAtOf(token).attestedAt)) {
+  if (tokenId && !secretDeletedRecorded(token.status, latestProofOf(token))) {
     await ctx.api.deleteBootstrapSecret(tokenId);
     await updateStatus(ctx, name, async (fresh) =>
-      withSecretDeleted(fresh.status ?? {}, fresh.metadata.generation, ctx.now()),
+      withSecretDeleted(fresh.status ?? {}, fresh.metadata.generation, ctx.now(), latestProofOf(fresh)),
     );
   }
   const pending = ctx.indexes.csrsByTokenId
@@ -226,19 +226,20 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
     const state = lifecycleState(facts, now);
     if (nothingToRecord(fresh, state)) return undefined;
     let status = lifecycleStatus(fresh.status ?? {}, facts, now);
-    const { attestedAt } = attestedAtOf(fresh);
+    const proof = latestProofOf(fresh);
     deleteAfter = bootstrapSecretDeleteAfterMs(
       state,
       ledgerJoins(fresh, (n) => ctx.caches.claims.get(n)),
+      status,
       now,
-      attestedAt,
+      proof,
     );
-    if (deleteAfter === 0 && !secretDeletedRecorded(status, attestedAt)) {
+    if (deleteAfter === 0 && !secretDeletedRecorded(status, proof)) {
       // Deleted first, then recorded in this same status write (a crash in between deletes it
       // again next time: a 404 is fine). Once only, should a 409 make us decide again.
       if (!secretDeleted) await ctx.api.deleteBootstrapSecret(tokenId);
       secretDeleted = true;
-      status = withSecretDeleted(status, fresh.metadata.generation, now);
+      status = withSecretDeleted(status, fresh.metadata.generation, now, proof);
     }
     return status;
   });

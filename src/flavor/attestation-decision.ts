@@ -7,7 +7,7 @@ import type { FlavoredToken } from './resources.ts';
 import { recordExpiresAt } from './resources.ts';
 import { withdrawal } from './withdrawal.ts';
 
-/** Set by the issuer on the record when an attestation succeeds: which ticket, when, how many so far. */
+/** Set by the issuer on the record when an attestation succeeds: how many so far (the latest proof's number), and when. */
 export const ATTESTED_ANNOTATION = 'nodeflavor.io/attested';
 /** Set by the issuer when an attestation is refused for a reason worth a human's look. */
 export const ATTESTATION_REFUSED_ANNOTATION = 'nodeflavor.io/attestation-refused';
@@ -22,21 +22,45 @@ export interface AttestationRefusal {
   record: boolean;
 }
 
+/**
+ * The token's proofs so far: each successful attestation is one, numbered from 1, and earns one
+ * bootstrap Secret for one join. A challenge is answered only while no proof was recorded after
+ * it was made (its ticket carries the count it saw), and a binding only with a proof no binding
+ * used (flavor/attestation-proofs.ts): durable state, never a time compared in whole seconds.
+ */
 export interface AttestedRecord {
-  /** issuedAt of the last ticket that earned join secrets: no ticket issued at or before it counts. */
-  ticket: number;
-  at: string;
+  /** How many proofs the token's machine made: the latest proof's number. */
   count: number;
+  /** When the latest proof was recorded, to the millisecond (RFC 3339). */
+  at: string;
 }
 
-export function attestedRecord(token: FlavoredToken): AttestedRecord | undefined {
+/** The attested record; `unreadable` when someone other than the issuer wrote it (no proof counts then). */
+export function attestedRecord(token: {
+  metadata: { annotations?: Record<string, string> | undefined };
+}): AttestedRecord | 'unreadable' | undefined {
   const text = token.metadata.annotations?.[ATTESTED_ANNOTATION];
   if (text === undefined) return undefined;
   const value = jsonObject(text);
-  if (typeof value?.ticket === 'number' && typeof value.at === 'string' && typeof value.count === 'number')
-    return { ticket: value.ticket, at: value.at, count: value.count };
-  // Unreadable (hand-edited): treat every earlier ticket as used, so nothing is replayed through it.
-  return { ticket: Number.MAX_SAFE_INTEGER, at: '', count: 0 };
+  const count = value?.count;
+  const at = value?.at;
+  if (
+    typeof count === 'number' &&
+    Number.isSafeInteger(count) &&
+    count > 0 &&
+    typeof at === 'string' &&
+    Number.isFinite(Date.parse(at))
+  )
+    return { count, at };
+  return 'unreadable';
+}
+
+/** The attested record when it is readable, else undefined (what a view shows). */
+export function readableAttestedRecord(token: {
+  metadata: { annotations?: Record<string, string> | undefined };
+}): AttestedRecord | undefined {
+  const record = attestedRecord(token);
+  return record === 'unreadable' ? undefined : record;
 }
 
 /** An annotation's JSON object, or undefined when it is not one. */
@@ -87,6 +111,13 @@ export function tokenRefusal(
     };
   if (recordExpiresAt(token, now).getTime() <= now.getTime())
     return { status: 410, reason: 'Expired', message: `token ${tokenId} has expired`, record: false };
+  if (attestedRecord(token) === 'unreadable')
+    return {
+      status: 409,
+      reason: 'InvalidRecord',
+      message: `token ${tokenId}'s ${ATTESTED_ANNOTATION} annotation was not written by the issuer: revoke it and issue a new token`,
+      record: false,
+    };
   const used = (token.status?.uses ?? 0) > 0 || (token.status?.bindings?.length ?? 0) > 0;
   if (used && !token.spec.attestation.allowRejoin)
     return {
@@ -107,7 +138,7 @@ export function ekMismatch(tokenId: string): AttestationRefusal {
   };
 }
 
-/** Whether an answer with this ticket counts, before its proof is checked. */
+/** Whether an answer with this ticket counts, once its proof holds. */
 export function ticketRefusal(
   token: FlavoredToken,
   tokenId: string,
@@ -128,24 +159,53 @@ export function ticketRefusal(
       message: `the challenge for token ${tokenId} was answered after its deadline (${new Date(ticket.deadline).toISOString()}): ask for a new one`,
       record: true,
     };
-  return replayRefusal(token, tokenId, ticket.issuedAt);
+  return replayRefusal(token, tokenId, ticket.proofs);
 }
 
-/** Replayed, when this ticket or a later one earned join secrets already (the record says so). */
+/** How many proofs the record counts (0 before the first); undefined when its record is unreadable. */
+export function proofsOf(token: FlavoredToken): number | undefined {
+  const attested = attestedRecord(token);
+  return attested === 'unreadable' ? undefined : (attested?.count ?? 0);
+}
+
+/**
+ * Replayed, when a proof was recorded after the challenge was made (it saw `proofsSeen`): this
+ * very exchange answered already, or another one (a clone of the TPM's state, a second run of the
+ * script) won meanwhile. Of two answers to challenges made before either proof, one wins.
+ */
 export function replayRefusal(
   token: FlavoredToken,
   tokenId: string,
-  ticketIssuedAt: number,
+  proofsSeen: number,
 ): AttestationRefusal | undefined {
-  const attested = attestedRecord(token);
-  return attested && ticketIssuedAt <= attested.ticket
-    ? {
+  return proofsOf(token) === proofsSeen
+    ? undefined
+    : {
         status: 409,
         reason: 'Replayed',
-        message: `this challenge for token ${tokenId} was answered already, or a later one was: a replayed exchange earns nothing`,
+        message: `this challenge for token ${tokenId} was answered already, or another attestation was recorded after it was made: a replayed exchange earns nothing (ask for a new challenge)`,
         record: true,
-      }
-    : undefined;
+      };
+}
+
+/** A record bound to a TPM whose facts the issuer did not seal (attestation-seal.ts). */
+export function unsealed(tokenId: string): AttestationRefusal {
+  return {
+    status: 403,
+    reason: 'Unsealed',
+    message: `token ${tokenId}'s TPM binding was not established by the issuer (no valid seal): a FlavoredToken written directly earns nothing; issue tokens through the issuer API or kubectl flavor issue`,
+    record: false,
+  };
+}
+
+/** The EK certificate the token was bound by no longer chains to a trusted, unrevoked manufacturer CA. */
+export function ekCertificateRefused(tokenId: string, reason: string): AttestationRefusal {
+  return {
+    status: 403,
+    reason: 'EKCertificateRefused',
+    message: `the EK certificate token ${tokenId} is bound by is refused now: ${reason}`,
+    record: true,
+  };
 }
 
 export function badProof(tokenId: string): AttestationRefusal {

@@ -7,15 +7,23 @@
 //      derived from the ticket under the HMAC key ring, so any issuer replica re-derives it and a
 //      challenge costs no write.
 //   2. answer: the node sends the ticket and HMAC(S, "proof:" ‖ ticket), never S itself; the issuer
-//      re-derives S, checks the proof in constant time, the deadline, and that no later ticket was
-//      used already (durable, on the record), then mints the bootstrap Secret and answers the
-//      bootstrap token and flavor token sealed under keys derived from S (AES-256-CTR, then
-//      HMAC-SHA256 over IV and ciphertext), so a recorded exchange reveals neither.
+//      re-derives S, checks the proof in constant time, the deadline, and that no proof was
+//      recorded since the challenge (durable, on the record), then mints the bootstrap Secret and
+//      answers the bootstrap token and flavor token sealed under keys derived from S (AES-256-CTR
+//      under a key and IV from PBKDF2 of the encryption key, then HMAC-SHA256 over salt and
+//      ciphertext), so a recorded exchange reveals neither.
 //
-// Every step is something `openssl dgst -mac HMAC` and `openssl enc -aes-256-ctr` do on the node
-// (the node-side script, src/tokenissuer/attest-script.ts), so nothing but tpm2-tools, openssl and
-// curl has to be installed there.
-import { createCipheriv, createDecipheriv, createHmac, randomBytes as cryptoRandomBytes } from 'node:crypto';
+// Every step is something `openssl dgst -sha256` (HMAC built from it over a pipe) and
+// `openssl enc -d -aes-256-ctr -pbkdf2 -pass fd:N` do on the node (the node-side script,
+// src/tokenissuer/attest-script.ts), with no key on any command line; nothing but tpm2-tools,
+// openssl and curl has to be installed there.
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHmac,
+  randomBytes as cryptoRandomBytes,
+  pbkdf2Sync,
+} from 'node:crypto';
 import { z } from 'zod';
 import type { RandomBytes } from './bootstrap-token.ts';
 import { constantTimeEqual, hmacOf } from './flavor-token.ts';
@@ -27,7 +35,8 @@ const CREDENTIAL_DOMAIN = 'nodeflavor/v1/attestation-credential';
 /** 32 bytes: a TPM2B_DIGEST of the EK's SHA-256 name algorithm holds at most that. */
 export const CREDENTIAL_BYTES = 32;
 const NONCE_BYTES = 16;
-const IV_BYTES = 16;
+/** openssl enc's salt length (PKCS5_SALT_LEN). */
+const SALT_BYTES = 8;
 /** A ticket is a few hundred characters; anything much longer is not one of ours. */
 const MAX_TICKET_LENGTH = 1024;
 
@@ -45,6 +54,11 @@ export interface ChallengeTicket {
   nonce: string;
   /** The AK's TPM Name, hex: S is sealed to this AK only (MakeCredential's objectName). */
   akName: string;
+  /**
+   * How many proofs the record counted when the challenge was made: an answer counts only while
+   * it still does, so of two answers to challenges made before either proof one wins.
+   */
+  proofs: number;
 }
 
 const TicketSchema = z.strictObject({
@@ -55,12 +69,13 @@ const TicketSchema = z.strictObject({
   deadline: z.number().int().nonnegative(),
   nonce: z.string().regex(/^[A-Za-z0-9_-]{22}$/),
   akName: z.string().regex(/^[0-9a-f]{4,132}$/),
+  proofs: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
 });
 
 /** The ticket as text: base64url of JSON in a fixed field order, so its bytes are canonical. */
 export function encodeTicket(ticket: ChallengeTicket): string {
-  const { v, record, key, issuedAt, deadline, nonce, akName } = ticket;
-  return Buffer.from(JSON.stringify({ v, record, key, issuedAt, deadline, nonce, akName })).toString(
+  const { v, record, key, issuedAt, deadline, nonce, akName, proofs } = ticket;
+  return Buffer.from(JSON.stringify({ v, record, key, issuedAt, deadline, nonce, akName, proofs })).toString(
     'base64url',
   );
 }
@@ -123,16 +138,27 @@ export function proofHolds(secret: Secret, ticketText: string, presented: unknow
 
 /** The join secrets, sealed: every value fixed-length, the same size for every flavor. */
 export interface SealedJoinSecrets {
-  /** 16 bytes, hex. */
-  iv: string;
+  /** 8 bytes, hex: the PBKDF2 salt (`openssl enc -pbkdf2` reads it from its "Salted__" header). */
+  salt: string;
   /** AES-256-CTR of "<bootstrap token>\n<flavor token>\n" (77 bytes), base64. */
   ciphertext: string;
-  /** HMAC-SHA256 under the MAC key of "<iv>:<ciphertext>", hex. */
+  /** HMAC-SHA256 under the MAC key of "<salt>:<ciphertext>", hex. */
   mac: string;
 }
 
 function sealingKeys(secret: Secret): { encryption: string; mac: string } {
   return { encryption: hmacHex(secret.reveal(), 'encrypt'), mac: hmacHex(secret.reveal(), 'mac') };
+}
+
+/**
+ * The AES key and IV, as `openssl enc -aes-256-ctr -pbkdf2 -iter 1 -md sha256 -pass fd:N` derives
+ * them from the encryption key's hex (a password read from a file descriptor, never from argv,
+ * where another user of the machine could read it): PBKDF2-HMAC-SHA256, one iteration (the
+ * "password" is a 256-bit key already), 32 + 16 bytes.
+ */
+function cipherKeys(encryptionHex: string, salt: Buffer): { key: Buffer; iv: Buffer } {
+  const derived = pbkdf2Sync(Buffer.from(encryptionHex, 'ascii'), salt, 1, 48, 'sha256');
+  return { key: derived.subarray(0, 32), iv: derived.subarray(32) };
 }
 
 export function sealJoinSecrets(
@@ -141,12 +167,13 @@ export function sealJoinSecrets(
   randomBytes: RandomBytes = cryptoRandomBytes,
 ): SealedJoinSecrets {
   const keys = sealingKeys(secret);
-  const iv = randomBytes(IV_BYTES);
-  const cipher = createCipheriv('aes-256-ctr', Buffer.from(keys.encryption, 'hex'), iv);
+  const salt = randomBytes(SALT_BYTES);
+  const { key, iv } = cipherKeys(keys.encryption, salt);
+  const cipher = createCipheriv('aes-256-ctr', key, iv);
   const plaintext = `${joinSecrets.bootstrapToken.reveal()}\n${joinSecrets.flavorToken.reveal()}\n`;
   const ciphertext = Buffer.concat([cipher.update(plaintext, 'ascii'), cipher.final()]).toString('base64');
-  const ivHex = iv.toString('hex');
-  return { iv: ivHex, ciphertext, mac: hmacHex(keys.mac, `${ivHex}:${ciphertext}`) };
+  const saltHex = salt.toString('hex');
+  return { salt: saltHex, ciphertext, mac: hmacHex(keys.mac, `${saltHex}:${ciphertext}`) };
 }
 
 /** What the node does with the answer (the script does the same with openssl); undefined if the MAC fails. */
@@ -155,13 +182,10 @@ export function openJoinSecrets(
   sealed: SealedJoinSecrets,
 ): { bootstrapToken: Secret; flavorToken: Secret } | undefined {
   const keys = sealingKeys(secret);
-  const expected = Buffer.from(hmacHex(keys.mac, `${sealed.iv}:${sealed.ciphertext}`), 'ascii');
+  const expected = Buffer.from(hmacHex(keys.mac, `${sealed.salt}:${sealed.ciphertext}`), 'ascii');
   if (!constantTimeEqual(Buffer.from(sealed.mac, 'ascii'), expected)) return undefined;
-  const decipher = createDecipheriv(
-    'aes-256-ctr',
-    Buffer.from(keys.encryption, 'hex'),
-    Buffer.from(sealed.iv, 'hex'),
-  );
+  const { key, iv } = cipherKeys(keys.encryption, Buffer.from(sealed.salt, 'hex'));
+  const decipher = createDecipheriv('aes-256-ctr', key, iv);
   const text = Buffer.concat([
     decipher.update(Buffer.from(sealed.ciphertext, 'base64')),
     decipher.final(),

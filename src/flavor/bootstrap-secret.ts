@@ -5,13 +5,15 @@
 // 10 s token cache (a second API server without that cache). Single use stays enforced by the
 // token's use count (NoUsesLeft), not by the Secret's absence. The join reconciler deletes it as
 // the last join registers (and records that on the join's record, ADR 0016); the token
-// reconciler deletes it in every other case (and records that on the token).
-import { rfc3339 } from './rfc3339.ts';
+// reconciler deletes it in every other case (and records that on the token). A token bound to a
+// TPM gets a new Secret with each proof of its machine (ADR 0014): what was deleted is named by
+// the proof whose Secret it was, never by a time in whole seconds.
+import type { FlavoredTokenStatus } from './resources.ts';
 
 /** How long a bound kubelet may take to register its Node before its token Secret goes anyway. */
 export const BOOTSTRAP_SECRET_GRACE_MS = 120_000;
 
-/** A join of the token, as its record says it. */
+/** A join of the token, as its ledger entry and its record say it. */
 export interface JoinSecretFacts {
   /** When the join claimed the name (or, a rejoin, came back to it). */
   boundAt: string;
@@ -19,6 +21,8 @@ export interface JoinSecretFacts {
   registeredAt?: string;
   /** The join reconciler deleted the Secret before recording this join's Node. */
   secretDeleted?: boolean;
+  /** For a token bound to a TPM: the proof this join used. */
+  proof?: number;
 }
 
 const registeredSinceBound = (join: JoinSecretFacts) =>
@@ -31,31 +35,25 @@ const registeredSinceBound = (join: JoinSecretFacts) =>
 export function bootstrapSecretDeleteAfterMs(
   token: { consumed: boolean; expired: boolean; revoked: boolean },
   joins: readonly JoinSecretFacts[],
+  status: Pick<FlavoredTokenStatus, 'attestation'> | undefined,
   now: Date,
   /**
-   * A token bound to a TPM: when its machine last proved it, minting a new Secret (ADR 0014). That
+   * A token bound to a TPM: its machine's latest proof, which minted a new Secret (ADR 0014). That
    * Secret waits for its join (it expires on its own after the issuer's join window); once a join
-   * was made (or came back) after it, it goes as any join's does.
+   * used that proof, it goes as any join's does.
    */
-  attestedAt?: Date,
+  latestProof?: number,
 ): number | undefined {
   if (token.revoked || token.expired) return 0;
   if (!token.consumed) return undefined;
-  const since = (j: JoinSecretFacts) =>
-    attestedAt !== undefined && Date.parse(j.boundAt) >= attestedAt.getTime();
-  if (attestedAt !== undefined && !joins.some(since)) return undefined;
+  if (latestProof !== undefined && (status?.attestation?.bound ?? 0) < latestProof) return undefined;
   const waiting = joins.filter((j) => !registeredSinceBound(j));
-  // Every join registered: the last one's record says the join reconciler deleted it (after the
-  // latest proof minted one, for a token bound to a TPM).
-  if (
-    waiting.length === 0 &&
-    joins.some(
-      (j) =>
-        j.secretDeleted &&
-        (attestedAt === undefined || Date.parse(j.registeredAt ?? '') >= Date.parse(rfc3339(attestedAt))),
-    )
-  )
-    return undefined;
+  // Every join registered: the last one's record says the join reconciler deleted it (the latest
+  // proof's Secret, for a token bound to a TPM).
+  const deletedByJoin = joins.some(
+    (j) => j.secretDeleted && (latestProof === undefined || (j.proof ?? 0) >= latestProof),
+  );
+  if (waiting.length === 0 && deletedByJoin) return undefined;
   const waits = waiting.map((j) => Date.parse(j.boundAt) + BOOTSTRAP_SECRET_GRACE_MS - now.getTime());
   return Math.max(0, ...waits);
 }

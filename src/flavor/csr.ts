@@ -2,23 +2,10 @@
 // reason, never a crash. @peculiar/x509 parses the ASN.1; we also check the self-signature so a
 // request that was tampered with after signing is rejected.
 //
-// The library (with reflect-metadata) is loaded on the first CSR, not at start: a controller
-// that sees no join holds none of its ~5 MiB (bench/RESULTS.md, P4).
-import { webcrypto } from 'node:crypto';
+// The library is loaded on the first CSR, not at start (x509-library.ts).
 import type * as X509 from '@peculiar/x509';
 import { isDnsSubdomain, NODE_USER_PREFIX } from './resources.ts';
-
-let library: Promise<typeof X509> | undefined;
-
-function loadX509(): Promise<typeof X509> {
-  library ??= (async () => {
-    await import('reflect-metadata');
-    const x509 = await import('@peculiar/x509');
-    x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
-    return x509;
-  })();
-  return library;
-}
+import { loadX509 } from './x509-library.ts';
 
 const MAX_CSR_BYTES = 16 * 1024;
 

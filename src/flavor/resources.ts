@@ -92,6 +92,8 @@ export const LIMITS = {
   nodeNameLength: 253,
   nodeUIDLength: 128,
   ekPublicKeyLength: 1024,
+  /** An EK certificate with the intermediates presented with it, PEM: ~1.5 KB a certificate. */
+  ekCertificateLength: 16384,
   rejections: 10,
   joinHistory: 10,
   reasonLength: 64,
@@ -400,6 +402,15 @@ export const TokenAttestationSchema = z.object({
   ekPublicKey: z.string().max(LIMITS.ekPublicKeyLength).startsWith('-----BEGIN PUBLIC KEY-----'),
   /** The manufacturer CA that vouched for the EK, when the token was issued for an EK certificate. */
   ekCertificateIssuer: z.string().max(LIMITS.messageLength).optional(),
+  /**
+   * That EK certificate, PEM, followed by the intermediates presented with it: checked again
+   * against the configured manufacturer CAs and CRLs at each challenge and answer.
+   */
+  ekCertificate: z
+    .string()
+    .max(LIMITS.ekCertificateLength)
+    .startsWith('-----BEGIN CERTIFICATE-----')
+    .optional(),
   /** A machine re-installed with the same TPM may join again under its name (the token's one use). */
   allowRejoin: z.boolean().default(false),
 });
@@ -462,6 +473,8 @@ const TokenBindingSchema = z.object({
   nodeUID: z.string().max(LIMITS.nodeUIDLength).optional(),
   /** When the node's flavor token was verified and the flavor applied. */
   verifiedAt: DateTimeSchema.optional(),
+  /** A token bound to a TPM: the number of the proof (attestation) this join used. */
+  attestation: int32.min(1).optional(),
   /** Why the node is not verified, while it is not (cleared once it is). */
   failure: z
     .object({
@@ -502,6 +515,15 @@ export const FlavoredTokenStatusSchema = z.object({
     .superRefine(uniqueBy((r: TokenRejection) => r.csrName, 'rejection csrName'))
     .optional(),
   conditions: ConditionsSchema.optional(),
+  /** A token bound to a TPM: which of its machine's proofs (attestations) were used (ADR 0014). */
+  attestation: z
+    .object({
+      /** The latest proof a binding used (kept when the binding is released): a new one needs a later proof. */
+      bound: int32.min(1).optional(),
+      /** The latest proof whose bootstrap Secret the controller deleted (a later proof minted a new one). */
+      deleted: int32.min(1).optional(),
+    })
+    .optional(),
   observedGeneration: int64.min(0).optional(),
 });
 export type FlavoredTokenStatus = z.infer<typeof FlavoredTokenStatusSchema>;

@@ -1,9 +1,12 @@
 // A FlavoredToken's status, pure. Two reconcilers write it, each its own part, both at the
 // token's resourceVersion (ADR 0016): the join reconciler counts a use (status.uses, the ledger
-// of the joins that used it, status.bindings, and refusals, status.rejections), the token
-// reconciler keeps its lifecycle (expiry, revocation, the bootstrap Secret's deletion). What the
+// of the joins that used it, status.bindings, with the proof each used, status.attestation.bound,
+// and refusals, status.rejections), the token reconciler keeps its lifecycle (expiry,
+// revocation, the bootstrap Secret's deletion, status.attestation.deleted). What the
 // conditions say follows from spec, uses and time alone (lifecycleStatus), so both writers set the
 // same conditions and a join costs one token write, not two.
+
+import { withProofBound } from './attestation-proofs.ts';
 import type { Condition, FlavoredTokenStatus, TokenBinding } from './resources.ts';
 import { rfc3339 } from './rfc3339.ts';
 import { withRejections } from './token-lifecycle.ts';
@@ -111,7 +114,9 @@ export function withUse(
   let ledger = (status.bindings ?? []).filter((b) => b.nodeName !== use.nodeName);
   if (ledger.length + 1 > maxEntries) ledger = ledger.filter((b) => !ended(b));
   const uses = Math.max(status.uses ?? 0, status.bindings?.length ?? 0) + 1;
-  return lifecycleStatus({ ...status, bindings: [...ledger, use] }, { ...facts, uses }, now);
+  // A token bound to a TPM: the proof the join used stays used (one join per proof, ADR 0014).
+  const counted = withProofBound({ ...status, bindings: [...ledger, use] }, use.attestation);
+  return lifecycleStatus(counted, { ...facts, uses }, now);
 }
 
 /** The status after a join's request was refused: kept on the token, so its holder sees why. */
@@ -125,24 +130,28 @@ export function withRefusal(
 
 /**
  * Whether the bootstrap Secret is known gone. A token bound to a TPM gets a new Secret with each
- * attestation (ADR 0014): one minted after the deletion was recorded (`attestedAt` later than the
- * condition's time) exists again, and goes again.
+ * proof of its machine (ADR 0014): one minted by a proof after the deletion was recorded (the
+ * status names the proof whose Secret it deleted, not a time in whole seconds) exists again, and
+ * goes again.
  */
-export function secretDeletedRecorded(status: FlavoredTokenStatus | undefined, attestedAt?: Date): boolean {
-  const condition = (status?.conditions ?? []).find(
+export function secretDeletedRecorded(
+  status: FlavoredTokenStatus | undefined,
+  latestProof?: number,
+): boolean {
+  const deleted = (status?.conditions ?? []).some(
     (c) => c.type === SECRET_DELETED_CONDITION && c.status === 'True',
   );
-  if (!condition) return false;
-  return attestedAt === undefined || Date.parse(condition.lastTransitionTime) >= attestedAt.getTime();
+  if (!deleted) return false;
+  return latestProof === undefined || (status?.attestation?.deleted ?? 0) >= latestProof;
 }
 
-/** The status that also says the bootstrap Secret is gone. */
+/** The status that also says the bootstrap Secret is gone (for a token bound to a TPM: that of `latestProof`). */
 export function withSecretDeleted(
   status: FlavoredTokenStatus,
   generation: number | undefined,
   now: Date,
+  latestProof?: number,
 ): FlavoredTokenStatus {
-  // A fresh time each deletion: it is what the next attestation's Secret is compared with.
   const conditions = setCondition(
     (status.conditions ?? []).filter((c) => c.type !== SECRET_DELETED_CONDITION),
     {
@@ -154,5 +163,7 @@ export function withSecretDeleted(
     },
     now,
   );
-  return { ...status, conditions };
+  return latestProof === undefined
+    ? { ...status, conditions }
+    : { ...status, conditions, attestation: { ...status.attestation, deleted: latestProof } };
 }

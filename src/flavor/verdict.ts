@@ -4,9 +4,11 @@
 // the reconcilers carry out the verdict. Every failure has a reason (an Event reason and a
 // metric label, from a small fixed set) and a message that never holds a secret.
 import { TOKEN_LABEL_KEY } from './admission.ts';
+import { type TokenProofs, unusedProof } from './attestation-proofs.ts';
+import { attestationSealHolds, type SealedFacts } from './attestation-seal.ts';
 import type { CsrSubject } from './csr.ts';
 import { FLAVOR_TOKEN_PATTERN, verifyFlavorToken } from './flavor-token.ts';
-import { joinRequestKind, provenAfter } from './join-request.ts';
+import { joinRequestKind } from './join-request.ts';
 import type { KeyRing } from './keyring.ts';
 import { type FlavorClassSpec, matchesNodeName, NODES_GROUP, type TokenBinding } from './resources.ts';
 import {
@@ -75,10 +77,13 @@ export interface TokenFacts {
   rejoin?: boolean;
   /** Bound to a TPM (spec.attestation): its bootstrap Secret was minted only after a TPM proof. */
   attested?: boolean;
-  /** Bound to a TPM by an EK certificate from a configured manufacturer (not a bare public key). */
-  ekCertified?: boolean;
-  /** When its machine last proved its TPM: each proof mints one bootstrap Secret, for one join. */
-  attestedAt?: Date;
+  /**
+   * Its attestation facts and the issuer's seal over them (attestation-seal.ts): only sealed facts
+   * are believed (a FlavoredToken written directly may say anything).
+   */
+  attestationSeal?: { facts: SealedFacts; seal: string | undefined };
+  /** Its machine's proofs, and the latest one a binding used: each proof earns one join. */
+  proofs?: TokenProofs;
 }
 
 /** The status field holds at most this many bindings (the CRD's maxItems). */
@@ -129,11 +134,15 @@ export interface NameFacts {
 }
 
 export type BindingDecision =
-  | { kind: 'bind'; nodeName: string }
-  /** This CSR's own join (judged again), or a retry of the same join: approvable, no further use. */
-  | { kind: 'already-bound'; nodeName: string; retry?: boolean }
+  /** `proof`: for a token bound to a TPM, the proof (its number) this join uses. */
+  | { kind: 'bind'; nodeName: string; proof?: number }
+  /**
+   * This CSR's own join (judged again), or a retry of the same join: approvable, no further use.
+   * `proof`: a join judged again before its use was counted counts it with this proof.
+   */
+  | { kind: 'already-bound'; nodeName: string; retry?: boolean; proof?: number }
   /** A re-installed machine of a rejoin token, its Node still there: the join moves to this CSR. */
-  | { kind: 'rebind'; nodeName: string }
+  | { kind: 'rebind'; nodeName: string; proof: number }
   | { kind: 'reject'; nodeName?: string; failure: Failure };
 
 type ReadableCsr = CsrFacts & { subject: Extract<CsrSubject, { ok: true }> };
@@ -281,19 +290,22 @@ const nameFree: BindingCheck = (csr, token, name) => {
   return undefined;
 };
 
-// A rejoin token's joins are its one machine's, under its one pinned name (nameAllowed): each
-// after a new attestation of that machine, not counted against maxUses.
-const usesLeft: BindingCheck = (csr, token) =>
-  (
-    token.rejoin
-      ? token.uses > 0 && !provenAfter(csr.createdAt, token.attestedAt)
-      : token.maxUses > 0 && token.uses >= token.maxUses
-  )
-    ? {
-        reason: 'NoUsesLeft',
-        message: `token ${token.tokenId} has no uses left (${token.uses}/${token.maxUses})`,
-      }
-    : undefined;
+// A token bound to a TPM joins once per proof of its machine (attestation-proofs.ts): a proof no
+// binding used, made before the CSR. A rejoin token's joins are its one machine's, under its one
+// pinned name (nameAllowed), each after a new proof, not counted against maxUses.
+const usesLeft: BindingCheck = (csr, token) => {
+  if (!token.rejoin && token.maxUses > 0 && token.uses >= token.maxUses)
+    return {
+      reason: 'NoUsesLeft',
+      message: `token ${token.tokenId} has no uses left (${token.uses}/${token.maxUses})`,
+    };
+  if (token.attested && unusedProof(token.proofs, csr.createdAt) === undefined)
+    return {
+      reason: 'NoUsesLeft',
+      message: `token ${token.tokenId}'s latest attestation earned a join already, or CSR ${csr.name} was made before it: its machine must attest again`,
+    };
+  return undefined;
+};
 
 // An unlimited token records one binding per live node; at the list's limit it fails closed.
 const roomForBinding: BindingCheck = (_csr, token) =>
@@ -339,22 +351,23 @@ export function decideBinding(
     };
   // The join this token already holds under the name (join-request.ts says what this request is).
   const existing = token.bindings.find((b) => b.nodeName === nodeName);
+  const rejoinProof = token.rejoin ? unusedProof(token.proofs, csr.createdAt) : undefined;
   const kind = existing
     ? joinRequestKind(existing, {
         csr,
         joinCsrIssued: name.joinCsrIssued === true,
         ...(name.node ? { nodeUid: name.node.uid } : {}),
         ...(token.rejoin ? { rejoin: true } : {}),
-        provenAgain: provenAfter(csr.createdAt, token.attestedAt, existing && new Date(existing.boundAt)),
+        provenAgain: rejoinProof !== undefined,
       })
     : undefined;
   if (kind === 'rebind') {
-    // A new join of the same machine, once per attestation: judged as a new binding would be.
+    // A new join of the same machine, once per proof: judged as a new binding would be.
     for (const check of [madeAfterIssue, notRevoked, notExpired, nameAllowed]) {
       const failure = check({ ...csr, nodeName }, token, name);
       if (failure) return { kind: 'reject', nodeName, failure };
     }
-    return { kind: 'rebind', nodeName };
+    return { kind: 'rebind', nodeName, proof: rejoinProof as number };
   }
   if (kind === 'already-joined')
     return {
@@ -377,15 +390,21 @@ export function decideBinding(
       const failure = check({ ...csr, nodeName }, { ...token, bindings: others(token, nodeName) }, name);
       if (failure) return { kind: 'reject', nodeName, failure };
     }
-    return kind === 'retry'
-      ? { kind: 'already-bound', nodeName, retry: true }
-      : { kind: 'already-bound', nodeName };
+    // Uncounted, a token bound to a TPM counts it with the proof it uses (usesLeft found one).
+    const proof = !name.joinCounted && token.attested ? unusedProof(token.proofs, csr.createdAt) : undefined;
+    return {
+      kind: 'already-bound',
+      nodeName,
+      ...(kind === 'retry' ? { retry: true } : {}),
+      ...(proof !== undefined ? { proof } : {}),
+    };
   }
   for (const check of BINDING_CHAIN) {
     const failure = check({ ...csr, nodeName }, token, name);
     if (failure) return { kind: 'reject', nodeName, failure };
   }
-  return { kind: 'bind', nodeName };
+  const proof = token.attested ? unusedProof(token.proofs, csr.createdAt) : undefined;
+  return proof === undefined ? { kind: 'bind', nodeName } : { kind: 'bind', nodeName, proof };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -558,14 +577,26 @@ const tokenMatches: NodeCheck = ({ node, bound: { token }, keyRing }) =>
         message: `node ${node.name}'s flavor token does not match token ${token.tokenId}`,
       };
 
+/**
+ * Whether the token is bound to a TPM by an EK certificate from a configured manufacturer, as the
+ * issuer established and sealed it (a bare public key could be a software key; a FlavoredToken
+ * written directly may name any certificate issuer).
+ */
+export function ekCertified(token: Pick<TokenFacts, 'attestationSeal'>, keyRing: KeyRing): boolean {
+  const sealed = token.attestationSeal;
+  return (
+    sealed?.facts.attestation.ekCertificateIssuer !== undefined &&
+    attestationSealHolds(keyRing, sealed.facts, sealed.seal)
+  );
+}
+
 // A flavor that requires a measured boot state is earned only through a TPM (ADR 0014): the issuer
 // checked the quote before it minted the bootstrap token; a token not bound to a TPM never earns it.
-// Bound by an EK certificate: a bare public key could be a software key, which quotes anything.
-const attestedIfRequired: NodeCheck = ({ bound: { token }, flavorClass }) =>
-  flavorClass?.measuredBoot && !token.ekCertified
+const attestedIfRequired: NodeCheck = ({ bound: { token }, flavorClass, keyRing }) =>
+  flavorClass?.measuredBoot && !ekCertified(token, keyRing)
     ? {
         reason: 'AttestationRequired',
-        message: `FlavorClass "${token.flavorClassName}" requires a measured boot state, and token ${token.tokenId} is not bound to a TPM by a manufacturer's EK certificate`,
+        message: `FlavorClass "${token.flavorClassName}" requires a measured boot state, and token ${token.tokenId} is not bound to a TPM by a manufacturer's EK certificate the issuer checked and sealed`,
       }
     : undefined;
 

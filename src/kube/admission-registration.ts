@@ -27,6 +27,7 @@ import {
   type RegistrationObject,
   WEBHOOK_KINDS,
 } from '../webhook/desired-registration.ts';
+import { flavoredTokenPolicyName } from '../webhook/flavored-token-policy.ts';
 import { fencedKubeConfig } from './deadlines.ts';
 import { kubeJson } from './fetch.ts';
 import { isNotFound, KubeError } from './kube-error.ts';
@@ -357,8 +358,10 @@ async function removeOwned(
 /** Deletes every registration object named `name` that nodeflavor made (uninstall hooks, tests). */
 export async function removeAdmissionRegistration(kubeConfig: KubeConfig, name: string): Promise<void> {
   for (const kind of Object.keys(COLLECTION) as RegistrationKind[]) await removeOwned(kubeConfig, kind, name);
-  await removeOwned(kubeConfig, 'ValidatingAdmissionPolicy', classKeysPolicyName(name));
-  await removeOwned(kubeConfig, 'ValidatingAdmissionPolicyBinding', classKeysPolicyName(name));
+  for (const policy of [classKeysPolicyName(name), flavoredTokenPolicyName(name)]) {
+    await removeOwned(kubeConfig, 'ValidatingAdmissionPolicy', policy);
+    await removeOwned(kubeConfig, 'ValidatingAdmissionPolicyBinding', policy);
+  }
 }
 
 /** The owner reference to ClusterRole `name` (its uid read now), for config.registrationOwner. */

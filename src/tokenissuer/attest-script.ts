@@ -3,7 +3,10 @@
 // packages tpm2-tools, the script is ~60 lines a node administrator can read in the cloud-init
 // itself before running it, and nothing has to be downloaded, versioned or trusted besides it.
 // It needs bash, tpm2-tools (5.x), openssl (3.x) and curl; it reaches the TPM through tpm2-tools'
-// TCTI (TPM2TOOLS_TCTI; by default the kernel's resource manager, /dev/tpmrm0).
+// TCTI (TPM2TOOLS_TCTI; by default the kernel's resource manager, /dev/tpmrm0). No secret (the
+// credential's secret, a key derived from it, a token) is ever on a command line: HMACs are built
+// from `openssl dgst` over pipes, the AES key reaches openssl through a file descriptor, and the
+// template is filled in by the shell.
 //
 // What it does: creates the TPM's endorsement key (EK) and an attestation key (AK), asks the
 // issuer for a challenge, activates the credential (only the TPM holding the token's EK can),
@@ -49,7 +52,19 @@ CA="\${NODEFLAVOR_ISSUER_CA-${input.pinnedCa ? ISSUER_CA_PATH : ''}}"
 fail() { echo "nodeflavor-attest: $*" >&2; exit 1; }
 flush() { tpm2_flushcontext -t >/dev/null 2>&1 || true; tpm2_flushcontext -s >/dev/null 2>&1 || true; }
 field() { sed -n "s/.*\\"$1\\":\\"\\([^\\"]*\\)\\".*/\\1/p" "$2"; }
-hmac() { printf '%s' "$2" | openssl dgst -sha256 -mac HMAC -macopt "hexkey:$1" -r | cut -d' ' -f1; }
+# Keys never go on a command line, where other users of the machine could read them while this
+# runs: HMAC-SHA256 (RFC 2104) of text $2 under the 32-byte key given as hex $1, built from
+# \`openssl dgst -sha256\` over pipes, the key's bytes written by the shell's own printf.
+bytes() { local hex=$1 esc='' i; for ((i = 0; i < \${#hex}; i += 2)); do esc+="\\x\${hex:i:2}"; done; printf "$esc"; }
+xorpad() { local i h; XORPAD=''; for ((i = 0; i < 128; i += 2)); do h=\${1:i:2}; printf -v h '%02x' $((16#\${h:-00} ^ $2)); XORPAD+=$h; done; }
+hmac() {
+  local inner opad
+  xorpad "$1" 0x5c
+  opad=$XORPAD
+  xorpad "$1" 0x36
+  inner=$({ bytes "$XORPAD"; printf '%s' "$2"; } | openssl dgst -sha256 -r | cut -d' ' -f1)
+  { bytes "$opad"; bytes "$inner"; } | openssl dgst -sha256 -r | cut -d' ' -f1
+}
 post() {
   curl -sS --max-time 30 \${CA:+--cacert "$CA"} -o "$3" -w '%{http_code}' \\
     -H 'Content-Type: application/json' --data-binary @"$2" "$ISSUER/v1/attestations/$TOKEN_ID/$1"
@@ -97,20 +112,27 @@ fi
 printf '{"ticket":"%s","proof":"%s"%s}' "$ticket" "$(hmac "$secret" "proof:$ticket")" "$quote" >answer.json
 status=$(post answer answer.json answered.json) || fail "cannot reach the issuer at $ISSUER"
 [ "$status" = 200 ] || fail "answer refused (HTTP $status): $(field message answered.json)"
-iv=$(field iv answered.json)
+salt=$(field salt answered.json)
 ciphertext=$(field ciphertext answered.json)
-[ "$(hmac "$(hmac "$secret" mac)" "$iv:$ciphertext")" = "$(field mac answered.json)" ] ||
+[[ "$salt" =~ ^[0-9a-f]{16}$ ]] || fail "the issuer's answer is malformed"
+[ "$(hmac "$(hmac "$secret" mac)" "$salt:$ciphertext")" = "$(field mac answered.json)" ] ||
   fail "the issuer's answer does not verify under this TPM's secret"
-secrets=$(printf '%s' "$ciphertext" | openssl base64 -d -A | openssl enc -d -aes-256-ctr -K "$(hmac "$secret" encrypt)" -iv "$iv")
+# The AES key and IV come from PBKDF2 of the encryption key, which openssl reads from fd 3.
+secrets=$({ printf 'Salted__'; bytes "$salt"; printf '%s' "$ciphertext" | openssl base64 -d -A; } |
+  openssl enc -d -aes-256-ctr -pbkdf2 -iter 1 -md sha256 -pass fd:3 3< <(printf '%s\\n' "$(hmac "$secret" encrypt)"))
 token=\${secrets%%$'\\n'*}
 flavor=\${secrets#*$'\\n'}
 [[ "$token" =~ ^[a-z0-9]{6}\\.[a-z0-9]{16}$ && "$flavor" =~ ^[a-z2-7]{52}$ ]] || fail "the join secrets are malformed"
 
 umask 077
 mkdir -p "$(dirname "$JOIN_CONFIG")"
-# A file of our own, 0600 whatever was there before, renamed into place.
+# A file of our own, 0600 whatever was there before, renamed into place; the tokens are filled in
+# by the shell itself (not sed, whose command line would show them).
 staged=$(mktemp "$JOIN_CONFIG.XXXXXX")
-sed -e "s/${BOOTSTRAP_TOKEN_PLACEHOLDER}/$token/g" -e "s/${FLAVOR_TOKEN_PLACEHOLDER}/$flavor/g" "$TEMPLATE" >"$staged"
+IFS= read -r -d '' template <"$TEMPLATE" || true
+template=\${template//${BOOTSTRAP_TOKEN_PLACEHOLDER}/$token}
+template=\${template//${FLAVOR_TOKEN_PLACEHOLDER}/$flavor}
+printf '%s' "$template" >"$staged"
 mv "$staged" "$JOIN_CONFIG"
 echo "nodeflavor-attest: attested; join configuration written to $JOIN_CONFIG"
 [ "\${1:-}" = --prepare-only ] && exit 0

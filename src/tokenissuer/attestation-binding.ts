@@ -1,11 +1,13 @@
 // What an issuance request's `attestation` becomes on the FlavoredToken (ADR 0014): the TPM's
-// endorsement key, checked here once so a token is never bound to something no TPM could use.
-// An EK certificate must chain to a configured TPM manufacturer CA; a bare EK public key is the
-// caller's word (a platform team that read it off the machine itself), so it needs no CA.
+// endorsement key, checked here so a token is never bound to something no TPM could use. An EK
+// certificate (with the intermediates it was issued through, if the caller has them) must chain
+// to a configured TPM manufacturer root; it is kept on the record so each challenge and answer
+// checks it again against the CAs and CRLs configured then. A bare EK public key is the caller's
+// word (a platform team that read it off the machine itself), so it needs no CA.
 import { createPublicKey, type KeyObject } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import type { TokenAttestation } from '../flavor/resources.ts';
+import { LIMITS, type TokenAttestation } from '../flavor/resources.ts';
 import { verifyEkCertificate } from '../flavor/tpm/ek-certificate.ts';
+import type { AttestationFiles } from './attestation-files.ts';
 import type { AttestationSettings } from './config.ts';
 import { IssuerError } from './errors.ts';
 import type { ValidIssueRequest } from './request.ts';
@@ -27,24 +29,12 @@ function ekPem(key: KeyObject, field: string): string {
   return key.export({ type: 'spki', format: 'pem' }).toString();
 }
 
-/** The manufacturer CAs, read when needed: a rotated bundle takes effect without a restart. */
-export function readManufacturerCas(settings: AttestationSettings): string[] {
-  if (!settings.manufacturerCaFile) return [];
-  try {
-    return [readFileSync(settings.manufacturerCaFile, 'utf8')];
-  } catch (error) {
-    throw new IssuerError(
-      'Internal',
-      `cannot read the TPM manufacturer CA file ${settings.manufacturerCaFile}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
-    );
-  }
-}
-
-export function tokenAttestation(
+export async function tokenAttestation(
   request: NonNullable<ValidIssueRequest['attestation']>,
   settings: AttestationSettings,
+  files: AttestationFiles,
   now: Date,
-): TokenAttestation {
+): Promise<TokenAttestation> {
   if (!settings.url)
     throw refuse(
       'attestation',
@@ -60,18 +50,24 @@ export function tokenAttestation(
     }
     return { ekPublicKey: ekPem(key, 'attestation.ekPublicKey'), allowRejoin };
   }
-  const cas = readManufacturerCas(settings);
-  if (cas.length === 0)
+  const trust = await files.manufacturerTrust();
+  if (!trust)
     throw refuse(
       'attestation.ekCertificate',
       'cannot be checked: no TPM manufacturer CAs are configured (--tpm-manufacturer-ca-file); bind by ekPublicKey instead',
     );
-  const verdict = verifyEkCertificate(request.ekCertificate ?? '', cas, now);
+  const verdict = await verifyEkCertificate(request.ekCertificate ?? '', trust, now);
   if (!verdict.ok) throw refuse('attestation.ekCertificate', `is refused: ${verdict.reason}`);
   const key = createPublicKey({ key: verdict.ekSpkiDer, format: 'der', type: 'spki' });
+  if (verdict.presented.length > LIMITS.ekCertificateLength)
+    throw refuse(
+      'attestation.ekCertificate',
+      `is too long to keep on the token (${verdict.presented.length} characters of PEM, at most ${LIMITS.ekCertificateLength})`,
+    );
   return {
     ekPublicKey: ekPem(key, 'attestation.ekCertificate'),
-    ekCertificateIssuer: verdict.issuer.slice(0, 1024),
+    ekCertificateIssuer: verdict.issuer.slice(0, LIMITS.messageLength),
+    ekCertificate: verdict.presented,
     allowRejoin,
   };
 }

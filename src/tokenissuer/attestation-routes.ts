@@ -1,7 +1,9 @@
 // POST /v1/attestations/{tokenId}/challenge and .../answer (ADR 0014). A node has no credential
 // but its TPM, so these are the issuer's only unauthenticated /v1 routes: each client address has
-// a small budget of them, a refusal is written to the token at most once a minute, and the routes
-// exist only where attested joins are set up. The sealed secrets have the same shape for every
+// a small budget of them, all addresses together a larger one per issuer process (a flood from
+// many addresses, or from behind one proxy, still reaches the API server at a bounded rate), a
+// refusal is written to the token at most once a minute, and the routes exist only where attested
+// joins are set up. The sealed secrets have the same shape for every
 // flavor; a challenge's `quote` says whether the flavor requires a measured boot state (and which
 // PCRs), which the machine must know to answer.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -14,6 +16,8 @@ import type { RateLimiter } from './rate-limit.ts';
 interface AttestationRoutesContext {
   deps: AttestationDeps;
   perAddress: RateLimiter;
+  /** One bucket for every address together (key TOTAL). */
+  total: RateLimiter;
   trustedProxies: TrustedProxies;
   metrics: IssuerMetrics;
 }
@@ -42,13 +46,18 @@ function requireBody(body: unknown): unknown {
   return body;
 }
 
+const TOTAL = 'all';
+
 function spendBudget(ctx: AttestationRoutesContext, request: FastifyRequest): void {
   const address = addressKey(
     clientAddress(request.socket.remoteAddress, request.headers['x-forwarded-for'], ctx.trustedProxies),
   );
-  const decision = ctx.perAddress.take(address);
+  const perAddress = ctx.perAddress.take(address);
+  // An address over its own budget spends nothing of everyone's.
+  const decision = perAddress.allowed ? ctx.total.take(TOTAL) : perAddress;
   if (decision.allowed) return;
-  ctx.metrics.rateLimited.inc({ scope: 'attestation' });
+  if (perAddress.allowed) ctx.perAddress.refund(address);
+  ctx.metrics.rateLimited.inc({ scope: perAddress.allowed ? 'attestation-total' : 'attestation' });
   throw new IssuerError(
     'RateLimited',
     `rate limit exceeded: retry in ${decision.retryAfterSeconds} s`,

@@ -3,12 +3,16 @@
 // attestation-routes.ts); every decision is made from the FlavoredToken as just read from the API
 // server (src/flavor/attestation-decision.ts), never from memory.
 //
+//   Both: the record's attestation facts must be sealed by the issuer (attestation-seal.ts: a
+//     record written directly earns nothing), and an EK certificate it is bound by must still
+//     chain to a trusted, unrevoked manufacturer root (the CAs and CRLs configured now).
 //   challenge: the machine's EK must be the token's; its AK must be a restricted signing key of
 //     that TPM; the answer is a credential for that AK under that EK (MakeCredential) and a
-//     ticket. Nothing is written.
-//   answer: the proof must show the credential's secret; then, in this order,
-//     1. the record is annotated with the ticket (resourceVersion precondition): from here on this
-//        ticket and every earlier one are used, so a replayed answer earns nothing;
+//     ticket that says how many proofs the record counted. Nothing is written.
+//   answer: the proof must show the credential's secret, and no proof may have been recorded since
+//     the challenge; then, in this order,
+//     1. the record counts one more proof (resourceVersion precondition): of two answers to
+//        challenges made before it, only one lands, and a replayed answer earns nothing;
 //     2. the bootstrap Secret is made (replacing one an earlier, unused attestation made), expiring
 //        after the join window;
 //     3. the record is read again: revoked or deleting meanwhile, the Secret goes and the answer
@@ -19,17 +23,17 @@
 import { createHash, randomBytes as cryptoRandomBytes } from 'node:crypto';
 import { z } from 'zod';
 import {
-  ATTESTATION_REFUSED_ANNOTATION,
   ATTESTED_ANNOTATION,
   type AttestationRefusal,
-  attestedRecord,
   badProof,
+  ekCertificateRefused,
   ekMismatch,
   notAttested,
-  refusalRecord,
+  proofsOf,
   replayRefusal,
   ticketRefusal,
   tokenRefusal,
+  unsealed,
 } from '../flavor/attestation-decision.ts';
 import {
   credentialSecret,
@@ -42,6 +46,11 @@ import {
   ticketKey,
 } from '../flavor/attestation-exchange.ts';
 import {
+  ATTESTATION_SEAL_ANNOTATION,
+  attestationSealHolds,
+  sealedFactsOf,
+} from '../flavor/attestation-seal.ts';
+import {
   formatBootstrapToken,
   generateBootstrapToken,
   type RandomBytes,
@@ -49,43 +58,35 @@ import {
 } from '../flavor/bootstrap-token.ts';
 import { deriveFlavorToken } from '../flavor/flavor-token.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
-import {
-  API_VERSION,
-  FLAVORED_TOKEN_KIND,
-  type FlavoredToken,
-  type MeasuredBoot,
-  recordExpiresAt,
-} from '../flavor/resources.ts';
+import { type FlavoredToken, type MeasuredBoot, recordExpiresAt } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
 import { Secret } from '../flavor/secret.ts';
 import { attestationKeyProblems } from '../flavor/tpm/attestation-key.ts';
 import { credentialBlobFile } from '../flavor/tpm/credential-blob-file.ts';
+import { verifyEkCertificate } from '../flavor/tpm/ek-certificate.ts';
 import { ekSpkiDer } from '../flavor/tpm/ek-identity.ts';
 import { makeCredential } from '../flavor/tpm/make-credential.ts';
 import { quoteProblems } from '../flavor/tpm/quote.ts';
 import { parseTpm2bPublic, type TpmPublic } from '../flavor/tpm/tpm-public.ts';
 import { withdrawal } from '../flavor/withdrawal.ts';
-import type { EventType, InvolvedObject } from '../kube/events.ts';
 import { isAlreadyExists, KubeError } from '../kube/kube-error.ts';
 import type { TokenKube } from '../kube/tokens.ts';
+import type { AttestationFiles } from './attestation-files.ts';
+import { involved, type RefusalDeps, refused } from './attestation-refusals.ts';
 import type { IssuanceSettings } from './config.ts';
 import { IssuerError } from './errors.ts';
-import { bootstrapSecretRequest, flavoredTokenName } from './issue.ts';
+import { attestationFilesOf, bootstrapSecretRequest, flavoredTokenName } from './issue.ts';
 import { invalidRequest } from './request.ts';
 
-/** A refusal within this long of the last one recorded on the token is only counted (and an Event). */
-const REFUSAL_RECORD_EVERY_MS = 60_000;
 const MAX_ANNOTATE_ATTEMPTS = 5;
 
-export interface AttestationDeps {
+export interface AttestationDeps extends RefusalDeps {
   kube: TokenKube;
   keyRing: () => Promise<KeyRing>;
   settings: IssuanceSettings;
-  now: () => Date;
   randomBytes?: RandomBytes;
-  events?: { emit(object: InvolvedObject, type: EventType, reason: string, message: string): void };
-  /** Every outcome, for the metric: 'challenged', 'attested' or a refusal's reason. */
-  count?: (outcome: string) => void;
+  /** The manufacturer CAs and CRLs (watched files); default: one shared per path. */
+  attestationFiles?: AttestationFiles;
 }
 
 const base64 = (max: number) =>
@@ -159,16 +160,50 @@ function ekDigest(token: FlavoredToken): string {
   return createHash('sha256').update(ekSpkiOf(token)).digest('hex');
 }
 
-/** The token, if it may be attested now (bound to a TPM, live, unexpired, unused); else the refusal. */
+/**
+ * The token, if it may be attested now: bound to a TPM by the issuer (sealed), live, unexpired,
+ * unused (or re-joinable); else the refusal.
+ */
 async function usableToken(
   deps: AttestationDeps,
   token: FlavoredToken | undefined,
   tokenId: string,
   now: Date,
+  ring: KeyRing,
 ): Promise<FlavoredToken> {
   const unusable = tokenRefusal(token, tokenId, now);
   if (unusable || !token) throw await refused(deps, token, unusable ?? notAttested(tokenId));
+  const facts = sealedFactsOf(token);
+  if (!facts || !attestationSealHolds(ring, facts, token.metadata.annotations?.[ATTESTATION_SEAL_ANNOTATION]))
+    throw await refused(deps, token, unsealed(tokenId));
   return token;
+}
+
+/**
+ * Why the EK certificate the token is bound by does not vouch for its EK now (the manufacturer
+ * CAs and CRLs configured now: a root removed or an intermediate revoked since the issuance).
+ */
+async function ekCertificateRefusal(
+  deps: AttestationDeps,
+  token: FlavoredToken,
+  tokenId: string,
+  now: Date,
+): Promise<AttestationRefusal | undefined> {
+  const bound = token.spec.attestation;
+  if (bound?.ekCertificateIssuer === undefined && bound?.ekCertificate === undefined) return undefined;
+  if (bound.ekCertificate === undefined)
+    return ekCertificateRefused(tokenId, 'the token does not hold the certificate to check');
+  const trust = await attestationFilesOf(deps).manufacturerTrust();
+  if (!trust)
+    return ekCertificateRefused(
+      tokenId,
+      'no TPM manufacturer CAs are configured (--tpm-manufacturer-ca-file)',
+    );
+  const verdict = await verifyEkCertificate(bound.ekCertificate, trust, now);
+  if (!verdict.ok) return ekCertificateRefused(tokenId, verdict.reason);
+  if (!verdict.ekSpkiDer.equals(ekSpkiOf(token)))
+    return ekCertificateRefused(tokenId, "its key is not the token's EK");
+  return undefined;
 }
 
 async function readToken(deps: AttestationDeps, tokenId: string): Promise<FlavoredToken | undefined> {
@@ -183,15 +218,17 @@ export async function challenge(
 ): Promise<ChallengeResponse> {
   const request = parseBody(ChallengeRequestSchema, body);
   const now = deps.now();
-  const record = await usableToken(deps, await readToken(deps, tokenId), tokenId, now);
+  const ring = await deps.keyRing();
+  const record = await usableToken(deps, await readToken(deps, tokenId), tokenId, now, ring);
   const ek = parseKey(request.ekPublic, 'ekPublic');
   if (!ekSpkiDer({ publicKey: ek.publicKey }).equals(ekSpkiOf(record)))
     throw await refused(deps, record, ekMismatch(tokenId));
+  const certificate = await ekCertificateRefusal(deps, record, tokenId, now);
+  if (certificate) throw await refused(deps, record, certificate);
   const ak = parseKey(request.akPublic, 'akPublic');
   const problems = attestationKeyProblems(ak);
   if (problems.length > 0) throw invalid(`akPublic is not an attestation key: ${problems.join('; ')}`);
 
-  const ring = await deps.keyRing();
   const ticket = newTicket(
     {
       record: record.metadata.uid ?? '',
@@ -199,6 +236,8 @@ export async function challenge(
       issuedAt: now.getTime(),
       deadline: now.getTime() + deps.settings.attestation.challengeSeconds * 1000,
       akName: ak.name.toString('hex'),
+      // Readable: usableToken refused a record whose attested annotation is not the issuer's.
+      proofs: proofsOf(record) ?? 0,
     },
     deps.randomBytes ?? cryptoRandomBytes,
   );
@@ -284,14 +323,14 @@ export async function answer(deps: AttestationDeps, tokenId: string, body: unkno
   const ticket = decodeTicket(request.ticket);
   if (!ticket) throw invalid('invalid request: ticket is not a ticket this issuer made');
   const now = deps.now();
-  const read = await usableToken(deps, await readToken(deps, tokenId), tokenId, now);
+  const ring = await deps.keyRing();
+  const read = await usableToken(deps, await readToken(deps, tokenId), tokenId, now, ring);
   // The ticket's timeliness is judged only once the proof holds: a ticket edited or forged by
   // someone without the TPM is a BadProof, never a recorded LateAnswer or Replayed.
   if (ticket.record !== read.metadata.uid) {
     const stale = ticketRefusal(read, tokenId, ticket, now);
     if (stale) throw await refused(deps, read, stale);
   }
-  const ring = await deps.keyRing();
   const key = ticketKey(ring, ticket);
   if (!key)
     throw await refused(deps, read, {
@@ -304,10 +343,12 @@ export async function answer(deps: AttestationDeps, tokenId: string, body: unkno
   if (!proofHolds(secret, request.ticket, request.proof)) throw await refused(deps, read, badProof(tokenId));
   const late = ticketRefusal(read, tokenId, ticket, now);
   if (late) throw await refused(deps, read, late);
+  const certificate = await ekCertificateRefusal(deps, read, tokenId, now);
+  if (certificate) throw await refused(deps, read, certificate);
   const measuredState = await measuredStateRefusal(deps, read, tokenId, request, ticket.akName);
   if (measuredState) throw await refused(deps, read, measuredState);
 
-  const record = await useTicket(deps, read, tokenId, ticket.issuedAt);
+  const record = await useTicket(deps, read, tokenId, ticket.proofs, ring);
   const expiresAt = joinDeadline(deps, record);
   const bootstrapToken = { ...generateBootstrapToken(deps.randomBytes ?? cryptoRandomBytes), id: tokenId };
   await replaceBootstrapSecret(deps, bootstrapSecretRequest(deps, bootstrapToken, record, expiresAt));
@@ -346,17 +387,21 @@ export async function answer(deps: AttestationDeps, tokenId: string, body: unkno
   };
 }
 
-/** Step 1: marks the ticket used on the record as judged; a concurrent write is judged again. */
+/**
+ * Step 1: counts this proof on the record as judged (the count the challenge saw, plus one, and
+ * the time to the millisecond); a concurrent write is judged again, and a proof recorded since
+ * makes this answer a replay.
+ */
 async function useTicket(
   deps: AttestationDeps,
   read: FlavoredToken,
   tokenId: string,
-  ticketIssuedAt: number,
+  proofsSeen: number,
+  ring: KeyRing,
 ): Promise<FlavoredToken> {
   let record = read;
   for (let attempt = 1; ; attempt++) {
-    const count = (attestedRecord(record)?.count ?? 0) + 1;
-    const value = JSON.stringify({ ticket: ticketIssuedAt, at: rfc3339(deps.now()), count });
+    const value = JSON.stringify({ count: proofsSeen + 1, at: deps.now().toISOString() });
     try {
       return await deps.kube.annotateFlavoredToken(
         record.metadata.name ?? '',
@@ -376,6 +421,7 @@ async function useTicket(
       await deps.kube.getFlavoredToken(record.metadata.name ?? ''),
       tokenId,
       deps.now(),
+      ring,
     );
     if (freshRecord.metadata.uid !== read.metadata.uid)
       throw await refused(deps, freshRecord, {
@@ -384,7 +430,7 @@ async function useTicket(
         message: `token ${tokenId} was re-created while it was being attested: ask for a new challenge`,
         record: false,
       });
-    const replayed = replayRefusal(freshRecord, tokenId, ticketIssuedAt);
+    const replayed = replayRefusal(freshRecord, tokenId, proofsSeen);
     if (replayed) throw await refused(deps, freshRecord, replayed);
     record = freshRecord;
   }
@@ -410,47 +456,4 @@ async function replaceBootstrapSecret(
     await deps.kube.deleteBootstrapSecret(request.token.id);
     await deps.kube.createBootstrapSecret(request);
   }
-}
-
-function involved(token: FlavoredToken): InvolvedObject {
-  return {
-    apiVersion: API_VERSION,
-    kind: FLAVORED_TOKEN_KIND,
-    name: token.metadata.name ?? '',
-    ...(token.metadata.uid ? { uid: token.metadata.uid } : {}),
-  };
-}
-
-const STATUS_CODE = { 403: 'Forbidden', 404: 'NotFound', 409: 'Conflict', 410: 'Gone' } as const;
-
-/**
- * The refusal as the HTTP answer to throw, after counting it and, for a refusal worth a look,
- * recording it on the token: a Warning Event and the attestation-refused annotation (at most once
- * a minute per reason, so a flood of bad answers cannot become a flood of writes).
- */
-async function refused(
-  deps: AttestationDeps,
-  token: FlavoredToken | undefined,
-  refusal: AttestationRefusal,
-): Promise<IssuerError> {
-  deps.count?.(refusal.reason);
-  if (refusal.record && token) {
-    deps.events?.emit(
-      involved(token),
-      'Warning',
-      'AttestationRefused',
-      `${refusal.reason}: ${refusal.message}`,
-    );
-    // At most one record a minute per token, whatever the reason: these requests are unauthenticated.
-    const last = refusalRecord(token);
-    const now = deps.now();
-    const recent = last !== undefined && now.getTime() - Date.parse(last.at) < REFUSAL_RECORD_EVERY_MS;
-    if (!recent) {
-      const value = JSON.stringify({ reason: refusal.reason, message: refusal.message, at: rfc3339(now) });
-      await deps.kube
-        .annotateFlavoredToken(token.metadata.name ?? '', { [ATTESTATION_REFUSED_ANNOTATION]: value })
-        .catch(() => undefined);
-    }
-  }
-  return new IssuerError(STATUS_CODE[refusal.status], refusal.message);
 }

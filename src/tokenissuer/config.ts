@@ -62,6 +62,8 @@ const bucketSchema = (defaults: { capacity: number; refillPerSecond: number }) =
 export const CallerBucketSchema = bucketSchema({ capacity: 30, refillPerSecond: 1 });
 /** Failed authentications (reviews of bearers the issuer does not know) per client address. */
 export const AuthFailureBucketSchema = bucketSchema({ capacity: 20, refillPerSecond: 1 });
+/** Attestation requests (unauthenticated) from every address together, per issuer process. */
+export const AttestationTotalBucketSchema = bucketSchema({ capacity: 100, refillPerSecond: 20 });
 
 /** A headers timeout longer than the whole request's would never fire. */
 export const headersWithinRequest = (c: { headersTimeoutSeconds: number; requestTimeoutSeconds: number }) =>
@@ -145,7 +147,7 @@ export const JwtSchema = z
   })
   .refine(oneJwtKeySource, { message: 'set exactly one of jwksFile and hs256SecretFile' });
 
-/** Attested joins (ADR 0014). Files are read when used, so a rotated bundle needs no restart. */
+/** Attested joins (ADR 0014). Files are re-read when they change, so a rotated bundle needs no restart. */
 export const AttestationSettingsSchema = z.strictObject({
   /** The https URL nodes reach the issuer at (its /v1/attestations endpoints); unset: no attested tokens. */
   url: z
@@ -154,14 +156,21 @@ export const AttestationSettingsSchema = z.strictObject({
     .optional(),
   /** PEM file of the CA nodes trust the issuer's serving certificate with (else their system trust). */
   issuerCaFile: z.string().min(1).optional(),
-  /** PEM bundle of the TPM manufacturer CAs (roots and intermediates) an EK certificate must chain to. */
+  /**
+   * PEM bundle of the TPM manufacturer CAs an EK certificate must chain to: the self-signed ones
+   * are the trust anchors, the others intermediates to build paths through.
+   */
   manufacturerCaFile: z.string().min(1).optional(),
+  /** CRLs (PEM or one DER) of those CAs: a certificate on an EK certificate's path they revoke is refused. */
+  manufacturerCrlFile: z.string().min(1).optional(),
   /** How long a node has to answer a challenge (the TPM's credential activation takes about a second). */
   challengeSeconds: z.number().int().min(5).max(600).default(60),
   /** How long the bootstrap token an attestation mints stays valid: time enough for `kubeadm join`. */
   joinWindowSeconds: z.number().int().min(60).max(86_400).default(900),
   /** Attestation requests (challenges and answers) per client address: unauthenticated, a node has nothing but its TPM. */
   perAddress: bucketSchema({ capacity: 10, refillPerSecond: 0.5 }).prefault({}),
+  /** Attestation requests from all addresses together, per issuer process (a flood from many addresses). */
+  total: AttestationTotalBucketSchema.prefault({}),
 });
 export type AttestationSettings = z.output<typeof AttestationSettingsSchema>;
 

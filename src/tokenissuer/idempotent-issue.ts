@@ -48,6 +48,7 @@ import {
   recordExpiry,
   renderAttestedMaterial,
   renderMaterial,
+  sealRecord,
   tokenRecord,
 } from './issue.ts';
 
@@ -132,10 +133,12 @@ async function resume(
   // A token bound to a TPM gets no Secret until its machine proves itself (ADR 0014).
   const attested = record.spec.attestation !== undefined;
   const material = attested
-    ? renderAttestedMaterial(deps, prepared.facts, tokenId, expiresAt)
+    ? renderAttestedMaterial(deps, prepared, tokenId, expiresAt)
     : renderMaterial(deps, prepared.facts, token, flavorToken, expiresAt);
   if (record.metadata.annotations?.[ISSUED_ANNOTATION] === undefined) {
     let created = false;
+    // Sealed before it is marked issued: the mark follows the seal's version.
+    const sealed = attested ? await sealRecord(deps, record, key) : record;
     try {
       if (!attested) {
         await deps.kube.createBootstrapSecret(bootstrapSecretRequest(deps, token, record, expiresAt));
@@ -146,7 +149,7 @@ async function resume(
       // it back to be sure would need `get` on every Secret in kube-system (ADR 0005).
       if (!isAlreadyExists(error)) throw error;
     }
-    const withdrawn = await markIssuedUnlessWithdrawn(deps, record, rfc3339(prepared.now()));
+    const withdrawn = await markIssuedUnlessWithdrawn(deps, sealed, rfc3339(prepared.now()));
     if (withdrawn) {
       // Revoked or deleted since it was read: the Secret goes again (a revocation may have deleted
       // it before it was made). Under another record's name only if this attempt made it: one

@@ -6,6 +6,10 @@
 //   2. Secret kube-system/bootstrap-token-<token ID>, owned by the FlavoredToken; with
 //      usage-bootstrap-signing only for token discovery (file discovery, the default, needs no
 //      signature in cluster-info, so live tokens cost it nothing).
+// A token bound to a TPM (ADR 0014) gets no Secret here; its record is sealed instead, in a second
+// write right after the create (the seal covers the record's uid, known only then): an HMAC under the
+// key ring over the attestation facts this issuance established, without which the attestation
+// routes and the controller believe none of them (src/flavor/attestation-seal.ts).
 // The record comes first so that a Secret never exists without one: a node holding a token the
 // controller cannot trace would get no flavor, but it would still join. Nothing in either object,
 // nor in the join material, names the flavor where a token holder could read it. The record is
@@ -17,8 +21,8 @@
 // Secret an issuance made in between (and read back before the revocation) goes too. Keyed
 // issuances (ADR 0005) keep their issued mark, written with the record's resourceVersion.
 import { randomBytes as cryptoRandomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { attestedRecord, refusalRecord } from '../flavor/attestation-decision.ts';
+import { readableAttestedRecord, refusalRecord } from '../flavor/attestation-decision.ts';
+import { ATTESTATION_SEAL_ANNOTATION, sealAttestation, sealedFactsOf } from '../flavor/attestation-seal.ts';
 import {
   type BootstrapToken,
   generateBootstrapToken,
@@ -26,7 +30,7 @@ import {
   TOKEN_ID_PATTERN,
 } from '../flavor/bootstrap-token.ts';
 import { deriveFlavorToken } from '../flavor/flavor-token.ts';
-import type { KeyRing } from '../flavor/keyring.ts';
+import type { HmacKey, KeyRing } from '../flavor/keyring.ts';
 import { tokenWithJoins } from '../flavor/node-name-claim.ts';
 import {
   API_VERSION,
@@ -47,6 +51,7 @@ import { type Withdrawal, withdrawal } from '../flavor/withdrawal.ts';
 import { isAlreadyExists, KubeError } from '../kube/kube-error.ts';
 import type { BootstrapSecretRequest, TokenKube } from '../kube/tokens.ts';
 import { tokenAttestation } from './attestation-binding.ts';
+import { type AttestationFiles, sharedAttestationFiles } from './attestation-files.ts';
 import { type ClusterJoinFacts, clusterInfoFullReason, clusterJoinFacts } from './cluster-info.ts';
 import type { IssuanceSettings } from './config.ts';
 import { type DiscoveryMode, renderDiscoveryKubeconfig } from './discovery-kubeconfig.ts';
@@ -78,6 +83,16 @@ export interface IssuanceDeps {
   settings: IssuanceSettings;
   now?: () => Date;
   randomBytes?: RandomBytes;
+  /** The attestation files (manufacturer CAs and CRLs, issuer CA); default: one shared per path. */
+  attestationFiles?: AttestationFiles;
+}
+
+/** The attestation files an issuance or an attestation reads (watched, never read per request). */
+export function attestationFilesOf(deps: {
+  settings: IssuanceSettings;
+  attestationFiles?: AttestationFiles | undefined;
+}): AttestationFiles {
+  return deps.attestationFiles ?? sharedAttestationFiles(deps.settings.attestation);
 }
 
 export interface IssueInput extends IssueRequest {
@@ -154,12 +169,12 @@ export interface TokenAttestationView {
 function attestationView(token: FlavoredToken): TokenAttestationView | null {
   const bound = token.spec.attestation;
   if (!bound) return null;
-  const attested = attestedRecord(token);
+  const attested = readableAttestedRecord(token);
   return {
     ekCertificateIssuer: bound.ekCertificateIssuer ?? null,
     allowRejoin: bound.allowRejoin,
     attestations: attested?.count ?? 0,
-    attestedAt: attested?.at || null,
+    attestedAt: attested?.at ?? null,
     lastRefusal: refusalRecord(token) ?? null,
   };
 }
@@ -176,6 +191,8 @@ export interface PreparedIssuance {
   annotations: Record<string, string>;
   ring: KeyRing;
   facts: ClusterJoinFacts;
+  /** For a token bound to a TPM: the issuer CA its material pins, if one is configured. */
+  issuerCaPem?: string | undefined;
   now: () => Date;
 }
 
@@ -228,14 +245,40 @@ export async function prepareIssuance(deps: IssuanceDeps, input: IssueInput): Pr
     ...(request.nodeNamePattern !== undefined ? { nodeNamePattern: request.nodeNamePattern } : {}),
     ...(request.description !== undefined ? { description: request.description } : {}),
     ...(request.attestation !== undefined
-      ? { attestation: tokenAttestation(request.attestation, deps.settings.attestation, now()) }
+      ? {
+          attestation: await tokenAttestation(
+            request.attestation,
+            deps.settings.attestation,
+            attestationFilesOf(deps),
+            now(),
+          ),
+        }
       : {}),
   };
   const annotations = {
     ...(requestedBy ? { [REQUESTED_BY_ANNOTATION]: requestedBy.slice(0, 1024) } : {}),
     ...(owner ? { [OWNER_ANNOTATION]: owner } : {}),
   };
-  return { request, spec, annotations, ring, facts, now };
+  const issuerCaPem =
+    request.attestation !== undefined ? await attestationFilesOf(deps).issuerCaPem() : undefined;
+  return { request, spec, annotations, ring, facts, issuerCaPem, now };
+}
+
+/**
+ * Seals the attestation facts this issuance established on the record it just made (a write of
+ * its own: the seal covers the record's uid, known only now). The attestation routes and the
+ * controller believe a record's attestation facts only with this seal (attestation-seal.ts).
+ */
+export async function sealRecord(
+  deps: Pick<IssuanceDeps, 'kube'>,
+  record: FlavoredToken,
+  key: HmacKey,
+): Promise<FlavoredToken> {
+  const facts = sealedFactsOf(record);
+  if (!facts) return record;
+  const seal = sealAttestation(key, facts);
+  if (record.metadata.annotations?.[ATTESTATION_SEAL_ANNOTATION] === seal) return record;
+  return deps.kube.annotateFlavoredToken(record.metadata.name ?? '', { [ATTESTATION_SEAL_ANNOTATION]: seal });
 }
 
 /**
@@ -244,24 +287,14 @@ export async function prepareIssuance(deps: IssuanceDeps, input: IssueInput): Pr
  */
 export function renderAttestedMaterial(
   deps: Pick<IssuanceDeps, 'settings'>,
-  facts: ClusterJoinFacts,
+  prepared: Pick<PreparedIssuance, 'facts' | 'issuerCaPem'>,
   tokenId: string,
   expiresAt: Date,
 ): JoinMaterial {
-  const { url, issuerCaFile } = deps.settings.attestation;
+  const { url } = deps.settings.attestation;
   if (!url)
     throw new IssuerError('InvalidRequest', 'attested joins need the issuer started with --attestation-url');
-  let issuerCaPem: string | undefined;
-  if (issuerCaFile) {
-    try {
-      issuerCaPem = readFileSync(issuerCaFile, 'utf8');
-    } catch (error) {
-      throw new IssuerError(
-        'Internal',
-        `cannot read the attestation CA file ${issuerCaFile}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
-      );
-    }
-  }
+  const { facts, issuerCaPem } = prepared;
   return renderAttestedJoinMaterial({
     apiServerEndpoint: facts.apiServerEndpoint,
     caCertHash: facts.caCertHash,
@@ -304,14 +337,16 @@ export async function issueToken(
 ): Promise<PlainIssuedToken>;
 export async function issueToken(deps: IssuanceDeps, input: IssueInput): Promise<IssuedToken>;
 export async function issueToken(deps: IssuanceDeps, input: IssueInput): Promise<IssuedToken> {
-  const { request, spec, annotations, ring, facts, now } = await prepareIssuance(deps, input);
+  const prepared = await prepareIssuance(deps, input);
+  const { request, spec, annotations, ring, facts, now } = prepared;
   for (let attempt = 1; ; attempt++) {
     const token = generateBootstrapToken(deps.randomBytes ?? cryptoRandomBytes);
     try {
       if (spec.attestation) {
         const { name, recordUid, material } = await writeTokenObjects(deps, token, spec, annotations, now, {
-          render: (expiresAt) => renderAttestedMaterial(deps, facts, token.id, expiresAt),
+          render: (expiresAt) => renderAttestedMaterial(deps, prepared, token.id, expiresAt),
           secret: false,
+          seal: ring.active,
         });
         return {
           attested: true,
@@ -398,8 +433,11 @@ async function writeTokenObjects(
   spec: FlavoredTokenInput['spec'],
   annotations: Record<string, string>,
   now: () => Date,
-  /** The material, and whether the token's bootstrap Secret is made now (not for an attested token). */
-  output: { render: (expiresAt: Date) => JoinMaterial; secret: boolean },
+  /**
+   * The material, and whether the token's bootstrap Secret is made now (not for an attested token,
+   * whose record is sealed instead, with this key).
+   */
+  output: { render: (expiresAt: Date) => JoinMaterial; secret: boolean; seal?: HmacKey },
 ): Promise<{ name: string; recordUid: string; material: JoinMaterial }> {
   const name = flavoredTokenName(token.id);
   let record: FlavoredToken;
@@ -417,6 +455,7 @@ async function writeTokenObjects(
     // Rendered before the Secret exists: if the material cannot be made, the rollback leaves nothing.
     const expiresAt = recordExpiry(record, spec, now);
     const material = output.render(expiresAt);
+    if (output.seal) await sealRecord(deps, record, output.seal);
     if (output.secret) {
       await deps.kube.createBootstrapSecret(bootstrapSecretRequest(deps, token, record, expiresAt));
       secretCreated = true;

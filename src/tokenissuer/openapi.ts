@@ -503,11 +503,13 @@ export const OPENAPI_DOCUMENT = {
         type: 'object',
         description:
           'The bootstrap token and flavor token, "<bootstrap token>\\n<flavor token>\\n" (77 bytes), sealed ' +
-          'under keys derived from the credential’s secret S: AES-256-CTR under HMAC-SHA256(S, "encrypt"), ' +
-          'then HMAC-SHA256 under HMAC-SHA256(S, "mac") of "<iv>:<ciphertext>".',
-        required: ['iv', 'ciphertext', 'mac', 'joinBy'],
+          'under keys derived from the credential’s secret S: AES-256-CTR under the key and IV that ' +
+          'PBKDF2-HMAC-SHA256 (1 iteration, the salt) derives from the hex of HMAC-SHA256(S, "encrypt") ' +
+          '(what `openssl enc -d -aes-256-ctr -pbkdf2 -iter 1 -md sha256` does), then HMAC-SHA256 under ' +
+          'HMAC-SHA256(S, "mac") of "<salt>:<ciphertext>".',
+        required: ['salt', 'ciphertext', 'mac', 'joinBy'],
         properties: {
-          iv: { type: 'string', pattern: '^[0-9a-f]{32}$', description: 'The 16-byte IV, hex.' },
+          salt: { type: 'string', pattern: '^[0-9a-f]{16}$', description: 'The 8-byte PBKDF2 salt, hex.' },
           ciphertext: { type: 'string', description: 'The encrypted join secrets, base64.' },
           mac: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'HMAC-SHA256, hex.' },
           joinBy: {

@@ -35,10 +35,10 @@ const AttestationRequestSchema = z
           "The TPM's endorsement key, PEM SubjectPublicKeyInfo (RSA 2048). Not with ekCertificate.",
       })
       .optional(),
-    ekCertificate: pem('CERTIFICATE', 8192)
+    ekCertificate: pem('CERTIFICATE', LIMITS.ekCertificateLength)
       .meta({
         description:
-          "The TPM's EK certificate, PEM; it must chain to a configured TPM manufacturer CA. Not with ekPublicKey.",
+          "The TPM's EK certificate, PEM, optionally followed by the intermediate CA certificates it was issued through; it must chain to a configured TPM manufacturer root. Not with ekPublicKey.",
       })
       .optional(),
     allowRejoin: z

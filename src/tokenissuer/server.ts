@@ -28,6 +28,7 @@ import { KubeReviews } from '../kube/reviews.ts';
 import { KubeTokenStore, type TokenKube } from '../kube/tokens.ts';
 import { createLogger } from '../ops/log.ts';
 import type { AttestationDeps } from './attestation.ts';
+import { attestationFiles as createAttestationFiles } from './attestation-files.ts';
 import { registerAttestationRoutes } from './attestation-routes.ts';
 import { createCallerAuth, type Reviews } from './auth.ts';
 import { TrustedProxies } from './client-address.ts';
@@ -141,6 +142,14 @@ export function buildIssuerApp(
   });
 
   const limits = config.rateLimit;
+  // Read once, re-read when they change; a changed file that cannot be used keeps the last good one.
+  const attestationFiles = createAttestationFiles(config.issuance.attestation, {
+    onError: (path, error) =>
+      logger.error(
+        { path, err: error.message },
+        'cannot use the changed attestation file: the last good one stays in use',
+      ),
+  });
   // Unauthenticated routes exist only where attested joins are set up (--attestation-url).
   if (config.issuance.attestation.url)
     registerAttestationRoutes(app, {
@@ -148,12 +157,14 @@ export function buildIssuerApp(
         kube: deps.kube,
         keyRing: () => deps.keyRing.get(),
         settings: config.issuance,
+        attestationFiles,
         now,
         ...(deps.randomBytes ? { randomBytes: deps.randomBytes } : {}),
         ...(deps.events ? { events: deps.events } : {}),
         count: (outcome) => metrics.attestations.inc({ outcome }),
       },
       perAddress: new RateLimiter(config.issuance.attestation.perAddress, limits.maxTrackedCallers),
+      total: new RateLimiter(config.issuance.attestation.total, 1),
       trustedProxies,
       metrics,
     });
@@ -163,6 +174,7 @@ export function buildIssuerApp(
       kube: deps.kube,
       keyRing: () => deps.keyRing.get(),
       settings: config.issuance,
+      attestationFiles,
       now,
       ...(deps.randomBytes ? { randomBytes: deps.randomBytes } : {}),
     },

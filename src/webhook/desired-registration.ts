@@ -7,6 +7,7 @@
 import { type Config, controllerUsername } from '../config.ts';
 import type { ProtectedKeys } from '../flavor/admission.ts';
 import { classKeysPolicy, classKeysPolicyBinding } from './class-keys-policy.ts';
+import { flavoredTokenPolicy, flavoredTokenPolicyBinding } from './flavored-token-policy.ts';
 import {
   mutatingWebhookConfiguration,
   quarantineAdmissionPolicy,
@@ -61,7 +62,7 @@ export interface DesiredRegistration {
  * registration.ts) generates changes: an older release leaves a newer revision alone, and the
  * unit test pinning the generated objects fails until it is bumped.
  */
-export const REGISTRATION_REVISION = 2;
+export const REGISTRATION_REVISION = 3;
 /** Where an object says which revision generated it; absent: older than revision 1. */
 export const REGISTRATION_REVISION_ANNOTATION = 'nodeflavor.io/registration-revision';
 
@@ -158,6 +159,10 @@ export function desiredRegistration(
     }),
   );
   apply.push(classKeysPolicyBinding({ name }));
+  // In every mode: creating a FlavoredToken needs `use` on its FlavorClass, and only the operator
+  // writes the issuer's record of TPM proofs (issue 32).
+  apply.push(flavoredTokenPolicy({ name, operatorUsername: guard.controllerUsername }));
+  apply.push(flavoredTokenPolicyBinding({ name }));
   for (const object of apply) {
     object.metadata.annotations = {
       ...object.metadata.annotations,

@@ -28,7 +28,8 @@ export interface MatchCondition {
   expression: string;
 }
 
-interface NodeRule {
+/** Which requests a webhook or policy is asked about. */
+export interface ResourceRule {
   apiGroups: string[];
   apiVersions: string[];
   operations: ('CREATE' | 'UPDATE')[];
@@ -50,7 +51,7 @@ export interface ValidatingWebhookConfiguration {
   webhooks: {
     name: string;
     clientConfig: { caBundle?: string; service?: WebhookServiceReference; url?: string };
-    rules: NodeRule[];
+    rules: ResourceRule[];
     failurePolicy: 'Fail';
     matchPolicy: 'Equivalent';
     sideEffects: 'None';
@@ -72,7 +73,7 @@ export interface ValidatingAdmissionPolicy {
     paramKind?: { apiVersion: string; kind: string };
     failurePolicy: 'Fail';
     matchConstraints: {
-      resourceRules: NodeRule[];
+      resourceRules: ResourceRule[];
       matchPolicy: 'Equivalent';
       namespaceSelector: Record<string, never>;
       objectSelector: Record<string, never>;
@@ -112,7 +113,7 @@ interface PolicyOptions extends GuardRuleOptions {
 
 // Leases are a different resource, so kubelet heartbeats never match; nodes/status is listed
 // because its strategy lets labels and annotations change too.
-export const NODE_RULES: NodeRule[] = [
+export const NODE_RULES: ResourceRule[] = [
   {
     apiGroups: [''],
     apiVersions: ['v1'],

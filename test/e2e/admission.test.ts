@@ -79,6 +79,10 @@ let env: E2EEnvironment;
 let operator: Identity;
 let admin: Identity;
 let user: Identity;
+/** May create (and patch) FlavoredTokens, and no more: no `use` on any FlavorClass, no Secrets. */
+let creator: Identity;
+/** May create and patch FlavoredTokens and `use` the file's FlavorClass. */
+let classUser: Identity;
 let keys: ReturnType<typeof watchProtectedKeys>;
 
 before(async () => {
@@ -89,7 +93,11 @@ before(async () => {
     {
       namespace: `${run}-operator`,
       name: 'nodeflavor',
-      clusterRules: operatorClusterRules(MODES.map(registrationName), MODES.map(ownerName)),
+      clusterRules: [
+        ...operatorClusterRules(MODES.map(registrationName), MODES.map(ownerName)),
+        // The chart's: the issuer creates FlavoredTokens and records attestations on them.
+        { apiGroups: ['nodeflavor.io'], resources: ['flavoredtokens'], verbs: ['create', 'patch', 'delete'] },
+      ],
       namespaceRules: operatorNamespaceRules(MODES.map((mode) => `${registrationName(mode)}-tls`)),
     },
     created,
@@ -104,6 +112,33 @@ before(async () => {
     { namespace: `${run}-users`, name: 'editor', clusterRules: NODE_EDITOR_RULES },
     created,
   );
+  const TOKEN_WRITER = {
+    apiGroups: ['nodeflavor.io'],
+    resources: ['flavoredtokens'],
+    verbs: ['create', 'patch'],
+  };
+  creator = await serviceAccountIdentity(
+    env,
+    { namespace: `${run}-creators`, name: 'creator', clusterRules: [TOKEN_WRITER] },
+    created,
+  );
+  classUser = await serviceAccountIdentity(
+    env,
+    {
+      namespace: `${run}-class-users`,
+      name: 'portal',
+      clusterRules: [
+        TOKEN_WRITER,
+        {
+          apiGroups: ['nodeflavor.io'],
+          resources: ['flavorclasses'],
+          resourceNames: [flavorClass],
+          verbs: ['use'],
+        },
+      ],
+    },
+    created,
+  );
   keys = watchProtectedKeys(tokenKubeConfig(env, operator.token));
   await keys.ready;
   await waitFor(() => keys.protectedKeys().labels.has(TIER_LABEL), { what: 'the FlavorClass keys' });
@@ -114,7 +149,7 @@ after(async () => {
   keys?.stop();
   await deleteFlavorClass(env, flavorClass);
   await deleteObjects(env, created);
-  for (const identity of [operator, admin, user]) identity?.http.close();
+  for (const identity of [operator, admin, user, creator, classUser]) identity?.http.close();
   if (process.env.E2E_ADMISSION_LOG) writeFileSync(process.env.E2E_ADMISSION_LOG, logLines.join(''));
   // Label values are secret: no log line of the operator may carry the token label's value.
   assert.ok(logLines.length > 0, 'the operator logged');
@@ -243,6 +278,81 @@ for (const mode of MODES) {
       await env.core
         .deleteNamespacedSecret({ name: `${name}-tls`, namespace: operator.namespace })
         .catch(() => undefined);
+    });
+
+    // Issue 32: a FlavoredToken bound to a TPM is worth a flavor by itself (the issuer attests it),
+    // so `use` on its FlavorClass governs creating one, the direct API included.
+    it("a FlavoredToken is created only by whom may use its FlavorClass (the operator exempt); the attested annotation is the operator's", async () => {
+      const TOKENS = '/apis/nodeflavor.io/v1alpha1/flavoredtokens';
+      const ATTESTED = 'nodeflavor.io/attested';
+      const proof = JSON.stringify({ count: 7, at: new Date().toISOString() });
+      const record = (tokenName: string, annotations: Record<string, string> = {}) => ({
+        apiVersion: 'nodeflavor.io/v1alpha1',
+        kind: 'FlavoredToken',
+        metadata: { name: tokenName, annotations },
+        spec: {
+          flavorClassName: flavorClass,
+          ttl: '1h',
+          attestation: {
+            ekPublicKey:
+              '-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA\n-----END PUBLIC KEY-----\n',
+            ekCertificateIssuer: 'CN=Example TPM EK CA',
+          },
+        },
+      });
+      const policyRefusal = (result: HttpResult, what: string, says: RegExp) => {
+        assert.equal(result.status, 403, `${what}: HTTP ${result.status}: ${messageOf(result)}`);
+        assert.match(messageOf(result), /ValidatingAdmissionPolicy/, what);
+        assert.match(messageOf(result), says, what);
+      };
+      const names = Array.from({ length: 4 }, () => uniqueName('ft-adm'));
+      try {
+        // The API server enforces the policy once its informer has it.
+        await waitFor(
+          async () => {
+            const probe = await creator.http.request(
+              'POST',
+              `${TOKENS}?dryRun=All`,
+              record(uniqueName('ft-probe')),
+            );
+            return probe.status === 403 && messageOf(probe).includes('ValidatingAdmissionPolicy');
+          },
+          { what: 'the FlavoredToken policy to be enforced', timeoutMs: 30_000 },
+        );
+        policyRefusal(
+          await creator.http.request('POST', TOKENS, record(names[0] as string)),
+          'create without use',
+          new RegExp(`user "${creator.username}" may not use FlavorClass "${flavorClass}"`),
+        );
+        const allowed = await classUser.http.request('POST', TOKENS, record(names[1] as string));
+        assert.equal(allowed.status, 201, `create with use: ${messageOf(allowed)}`);
+        // The issuer's record of TPM proofs: nobody else sets or changes it, use or not.
+        policyRefusal(
+          await classUser.http.request('POST', TOKENS, record(names[2] as string, { [ATTESTED]: proof })),
+          'create with the attested annotation',
+          /may not set or change the nodeflavor\.io\/attested annotation/,
+        );
+        policyRefusal(
+          await classUser.http.request(
+            'PATCH',
+            `${TOKENS}/${names[1]}`,
+            { metadata: { annotations: { [ATTESTED]: proof } } },
+            MERGE,
+          ),
+          'patch in the attested annotation',
+          /may not set or change the nodeflavor\.io\/attested annotation/,
+        );
+        // The operator acts for callers it checked: no `use` of its own, and it records proofs.
+        const byOperator = await operator.http.request(
+          'POST',
+          TOKENS,
+          record(names[3] as string, { [ATTESTED]: proof }),
+        );
+        assert.equal(byOperator.status, 201, `the operator: ${messageOf(byOperator)}`);
+      } finally {
+        for (const tokenName of names)
+          await kubeJson(env.kubeConfig, 'DELETE', `${TOKENS}/${tokenName}`).catch(() => undefined);
+      }
     });
 
     it('allows a kubelet to register with only the token label and the quarantine taint', async () => {

@@ -5,31 +5,44 @@
 // controller flavors it through the ordinary chain of trust. The same material on a machine with
 // another TPM, a machine that lies about its EK, a replayed exchange and a late answer get
 // nothing, each with a clear refusal (HTTP answer, Warning Event, metric, the token's status).
+// Issue 32: the issuer knows manufacturer A's root only, the EK certificate comes with its
+// intermediate as a vendor's chain does, and an administrator's CRL revoking that intermediate
+// refuses its machines at the next challenge; a FlavoredToken written directly (no issuer seal)
+// earns nothing, neither join secrets nor a measured-boot flavor; a machine and a clone of its
+// TPM state answering at the same instant: one wins, the other 409.
 // Its own control plane, as the real-node suite has: real nodes need the kubeadm ConfigMaps.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { ATTESTED_ANNOTATION } from '../../src/flavor/attestation-decision.ts';
 import {
   answerProof,
   decodeTicket,
   openJoinSecrets,
   type SealedJoinSecrets,
 } from '../../src/flavor/attestation-exchange.ts';
+import { deriveFlavorToken } from '../../src/flavor/flavor-token.ts';
+import { QUARANTINE_TAINT_KEY, TOKEN_ID_LABEL, TOKEN_LABEL_KEY } from '../../src/flavor/resources.ts';
 import { Secret } from '../../src/flavor/secret.ts';
 import { ekSpkiDer } from '../../src/flavor/tpm/ek-identity.ts';
 import { kubeJson } from '../../src/kube/fetch.ts';
+import { loadKeyRing } from '../../src/kube/keyring-store.ts';
 import { createCertificateAuthority } from '../../src/pki/certs.ts';
 import type { TokenStatusView } from '../../src/tokenissuer/issue.ts';
 import type { IssueResponse } from '../../src/tokenissuer/response.ts';
 import type { RunningIssuer } from '../../src/tokenissuer/server.ts';
+import { type ChainCa, caFromPem, certificateOf, makeCrl } from '../support/ek-chain.ts';
 import { skipUnless } from '../support/skip.ts';
 import { applyObjects } from './cluster/apply.ts';
 import { freePort } from './cluster/ports.ts';
+import { parseJoinConfiguration } from './kubelet-sim/join-config.ts';
+import { SimulatedKubelet } from './kubelet-sim/kubelet.ts';
 import { type RealNode, RealNodeHost, realNodesUnsupported } from './realnode/real-node.ts';
 import { postJson, runAttestScript } from './support/attestation.ts';
+import { createBootstrapToken, joinConfiguration } from './support/bootstrap.ts';
 import {
   clusterRoleBindingObject,
   serviceAccountObject,
@@ -37,6 +50,7 @@ import {
   startTestIssuer,
   useFlavorClassesRole,
 } from './support/issuer.ts';
+import { kubectlFlavor } from './support/kubectl-flavor-cli.ts';
 import { applyFlavorClass, OPERATOR_NAMESPACE } from './support/nodeflavor.ts';
 import { FLAVOR_LABEL, operatorFixture, waitAllFlavored } from './support/operator-fixture.ts';
 import {
@@ -90,6 +104,12 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
   let other: Machine;
   let foreign: Machine;
   let keyRingVersion: string | undefined;
+  /** Manufacturer A: its root (the only certificate the issuer is configured with) and its intermediate. */
+  let rootA: ChainCa;
+  let intermediateA: string;
+  let crlFile: string;
+  let manufacturerFile: string;
+  let issuerCaFile: string;
 
   const url = (path: string) => `${issuer.url}${path}`;
 
@@ -108,6 +128,9 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
       .toString('base64')
       .match(/.{1,64}/g)
       ?.join('\n')}\n-----END CERTIFICATE-----\n`;
+
+  /** The EK certificate as an administrator pastes a vendor's: followed by the intermediate it came from. */
+  const ekChain = (m: Machine) => `${pem(m.keys.ekCert.bytes)}${intermediateA}`;
 
   async function issue(
     flavor: string,
@@ -209,14 +232,24 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
       machine('other', manufacturerA),
       machine('foreign', manufacturerB),
     ]);
-    const manufacturerFile = join(fx.logs, 'tpm-manufacturers.pem');
+    manufacturerFile = join(fx.logs, 'tpm-manufacturers.pem');
     const aCerts = await manufactureTpm({ caDir: manufacturerA, stateDir: join(fx.logs, 'spare-a') });
-    writeFileSync(manufacturerFile, aCerts.manufacturerCertsPem.join('\n'));
+    // Only the root is configured: a vendor's intermediate comes with each EK certificate.
+    const [rootPem = '', intermediatePem = ''] = aCerts.manufacturerCertsPem;
+    writeFileSync(manufacturerFile, rootPem);
+    intermediateA = intermediatePem;
+    rootA = await caFromPem(
+      rootPem,
+      readFileSync(join(manufacturerA, 'swtpm-localca-rootca-privkey.pem'), 'utf8'),
+    );
+    crlFile = join(fx.logs, 'tpm-manufacturer-crls.pem');
+    writeFileSync(crlFile, (await makeCrl(rootA, [])).toString('pem'));
 
     const ca = await createCertificateAuthority('attested-e2e-ca', 3_600_000);
     issuerCa = ca.certPem;
     const caFile = join(fx.logs, 'issuer-ca.pem');
     writeFileSync(caFile, issuerCa);
+    issuerCaFile = caFile;
     const port = await freePort();
     ({ issuer } = await startTestIssuer(
       fx.env,
@@ -228,6 +261,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
             url: `https://127.0.0.1:${port}`,
             issuerCaFile: caFile,
             manufacturerCaFile: manufacturerFile,
+            manufacturerCrlFile: crlFile,
             challengeSeconds: CHALLENGE_SECONDS,
             perAddress: { capacity: 1000, refillPerSecond: 100 },
           },
@@ -263,8 +297,8 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
   });
 
   it("every flavor's attested material has the same shape and length, and holds no secret", async () => {
-    const sweet = await issue('sweet', { ekCertificate: pem(bound.keys.ekCert.bytes) });
-    const sour = await issue('sour', { ekCertificate: pem(bound.keys.ekCert.bytes) });
+    const sweet = await issue('sweet', { ekCertificate: ekChain(bound) });
+    const sour = await issue('sour', { ekCertificate: ekChain(bound) });
     assert.equal(sweet.status, 201, sweet.text);
     assert.equal(sour.status, 201, sour.text);
     assert.equal(Buffer.byteLength(sweet.text), Buffer.byteLength(sour.text));
@@ -289,7 +323,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
   });
 
   it('the bound machine proves its TPM, joins with a real kubeadm and kubelet, and is flavored', async () => {
-    const issued = await issue('sweet', { ekCertificate: pem(bound.keys.ekCert.bytes) });
+    const issued = await issue('sweet', { ekCertificate: ekChain(bound) });
     assert.equal(issued.status, 201, issued.text);
     const run = await runMaterial(issued.body, bound, 'join');
     assert.equal(run.code, 0, run.stderr);
@@ -329,7 +363,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
         flavorClassName: 'sweet',
         ttl: '1h',
         nodeName: name,
-        attestation: { ekCertificate: pem(bound.keys.ekCert.bytes), allowRejoin: true },
+        attestation: { ekCertificate: ekChain(bound), allowRejoin: true },
       },
       bearer,
     );
@@ -388,7 +422,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
   });
 
   it('the same material on a machine with another TPM gets nothing, and a clear refusal', async () => {
-    const issued = await issue('sweet', { ekCertificate: pem(bound.keys.ekCert.bytes) });
+    const issued = await issue('sweet', { ekCertificate: ekChain(bound) });
     const refusedBefore = await attestationCount('EKMismatch');
     const run = await runMaterial(issued.body, other, 'copied');
     assert.equal(run.code, 1);
@@ -429,7 +463,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
   });
 
   it('a recorded exchange replayed gets nothing, and neither does a late answer', async () => {
-    const issued = await issue('sour', { ekCertificate: pem(bound.keys.ekCert.bytes) });
+    const issued = await issue('sour', { ekCertificate: ekChain(bound) });
     const tokenId = issued.body.tokenID;
     const work = bound.keysDir;
     const challenged = await challengeFrom(bound, tokenId);
@@ -515,7 +549,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
     assert.equal(plain.status, 400, plain.text);
     assert.match(plain.body.error?.message ?? '', /requires a measured boot state/);
 
-    const issued = await issue('measured', { ekCertificate: pem(bound.keys.ekCert.bytes) });
+    const issued = await issue('measured', { ekCertificate: ekChain(bound) });
     assert.equal(issued.status, 201, issued.text);
     // PCR 7 as the TPM started (all zeros): not the required state.
     const unmeasured = await runMaterial(issued.body, bound, 'unmeasured');
@@ -535,7 +569,7 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
   });
 
   it('the key ring and the TLS rules are unchanged: the script trusts only the pinned issuer CA', async () => {
-    const issued = await issue('sour', { ekCertificate: pem(bound.keys.ekCert.bytes) });
+    const issued = await issue('sour', { ekCertificate: ekChain(bound) });
     const stranger = await createCertificateAuthority('not-the-issuer', 3_600_000);
     const run = await runMaterial(issued.body, bound, 'wrong-ca', stranger.certPem);
     assert.equal(run.code, 1);
@@ -543,6 +577,226 @@ describe('attested joins: real nodes with software TPMs', { skip: unsupported },
     assert.equal(await bootstrapSecret(issued.body.tokenID), undefined);
     const ring = await fx.env.core.readNamespacedSecret({ namespace: OPERATOR_NAMESPACE, name: KEY_SECRET });
     assert.equal(ring.metadata?.resourceVersion, keyRingVersion, 'attestations never touch the key ring');
+  });
+  it('kubectl flavor issue with an administrator kubeconfig seals its record too: its machine attests', async () => {
+    const ekFile = join(fx.logs, 'bound-ek-chain.pem');
+    writeFileSync(ekFile, ekChain(bound));
+    const cli = await kubectlFlavor(fx.env.kubeconfigPath, [
+      'issue',
+      '--flavor',
+      'sour',
+      '--ttl',
+      '1h',
+      '--ek-certificate',
+      ekFile,
+      '--attestation-url',
+      issuer.url,
+      '--attestation-ca-file',
+      issuerCaFile,
+      '--tpm-manufacturer-ca-file',
+      manufacturerFile,
+      '--tpm-manufacturer-crl-file',
+      crlFile,
+      '--key-secret',
+      `${OPERATOR_NAMESPACE}/${KEY_SECRET}`,
+      '-o',
+      'json',
+    ]);
+    assert.equal(cli.code, 0, cli.stderr);
+    const issued = JSON.parse(cli.stdout) as IssueResponse;
+    assert.equal(issued.attested, true);
+    const record = await kubeJson<{ metadata: { annotations?: Record<string, string> } }>(
+      fx.env.kubeConfig,
+      'GET',
+      `/apis/nodeflavor.io/v1alpha1/flavoredtokens/${issued.id}`,
+    );
+    assert.match(record.metadata.annotations?.['nodeflavor.io/attestation-seal'] ?? '', /^[0-9a-f]{8}\./);
+    const run = await runMaterial(issued, bound, 'cli');
+    assert.equal(run.code, 0, run.stderr);
+    assert.ok(await bootstrapSecret(issued.tokenID), 'the attestation minted the bootstrap Secret');
+  });
+
+  // Issue 32, item 1: the issuer's attestation routes answer only records it sealed. This suite
+  // registers no admission policy, so a record written directly reaches them: as if the policy
+  // were missing or bypassed.
+  it('a FlavoredToken written directly for the bound machine (no issuer seal): its machine gets no credential, no Secret', async () => {
+    const tokenId = randomBytes(3).toString('hex');
+    await kubeJson(fx.env.kubeConfig, 'POST', '/apis/nodeflavor.io/v1alpha1/flavoredtokens', {
+      body: {
+        apiVersion: 'nodeflavor.io/v1alpha1',
+        kind: 'FlavoredToken',
+        metadata: { name: `ft-${tokenId}`, labels: { [TOKEN_ID_LABEL]: tokenId } },
+        spec: { flavorClassName: 'sweet', ttl: '1h', attestation: { ekPublicKey: ekPublicPem(bound) } },
+      },
+    });
+    const refusedBefore = await attestationCount('Unsealed');
+    const challenged = await challengeFrom(bound, tokenId);
+    assert.equal(challenged.status, 403, challenged.text);
+    assert.match(challenged.text, /not established by the issuer \(no valid seal\)/);
+    assert.equal(await bootstrapSecret(tokenId), undefined);
+    assert.equal(await attestationCount('Unsealed'), refusedBefore + 1);
+  });
+
+  it('no measured-boot flavor on an EK certificate issuer written by hand (no issuer seal), a Secret and flavor token notwithstanding', async () => {
+    const flavor = 'measured-forged';
+    await applyFlavorClass(fx.env, flavor, {
+      labels: { [FLAVOR_LABEL]: flavor },
+      measuredBoot: { pcrs: [{ index: 7, sha256: createHash('sha256').update(flavor).digest('hex') }] },
+    });
+    // Everything but the issuer's seal: a record naming a manufacturer CA, a proof recorded on it,
+    // a bootstrap Secret in nodeflavor's group, and the flavor token the key ring derives.
+    const token = await createBootstrapToken(fx.env, { groups: 'system:bootstrappers:nodeflavor' });
+    await kubeJson(fx.env.kubeConfig, 'POST', '/apis/nodeflavor.io/v1alpha1/flavoredtokens', {
+      body: {
+        apiVersion: 'nodeflavor.io/v1alpha1',
+        kind: 'FlavoredToken',
+        metadata: {
+          name: `ft-${token.id}`,
+          labels: { [TOKEN_ID_LABEL]: token.id },
+          annotations: {
+            [ATTESTED_ANNOTATION]: JSON.stringify({
+              ticket: Date.now() - 2000,
+              count: 1,
+              at: new Date(Date.now() - 2000).toISOString(),
+            }),
+          },
+        },
+        spec: {
+          flavorClassName: flavor,
+          ttl: '1h',
+          attestation: { ekPublicKey: ekPublicPem(bound), ekCertificateIssuer: 'CN=swtpm-localca' },
+        },
+      },
+    });
+    const ring = await loadKeyRing(fx.env.kubeConfig, {
+      namespace: OPERATOR_NAMESPACE,
+      name: KEY_SECRET,
+      createIfMissing: false,
+    });
+    const flavorToken = deriveFlavorToken(ring.active, token.id, flavor).reveal();
+    const name = 'forged-measured-1';
+    const kubelet = new SimulatedKubelet(
+      name,
+      parseJoinConfiguration(
+        joinConfiguration(fx.env, token.token, {
+          nodeLabels: { [TOKEN_LABEL_KEY]: flavorToken },
+          taints: [{ key: QUARANTINE_TAINT_KEY, effect: 'NoSchedule' }],
+        }),
+      ),
+      { timeoutMs: 60_000 },
+    );
+    fx.kubelets.push(kubelet);
+    await kubelet.join();
+    await waitFor(
+      async () => {
+        const events = await fx.env.core.listNamespacedEvent({
+          namespace: 'default',
+          fieldSelector: `involvedObject.name=${name},reason=AttestationRequired`,
+        });
+        return events.items.length > 0;
+      },
+      { what: 'the AttestationRequired Warning Event on the Node', timeoutMs: 60_000 },
+    );
+    const node = await fx.env.core.readNode({ name });
+    assert.equal(node.metadata?.labels?.[FLAVOR_LABEL], undefined, 'no measured-boot flavor');
+    assert.ok(
+      node.spec?.taints?.some((t) => t.key === QUARANTINE_TAINT_KEY),
+      'still quarantined',
+    );
+  });
+
+  // Issue 32, item 3: two answers for one token at the same instant, from the machine and a clone
+  // of its TPM state (the same EK, its own AK): one wins, the other is told to ask again.
+  it('a machine and a clone of its TPM state answer at the same instant: one gets the join secrets, the other 409', async () => {
+    const cloneDir = join(fx.logs, 'clone');
+    mkdirSync(cloneDir, { recursive: true });
+    cpSync(join(bound.dir, 'state'), join(cloneDir, 'state'), { recursive: true });
+    const tpm = await startTpm(join(cloneDir, 'state'));
+    try {
+      const clone: Machine = {
+        tpm,
+        keys: await createEkAndAk(tpm.tcti, join(cloneDir, 'keys')),
+        keysDir: join(cloneDir, 'keys'),
+        dir: cloneDir,
+      };
+      assert.deepEqual(clone.keys.ekPub.bytes, bound.keys.ekPub.bytes, 'the clone has the same EK');
+      const issued = await issue('sour', { ekCertificate: ekChain(bound) });
+      const tokenId = issued.body.tokenID;
+      const challenges = await Promise.all([challengeFrom(bound, tokenId), challengeFrom(clone, tokenId)]);
+      const answers = await Promise.all(
+        ([bound, clone] as const).map(async (m, i) => {
+          const challenged = challenges[i];
+          assert.equal(challenged?.status, 200, challenged?.text);
+          const recovered = await activateCredential(
+            m.tpm.tcti,
+            m.keysDir,
+            Buffer.from(challenged?.body.credential ?? '', 'base64'),
+          );
+          const secret = new Secret(recovered.toString('hex'));
+          const ticket = challenged?.body.ticket ?? '';
+          return { secret, body: { ticket, proof: answerProof(secret, ticket) } };
+        }),
+      );
+      const answered = await Promise.all(
+        answers.map((a) =>
+          postJson<SealedJoinSecrets>(url(`/v1/attestations/${tokenId}/answer`), issuerCa, a.body),
+        ),
+      );
+      assert.deepEqual(
+        answered.map((a) => a.status).sort(),
+        [200, 409],
+        answered.map((a) => a.text).join('\n'),
+      );
+      const won = answered.findIndex((a) => a.status === 200);
+      const opened = openJoinSecrets(
+        answers[won]?.secret as Secret,
+        answered[won]?.body as SealedJoinSecrets,
+      );
+      const minted = await bootstrapSecret(tokenId);
+      const mintedSecret = Buffer.from(minted?.data?.['token-secret'] ?? '', 'base64').toString();
+      assert.equal(
+        opened?.bootstrapToken.reveal(),
+        `${tokenId}.${mintedSecret}`,
+        "the winner's Secret is the one that exists",
+      );
+      assert.match(
+        answered[1 - won]?.text ?? '',
+        /another attestation was recorded after it was made|answered already/,
+      );
+      assert.equal((await tokenView(issued.body.id)).attestation?.attestations, 1);
+    } finally {
+      await tpm.stop();
+    }
+  });
+
+  // Issue 32, item 4: the issuer knows manufacturer A's root only; an administrator's CRL that
+  // revokes A's intermediate refuses its machines at the next challenge (no restart: the file is
+  // re-read when it changes), and new tokens for them. Last: it leaves A revoked until restored.
+  it("an intermediate revoked by an administrator's CRL: its machines are refused at the next challenge, without a restart", async () => {
+    const issued = await issue('sour', { ekCertificate: ekChain(bound) });
+    assert.equal(issued.status, 201, issued.text);
+    const clean = readFileSync(crlFile, 'utf8');
+    writeFileSync(crlFile, (await makeCrl(rootA, [certificateOf(intermediateA)])).toString('pem'));
+    try {
+      const refused = await waitFor(
+        async () => {
+          const challenged = await challengeFrom(bound, issued.body.tokenID);
+          return challenged.status === 403 ? challenged : undefined;
+        },
+        { what: 'the revocation to take effect', timeoutMs: 60_000, intervalMs: 1000 },
+      );
+      assert.match(refused.text, /revoked: CA \\"CN=swtpm-localca\\"/);
+      assert.equal(await bootstrapSecret(issued.body.tokenID), undefined);
+      assert.equal(
+        (await tokenView(issued.body.id)).attestation?.lastRefusal?.reason,
+        'EKCertificateRefused',
+      );
+      const again = await issue('sour', { ekCertificate: ekChain(bound) });
+      assert.equal(again.status, 400, again.text);
+      assert.match(again.body.error?.message ?? '', /revoked: CA "CN=swtpm-localca"/);
+    } finally {
+      writeFileSync(crlFile, clean);
+    }
   });
 });
 

@@ -299,7 +299,8 @@ ${operator.lastLines()}`,
       [{ op: 'add', path: '/spec/validationActions/-', value: 'Audit' }],
       (o: { spec: { validationActions: string[] } }) => !o.spec.validationActions.includes('Audit'),
     );
-    // The quarantine at registration (ADR 0012) and the FlavorClass-keys policy likewise.
+    // The quarantine at registration (ADR 0012), the FlavorClass-keys and the FlavoredToken
+    // policies likewise.
     await editAndWaitRestored(
       `${registration}/mutatingwebhookconfigurations/${RELEASE}`,
       [{ op: 'add', path: '/webhooks/0/matchConditions/-', value: extra }],
@@ -309,6 +310,7 @@ ${operator.lastLines()}`,
     for (const [kind, name] of [
       ['mutatingadmissionpolicies', RELEASE],
       ['validatingadmissionpolicies', `${RELEASE}-class-keys`],
+      ['validatingadmissionpolicies', `${RELEASE}-flavored-tokens`],
     ] as const)
       await editAndWaitRestored(
         `${registration}/${kind}/${name}`,
@@ -329,11 +331,12 @@ ${operator.lastLines()}`,
         o.spec.matchResources?.objectSelector === undefined ||
         JSON.stringify(o.spec.matchResources.objectSelector) === '{}',
     );
-    await editAndWaitRestored(
-      `${registration}/validatingadmissionpolicybindings/${RELEASE}-class-keys`,
-      [{ op: 'add', path: '/spec/validationActions/-', value: 'Audit' }],
-      (o: { spec: { validationActions: string[] } }) => !o.spec.validationActions.includes('Audit'),
-    );
+    for (const binding of [`${RELEASE}-class-keys`, `${RELEASE}-flavored-tokens`])
+      await editAndWaitRestored(
+        `${registration}/validatingadmissionpolicybindings/${binding}`,
+        [{ op: 'add', path: '/spec/validationActions/-', value: 'Audit' }],
+        (o: { spec: { validationActions: string[] } }) => !o.spec.validationActions.includes('Audit'),
+      );
     // Broken serving certificates are replaced (the webhook's and the issuer's).
     for (const secret of [`${RELEASE}-webhook-tls`, `${RELEASE}-issuer-tls`]) {
       await editAndWaitRestored(

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { attestationKeyProblems } from '../../src/flavor/tpm/attestation-key.ts';
 import { credentialBlobFile } from '../../src/flavor/tpm/credential-blob-file.ts';
-import { verifyEkCertificate } from '../../src/flavor/tpm/ek-certificate.ts';
+import { parseEkTrust, verifyEkCertificate } from '../../src/flavor/tpm/ek-certificate.ts';
 import { ekSpkiDer } from '../../src/flavor/tpm/ek-identity.ts';
 import { makeCredential } from '../../src/flavor/tpm/make-credential.ts';
 import { parseTpm2bPublic } from '../../src/flavor/tpm/tpm-public.ts';
@@ -70,15 +70,19 @@ describe('TPM2 credential activation on swtpm (no cluster)', { skip }, () => {
     return { credential, blob };
   }
 
-  it('the harness made what the protocol starts from: a sound AK, its Name, an EK certificate for that EK', () => {
+  it('the harness made what the protocol starts from: a sound AK, its Name, an EK certificate for that EK', async () => {
     const ak = parseTpm2bPublic(a.akPub.bytes);
     assert.deepEqual(attestationKeyProblems(ak), []);
     assert.deepEqual(ak.name, a.akName.bytes);
-    const verdict = verifyEkCertificate(a.ekCert.bytes, manufacturer.manufacturerCertsPem, new Date());
+    // The manufacturer's root → intermediate → EK certificate, as a vendor issues them.
+    const trust = await parseEkTrust({ certificatesPem: manufacturer.manufacturerCertsPem.join('\n') });
+    assert.equal(trust.roots.length, 1);
+    assert.equal(trust.intermediates.length, 1);
+    const verdict = await verifyEkCertificate(a.ekCert.bytes, trust, new Date());
     assert.equal(verdict.ok, true, verdict.ok ? '' : verdict.reason);
     assert.deepEqual(verdict.ok && verdict.ekSpkiDer, ekSpkiDer({ tpm2bPublic: a.ekPub.bytes }));
     // Two TPMs of one manufacturer: one CA, two EKs.
-    assert.equal(verifyEkCertificate(b.ekCert.bytes, manufacturer.manufacturerCertsPem, new Date()).ok, true);
+    assert.equal((await verifyEkCertificate(b.ekCert.bytes, trust, new Date())).ok, true);
     assert.notDeepEqual(ekSpkiDer({ tpm2bPublic: a.ekPub.bytes }), ekSpkiDer({ tpm2bPublic: b.ekPub.bytes }));
     // createEkAndAk again on TPM A: the same EK (a primary key from the endorsement seed), a new AK.
     assert.deepEqual(a2.ekPub.bytes, a.ekPub.bytes);

@@ -37,6 +37,7 @@ function ticket(seed = 'ticket'): ChallengeTicket {
       issuedAt: 1_893_456_000_000,
       deadline: 1_893_456_060_000,
       akName: AK_NAME,
+      proofs: 0,
     },
     seededRandomBytes(seed),
   );
@@ -62,9 +63,9 @@ describe('challenge tickets', () => {
 
   it('the encoding has a fixed field order whatever order the object was built in', () => {
     const made = ticket();
-    const { akName, nonce, deadline, issuedAt, key: keyId, record, v } = made;
+    const { proofs, akName, nonce, deadline, issuedAt, key: keyId, record, v } = made;
     assert.equal(
-      encodeTicket({ akName, nonce, deadline, issuedAt, key: keyId, record, v }),
+      encodeTicket({ proofs, akName, nonce, deadline, issuedAt, key: keyId, record, v }),
       encodeTicket(made),
     );
   });
@@ -138,6 +139,7 @@ describe('credentialSecret', () => {
       ['deadline', { ...made, deadline: made.deadline + 1 }],
       ['nonce', { ...made, nonce: ticket('another').nonce }],
       ['akName', { ...made, akName: `${AK_NAME.slice(0, -1)}4` }],
+      ['proofs', { ...made, proofs: made.proofs + 1 }],
     ];
     const seen = new Set([base]);
     for (const [field, variant] of variants) {
@@ -152,7 +154,7 @@ describe('credentialSecret', () => {
   it('ticketKey finds the ring key the ticket names, and none once the ring dropped it', () => {
     let ring = newKeyRing(seededRandomBytes('ring-1'));
     const made = newTicket(
-      { record: 'uid-1', key: ring.active.id, issuedAt: 0, deadline: 60_000, akName: AK_NAME },
+      { record: 'uid-1', key: ring.active.id, issuedAt: 0, deadline: 60_000, akName: AK_NAME, proofs: 0 },
       seededRandomBytes('t'),
     );
     assert.equal(ticketKey(ring, made), ring.active);
@@ -221,7 +223,7 @@ describe('sealJoinSecrets and openJoinSecrets', () => {
 
   it('round trip: what is sealed under S opens under S to the same two tokens', () => {
     const tokens = joinSecrets('sweet');
-    const sealed = sealJoinSecrets(secret, tokens, seededRandomBytes('iv'));
+    const sealed = sealJoinSecrets(secret, tokens, seededRandomBytes('salt'));
     const opened = openJoinSecrets(secret, sealed);
     assert.ok(opened);
     assert.equal(opened.bootstrapToken.reveal(), tokens.bootstrapToken.reveal());
@@ -253,18 +255,18 @@ describe('sealJoinSecrets and openJoinSecrets', () => {
     for (const index of [0, 17, 63])
       assert.equal(openJoinSecrets(secret, { ...sealed, mac: flipHex(sealed.mac, index) }), undefined);
     assert.equal(openJoinSecrets(secret, { ...sealed, mac: sealed.mac.slice(0, 62) }), undefined);
-    for (const index of [0, 31])
-      assert.equal(openJoinSecrets(secret, { ...sealed, iv: flipHex(sealed.iv, index) }), undefined);
+    for (const index of [0, 15])
+      assert.equal(openJoinSecrets(secret, { ...sealed, salt: flipHex(sealed.salt, index) }), undefined);
   });
 
-  it('has the same lengths whatever the tokens and the flavor: 16-byte IV, 77 bytes sealed, 32-byte MAC', () => {
+  it('has the same lengths whatever the tokens and the flavor: 8-byte salt, 77 bytes sealed, 32-byte MAC', () => {
     const shapes = new Set<string>();
     for (const flavor of ['a', 'sweet', 'a-much-longer-flavor-name-than-the-others', 'sour']) {
       for (let i = 0; i < 5; i++) {
         const tokens = joinSecrets(flavor);
         assert.equal(`${tokens.bootstrapToken.reveal()}\n${tokens.flavorToken.reveal()}\n`.length, 77);
         const sealed: SealedJoinSecrets = sealJoinSecrets(secret, tokens);
-        assert.match(sealed.iv, /^[0-9a-f]{32}$/);
+        assert.match(sealed.salt, /^[0-9a-f]{16}$/);
         assert.match(sealed.mac, /^[0-9a-f]{64}$/);
         assert.equal(Buffer.from(sealed.ciphertext, 'base64').length, 77);
         shapes.add(JSON.stringify(Object.entries(sealed).map(([name, value]) => [name, value.length])));
@@ -273,11 +275,11 @@ describe('sealJoinSecrets and openJoinSecrets', () => {
     assert.equal(shapes.size, 1, [...shapes].join(' | '));
   });
 
-  it('a fresh IV each time: the same tokens seal to different ciphertexts', () => {
+  it('a fresh salt (so key and IV) each time: the same tokens seal to different ciphertexts', () => {
     const tokens = joinSecrets('sweet');
     const a = sealJoinSecrets(secret, tokens);
     const b = sealJoinSecrets(secret, tokens);
-    assert.notEqual(a.iv, b.iv);
+    assert.notEqual(a.salt, b.salt);
     assert.notEqual(a.ciphertext, b.ciphertext);
   });
 });

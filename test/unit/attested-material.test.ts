@@ -5,7 +5,7 @@
 // openssl pipeline it uses is checked against src/flavor/attestation-exchange.ts.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { createHash, createPublicKey } from 'node:crypto';
+import { createHash, createHmac, createPublicKey } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -255,7 +255,7 @@ describe('attested join material', () => {
       assert.deepEqual(Object.keys(schemas.IssuedToken?.properties ?? {}).sort(), Object.keys(body).sort());
     }
     assert.deepEqual(schemas.AttestationChallenge?.required, ['ticket', 'credential', 'deadline', 'quote']);
-    assert.deepEqual(schemas.AttestationAnswer?.required, ['iv', 'ciphertext', 'mac', 'joinBy']);
+    assert.deepEqual(schemas.AttestationAnswer?.required, ['salt', 'ciphertext', 'mac', 'joinBy']);
     const paths = OPENAPI_DOCUMENT.paths as unknown as Record<
       string,
       Record<string, { security?: unknown[]; responses: Record<string, unknown> }>
@@ -368,13 +368,19 @@ describe('the attest script, run against stand-ins for tpm2-tools and curl', {
     });
   }
 
-  it('proves the TPM, opens the sealed answer with openssl, and writes the JoinConfiguration', async () => {
+  /** A real exchange, and the stand-ins that replay it to the script in run `name`. */
+  async function replayedExchange(name: string) {
     const x = await exchange();
-    const root = join(dir, 'ok');
+    const root = join(dir, name);
     const bin = stubs(root, x.secret.reveal(), x.challenged.credential, {
       challenge: JSON.stringify(x.challenged),
       answer: JSON.stringify(x.answered),
     });
+    return { x, root, bin };
+  }
+
+  it('proves the TPM, opens the sealed answer with openssl, and writes the JoinConfiguration', async () => {
+    const { x, root, bin } = await replayedExchange('ok');
     // The issuer answers only the body a node that recovered S would send.
     writeFileSync(
       join(root, 'answer.expect'),
@@ -443,5 +449,40 @@ describe('the attest script, run against stand-ins for tpm2-tools and curl', {
       result.stderr,
       /^nodeflavor-attest: challenge refused \(HTTP 403\): this machine is not the one$/m,
     );
+  });
+
+  // Issue 32: while the script runs, another user of the machine can read every process's command
+  // line (/proc/<pid>/cmdline). Every program the script runs is wrapped to log its arguments.
+  it('puts no secret on any command line: not the credential secret, a key derived from it, nor a token', async () => {
+    const { x, root, bin } = await replayedExchange('argv');
+    const wrapped = ['openssl', 'sed', 'cut', 'tr', 'od', 'mktemp', 'mv', 'mkdir', 'dirname', 'rm', 'cat'];
+    for (const tool of wrapped) {
+      const real = spawnSync('bash', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim();
+      if (!real) continue;
+      writeFileSync(
+        join(bin, tool),
+        `#!/bin/bash\nprintf '%s %s\\n' ${tool} "$*" >>'${join(root, 'argv.log')}'\nexec ${real} "$@"\n`,
+      );
+      chmodSync(join(bin, tool), 0o755);
+    }
+    writeFileSync(join(root, 'template.yaml'), x.issued.material.joinConfiguration);
+    const result = run('argv', x.issued.material.attestScript ?? '', bin, { NODEFLAVOR_ISSUER_CA: '' });
+    assert.equal(result.status, 0, `${result.stdout}\n${result.stderr}`);
+    const opened = openJoinSecrets(x.secret, x.answered);
+    assert.ok(opened);
+    const argv = readFileSync(join(root, 'argv.log'), 'utf8');
+    assert.match(argv, /^openssl dgst/m, 'the wrapper saw openssl');
+    const hmac = (key: string, text: string) =>
+      createHmac('sha256', Buffer.from(key, 'hex')).update(text, 'ascii').digest('hex');
+    const secrets = {
+      'the credential secret': x.secret.reveal(),
+      'the encryption key': hmac(x.secret.reveal(), 'encrypt'),
+      'the MAC key': hmac(x.secret.reveal(), 'mac'),
+      'the bootstrap token': opened.bootstrapToken.reveal(),
+      'the bootstrap token secret': opened.bootstrapToken.reveal().split('.')[1] ?? '',
+      'the flavor token': opened.flavorToken.reveal(),
+    };
+    for (const [what, value] of Object.entries(secrets))
+      assert.ok(!argv.includes(value), `${what} was on a command line:\n${argv}`);
   });
 });

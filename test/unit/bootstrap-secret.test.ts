@@ -60,46 +60,44 @@ describe('when a bootstrap token Secret may be deleted', () => {
     },
   };
   for (const [name, c] of Object.entries(cases)) {
-    test(name, () => assert.equal(bootstrapSecretDeleteAfterMs(c.token, c.bindings, NOW), c.want));
+    test(name, () => assert.equal(bootstrapSecretDeleteAfterMs(c.token, c.bindings, undefined, NOW), c.want));
   }
 });
 
-// A token bound to a TPM gets a new Secret with each attestation (ADR 0014): it waits for the join
-// it was minted for, then goes a grace after the binding that join made or moved.
-describe('bootstrapSecretDeleteAfterMs after a new attestation', () => {
-  const ago = (ms: number) => new Date(NOW.getTime() - ms);
-  /** A join bound `boundAgoMs` ago whose Node was first seen `registeredAgoMs` ago. */
-  const verified = (boundAgoMs: number, registeredAgoMs: number): JoinSecretFacts =>
-    bound(boundAgoMs, registeredAgoMs);
-  test('attested, not joined again yet: the Secret waits (it expires on its own)', () => {
-    const bindings = [verified(3_600_000, 3_590_000)];
+// A token bound to a TPM gets a new Secret with each proof of its machine (ADR 0014): it waits
+// for the join it was minted for (a join that used that proof), then goes as any join's does.
+describe('bootstrapSecretDeleteAfterMs after a new proof', () => {
+  const consumed = state({ consumed: true });
+  /** A join bound `boundAgoMs` ago, its Node first seen `registeredAgoMs` ago, on proof `proof`. */
+  const join = (boundAgoMs: number, registeredAgoMs: number, proof: number, secretDeleted = false) => ({
+    ...bound(boundAgoMs, registeredAgoMs, secretDeleted),
+    proof,
+  });
+  test('proven again, not joined again yet: the Secret waits (it expires on its own)', () => {
+    const joins = [join(3_600_000, 3_590_000, 1, true)];
     assert.equal(
-      bootstrapSecretDeleteAfterMs(state({ consumed: true }), bindings, NOW, ago(30_000)),
+      bootstrapSecretDeleteAfterMs(consumed, joins, { attestation: { bound: 1 } }, NOW, 2),
       undefined,
     );
   });
-  test('the join came back (a rejoin): a grace after it, though its Node registered long before', () => {
-    const bindings = [verified(10_000, 3_590_000)];
+  test('the join came back on the new proof (a rejoin): a grace after it, though its Node registered long before', () => {
+    const joins = [join(10_000, 3_590_000, 2)];
     assert.equal(
-      bootstrapSecretDeleteAfterMs(state({ consumed: true }), bindings, NOW, ago(30_000)),
+      bootstrapSecretDeleteAfterMs(consumed, joins, { attestation: { bound: 2 } }, NOW, 2),
       BOOTSTRAP_SECRET_GRACE_MS - 10_000,
     );
   });
-  test('a first join, registered, its join deleted the Secret: nothing left, as for any token', () => {
-    const bindings = [bound(60_000, 50_000, true)];
+  test("a first join, registered, its join deleted that proof's Secret: nothing left", () => {
+    const joins = [join(60_000, 50_000, 1, true)];
     assert.equal(
-      bootstrapSecretDeleteAfterMs(state({ consumed: true }), bindings, NOW, ago(70_000)),
+      bootstrapSecretDeleteAfterMs(consumed, joins, { attestation: { bound: 1 } }, NOW, 1),
       undefined,
     );
   });
-  test('a proof after the join deleted its Secret: that new Secret waits for its own join', () => {
-    const bindings = [bound(60_000, 50_000, true)];
-    assert.equal(
-      bootstrapSecretDeleteAfterMs(state({ consumed: true }), bindings, NOW, ago(10_000)),
-      undefined,
-    );
+  test("the proof's join was made and its Node is gone already (its record released): now", () => {
+    assert.equal(bootstrapSecretDeleteAfterMs(consumed, [], { attestation: { bound: 3 } }, NOW, 3), 0);
   });
-  test('revoked: at once, whatever the attestation', () => {
-    assert.equal(bootstrapSecretDeleteAfterMs(state({ revoked: true }), [], NOW, ago(1_000)), 0);
+  test('revoked: at once, whatever the proof', () => {
+    assert.equal(bootstrapSecretDeleteAfterMs(state({ revoked: true }), [], undefined, NOW, 5), 0);
   });
 });

@@ -10,6 +10,8 @@ import {
   parseConfig,
 } from '../../src/config.ts';
 import {
+  AttestationSettingsSchema,
+  AttestationTotalBucketSchema,
   AuthFailureBucketSchema,
   CallerBucketSchema,
   ConnectionsSchema,
@@ -67,6 +69,8 @@ describe('config defaults', () => {
       issuerCaConfigMap: 'nodeflavor-issuer-ca',
       issuerService: 'nodeflavor-issuer',
       joinDiscovery: 'file',
+      attestationBurst: 100,
+      attestationPerSecond: 20,
       issuerHeadersTimeout: 10_000,
       issuerRequestTimeout: 15_000,
       issuerIdleTimeout: 65_000,
@@ -654,6 +658,9 @@ describe('the issuer settings of nodeflavor run are the issuer library’s', () 
     assert.equal(shape.issuerAuthFailureBurst, AuthFailureBucketSchema.shape.capacity);
     assert.equal(shape.issuerAuthFailuresPerSecond, AuthFailureBucketSchema.shape.refillPerSecond);
     assert.equal(shape.issuerTrustedProxies, TrustedProxiesSchema);
+    assert.equal(shape.attestationBurst, AttestationTotalBucketSchema.shape.capacity);
+    assert.equal(shape.attestationPerSecond, AttestationTotalBucketSchema.shape.refillPerSecond);
+    assert.equal(shape.tpmManufacturerCrlFile, AttestationSettingsSchema.shape.manufacturerCrlFile);
     assert.equal(shape.bootstrapGroup, IssuanceSettingsSchema.shape.authExtraGroups);
     assert.equal(shape.joinDiscovery, IssuanceSettingsSchema.shape.discovery);
   });

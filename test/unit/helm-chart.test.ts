@@ -196,10 +196,13 @@ const ADMISSION_GRANTS = [
     `admissionregistration.k8s.io ${r} *any*: create`,
     `admissionregistration.k8s.io ${r} ${RELEASE}: delete,get,list,patch,update,watch`,
   ])
-  // The FlavorClass-keys policy and its binding, in every mode (never deleted by the process).
+  // The FlavorClass-keys and FlavoredToken policies and their bindings, in every mode (never
+  // deleted by the process).
   .concat(
-    ['validatingadmissionpolicies', 'validatingadmissionpolicybindings'].map(
-      (r) => `admissionregistration.k8s.io ${r} ${RELEASE}-class-keys: get,list,patch,update,watch`,
+    ['validatingadmissionpolicies', 'validatingadmissionpolicybindings'].flatMap((r) =>
+      ['class-keys', 'flavored-tokens'].map(
+        (p) => `admissionregistration.k8s.io ${r} ${RELEASE}-${p}: get,list,patch,update,watch`,
+      ),
     ),
   )
   // Its own ClusterRole, by name: the registration's owner (--registration-owner).
@@ -960,6 +963,28 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     assert.ok(!args(noIssuer).includes('--issuer-portal'), 'no page without the issuer');
   });
 
+  test('issuer.attestation: the manufacturer CAs and CRLs go into the ConfigMap and become the file flags', async () => {
+    const objects = await render(
+      '--set=issuer.attestation.url=https://issuer.example.com',
+      '--set=issuer.attestation.tpmManufacturerCAs=ROOT',
+      '--set=issuer.attestation.tpmManufacturerCRLs=CRL',
+    );
+    assert.equal(
+      flag(objects, 'tpm-manufacturer-ca-file'),
+      '/etc/nodeflavor/attestation/tpm-manufacturers.pem',
+    );
+    assert.equal(
+      flag(objects, 'tpm-manufacturer-crl-file'),
+      '/etc/nodeflavor/attestation/tpm-manufacturer-crls.pem',
+    );
+    const data = only(objects, 'ConfigMap', `${RELEASE}-attestation`).data;
+    assert.deepEqual(Object.keys(data).sort(), ['tpm-manufacturer-crls.pem', 'tpm-manufacturers.pem']);
+    assert.equal(flag(await render(), 'tpm-manufacturer-crl-file'), undefined);
+    // The flags parse as nodeflavor run parses them.
+    const config = parseConfig(parseRunFlags(args(objects).slice(1), {}));
+    assert.equal(config.tpmManufacturerCrlFile, '/etc/nodeflavor/attestation/tpm-manufacturer-crls.pem');
+  });
+
   test('issuer.limits and issuer.trustedProxies become flags; the chart defaults are the code defaults', async () => {
     const limitKeys = [
       'issuerHeadersTimeout',
@@ -972,6 +997,8 @@ describe('helm chart deploy/helm/nodeflavor', () => {
       'issuerAuthFailuresPerSecond',
       'issuerCallerBurst',
       'issuerCallerPerSecond',
+      'attestationBurst',
+      'attestationPerSecond',
     ] as const;
     const pick = (config: Config) => Object.fromEntries(limitKeys.map((k) => [k, config[k]]));
     const parsed = async (...setArgs: string[]) =>

@@ -8,6 +8,11 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import {
+  ATTESTATION_SEAL_ANNOTATION,
+  attestationSealHolds,
+  sealedFactsOf,
+} from '../../src/flavor/attestation-seal.ts';
 import { ekSpkiDer } from '../../src/flavor/tpm/ek-identity.ts';
 import { IssuanceSettingsSchema } from '../../src/tokenissuer/config.ts';
 import type { IssuerError } from '../../src/tokenissuer/errors.ts';
@@ -107,7 +112,8 @@ describe('issuing a token bound to a TPM', () => {
     const error = await refused(
       issueToken(deps, { flavorClassName: 'sweet', attestation: { ekCertificate: EK_CERT_B } }),
       400,
-      /issuer not among the configured TPM manufacturer CAs \(the EK certificate's issuer is "CN=swtpm-localca"\)/,
+      // Its CAs have the names of the configured ones (every swtpm_localca CA does): the signature tells.
+      /signature invalid: no configured "CN=swtpm-localca" signed this EK certificate/,
       'attestation.ekCertificate',
     );
     assert.match(error.message, /^invalid request: attestation\.ekCertificate is refused: /);
@@ -238,13 +244,26 @@ describe('issuing a token bound to a TPM', () => {
     assert.equal(issued.attested, true);
     const record = kube.tokens.get(issued.name);
     assert.ok(record);
-    assert.deepEqual(record.spec.attestation, {
+    const { ekCertificate, ...facts } = record.spec.attestation ?? { ekCertificate: '' };
+    assert.deepEqual(facts, {
       ekPublicKey: EK_PEM,
       ekCertificateIssuer: 'CN=swtpm-localca',
       allowRejoin: false,
     });
-    assert.ok(!JSON.stringify(record).includes('BEGIN CERTIFICATE'), 'the key is kept, not the certificate');
+    // The certificate is kept too: each challenge and answer checks it again.
+    assert.deepEqual(new X509Certificate(ekCertificate ?? '').raw, new X509Certificate(EK_CERT_A).raw);
     assert.equal(kube.secrets.size, 0);
+    // Sealed by the issuer: the attestation routes and the controller believe only sealed facts.
+    const facts2 = sealedFactsOf(record);
+    assert.ok(facts2);
+    assert.equal(
+      attestationSealHolds(
+        await deps.keyRing(),
+        facts2,
+        record.metadata.annotations?.[ATTESTATION_SEAL_ANNOTATION],
+      ),
+      true,
+    );
     assert.equal(tokenStatusView(record, NOW).attestation?.ekCertificateIssuer, 'CN=swtpm-localca');
   });
 

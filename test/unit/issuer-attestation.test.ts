@@ -13,7 +13,8 @@ import {
   type KeyObject,
   privateDecrypt,
 } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import {
@@ -28,6 +29,11 @@ import {
   openJoinSecrets,
   ticketKey,
 } from '../../src/flavor/attestation-exchange.ts';
+import {
+  ATTESTATION_SEAL_ANNOTATION,
+  sealAttestation,
+  sealedFactsOf,
+} from '../../src/flavor/attestation-seal.ts';
 import { deriveFlavorToken, verifyFlavorToken } from '../../src/flavor/flavor-token.ts';
 import { type KeyRing, newKeyRing, rotateKeyRing } from '../../src/flavor/keyring.ts';
 import type { FlavoredToken } from '../../src/flavor/resources.ts';
@@ -44,15 +50,26 @@ import {
   type ChallengeResponse,
   challenge,
 } from '../../src/tokenissuer/attestation.ts';
+import { attestationFiles } from '../../src/tokenissuer/attestation-files.ts';
 import { IssuanceSettingsSchema, parseIssuerConfig } from '../../src/tokenissuer/config.ts';
+import { IssuerError } from '../../src/tokenissuer/errors.ts';
 import {
   type IssuanceDeps,
   type IssuedToken,
   issueToken,
   revokeToken,
+  tokenRecord,
   tokenStatusView,
 } from '../../src/tokenissuer/issue.ts';
 import { buildIssuerApp } from '../../src/tokenissuer/server.ts';
+import {
+  pemOf as certificatesPem,
+  makeCa,
+  makeCrl,
+  makeEkCertificate,
+  subjectAltNameOf,
+} from '../support/ek-chain.ts';
+import { everyInterleaving, gated } from './support/interleavings.ts';
 import {
   clusterInfoKubeconfig,
   FakeReviews,
@@ -184,6 +201,20 @@ const refusalWrites = (t: Setup) =>
   t.kube.annotateCalls.filter((call) => call.annotations[ATTESTATION_REFUSED_ANNOTATION] !== undefined);
 const attestedWrites = (t: Setup) =>
   t.kube.annotateCalls.filter((call) => call.annotations[ATTESTED_ANNOTATION] !== undefined);
+/** What an attestation wrote on records (not the issuance's own seal). */
+const attestationWrites = (t: Setup) =>
+  t.kube.annotateCalls.filter((call) => call.annotations[ATTESTATION_SEAL_ANNOTATION] === undefined);
+
+/** The record sealed again, under the ring's active key, as the issuer seals a record it made. */
+function reseal(t: Setup, issued: IssuedToken): void {
+  const token = record(t, issued);
+  const facts = sealedFactsOf(token);
+  assert.ok(facts);
+  token.metadata.annotations = {
+    ...token.metadata.annotations,
+    [ATTESTATION_SEAL_ANNOTATION]: sealAttestation(t.ring().active, facts),
+  };
+}
 
 /** An EK the test holds the private key of, in the shape tpm2_createek writes (the fixture's template). */
 function ekWithPrivateKey(): { tpm2bPublic: Buffer; privateKey: KeyObject; pem: string } {
@@ -270,13 +301,13 @@ describe('challenge and answer', () => {
     assert.equal(blob.encryptedSecret.length, 258);
     // A challenge writes nothing.
     assert.deepEqual(record(t, issued), before);
-    assert.equal(t.kube.annotateCalls.length + t.kube.secrets.size, 0);
+    assert.equal(attestationWrites(t).length + t.kube.secrets.size, 0);
     assert.deepEqual(t.outcomes, ['challenged']);
 
     t.advance(5_000);
     const { secret, body } = await nodeAnswer(t, challenged);
     const answered = await answer(t.deps, issued.tokenId, body);
-    assert.deepEqual(Object.keys(answered).sort(), ['ciphertext', 'iv', 'joinBy', 'mac']);
+    assert.deepEqual(Object.keys(answered).sort(), ['ciphertext', 'joinBy', 'mac', 'salt']);
     assert.equal(answered.joinBy, iso(T0 + 5_000 + 900_000), 'the join window (900 s) from now');
     const stored = t.kube.secrets.get(issued.tokenId);
     assert.ok(stored, 'the bootstrap Secret exists now');
@@ -297,10 +328,10 @@ describe('challenge and answer', () => {
     );
 
     const after = record(t, issued);
+    // The proof's number and its time to the millisecond (not whole seconds: issue 32).
     assert.deepEqual(annotation(after, ATTESTED_ANNOTATION), {
-      ticket: T0,
-      at: iso(T0 + 5_000),
       count: 1,
+      at: new Date(T0 + 5_000).toISOString(),
     });
     const serialised = JSON.stringify(after);
     assert.ok(!serialised.includes(stored.secret) && !serialised.includes(opened.flavorToken.reveal()));
@@ -314,7 +345,7 @@ describe('challenge and answer', () => {
       ekCertificateIssuer: null,
       allowRejoin: false,
       attestations: 1,
-      attestedAt: iso(T0 + 5_000),
+      attestedAt: new Date(T0 + 5_000).toISOString(),
       lastRefusal: null,
     });
   });
@@ -521,7 +552,7 @@ describe('challenge and answer', () => {
       /akPublic/,
     );
     await refusedWith(challenge(t.deps, issued.tokenId, { ...challengeBody(), extra: 1 }), 400);
-    assert.equal(t.kube.annotateCalls.length, 0, 'a malformed request is not recorded on the token');
+    assert.equal(attestationWrites(t).length, 0, 'a malformed request is not recorded on the token');
     assert.deepEqual(t.outcomes, []);
   });
 
@@ -540,7 +571,7 @@ describe('challenge and answer', () => {
       'text',
     ])
       await refusedWith(answer(t.deps, issued.tokenId, bad), 400);
-    assert.equal(t.kube.secrets.size + t.kube.annotateCalls.length, 0);
+    assert.equal(t.kube.secrets.size + attestationWrites(t).length, 0);
   });
 
   it('a revoked or deleting token is 409, an unknown or unbound one 404, an expired one 410: none recorded', async () => {
@@ -575,7 +606,7 @@ describe('challenge and answer', () => {
     t.advance(3_600_000);
     await refusedWith(challenge(t.deps, expiring.tokenId, challengeBody()), 410, /has expired/);
 
-    assert.equal(t.kube.annotateCalls.length, 0, 'none of these is recorded on a token');
+    assert.equal(attestationWrites(t).length, 0, 'none of these is recorded on a token');
     assert.equal(t.events.length, 0);
     assert.deepEqual(t.outcomes, [
       'challenged',
@@ -654,7 +685,7 @@ describe('challenge and answer', () => {
     // The other replica marks this very ticket used between this answer's read and its annotate.
     t.kube.beforeNext.annotateFlavoredToken = () =>
       t.kube.annotateFlavoredToken(issued.name, {
-        [ATTESTED_ANNOTATION]: JSON.stringify({ ticket: T0, at: iso(T0), count: 1 }),
+        [ATTESTED_ANNOTATION]: JSON.stringify({ count: 1, at: new Date(T0).toISOString() }),
       });
     await refusedWith(answer(t.deps, issued.tokenId, body), 409, /answered already/);
     assert.equal(t.kube.secrets.size, 0, 'the loser made no Secret');
@@ -686,6 +717,7 @@ describe('challenge and answer', () => {
     const issued = await issueAttested(t);
     const challenged = await challenge(t.deps, issued.tokenId, challengeBody());
     record(t, issued).metadata.uid = 'uid-recreated';
+    reseal(t, issued); // re-created by the issuer: sealed for its own uid
     await refusedWith(
       answer(t.deps, issued.tokenId, (await nodeAnswer(t, challenged)).body),
       409,
@@ -701,10 +733,15 @@ describe('challenge and answer', () => {
     const { secret, body } = await nodeAnswer(t, challenged);
     const original = t.ring();
     t.setRing(rotateKeyRing(original, 0, seededRandomBytes('dropped')));
+    // A record sealed under a dropped key is unsealed now (as a flavor token of that key stops
+    // verifying); sealed again under the new key, the ticket alone is stale.
+    await refusedWith(answer(t.deps, issued.tokenId, body), 403, /no valid seal/);
+    reseal(t, issued);
     await refusedWith(answer(t.deps, issued.tokenId, body), 409, /no longer holds/);
     assert.equal(t.kube.secrets.size, 0);
 
     t.setRing(rotateKeyRing(original, 1, seededRandomBytes('retained')));
+    reseal(t, issued);
     const answered = await answer(t.deps, issued.tokenId, body);
     const opened = openJoinSecrets(secret, answered);
     assert.ok(opened);
@@ -716,7 +753,7 @@ describe('challenge and answer', () => {
 });
 
 describe('the attestation routes over HTTP', () => {
-  async function httpSetup() {
+  async function httpSetup(attestation: Record<string, unknown> = {}) {
     const kube = new FakeTokenKube(await clusterInfoKubeconfig());
     kube.addFlavor('sweet');
     const reviews = new FakeReviews();
@@ -726,16 +763,23 @@ describe('the attestation routes over HTTP', () => {
       parseIssuerConfig({
         tls: { certPem: 'x', keyPem: 'y' },
         logLevel: 'silent',
-        issuance: { attestation: { url: ISSUER_URL, perAddress: { capacity: 4, refillPerSecond: 0.001 } } },
+        issuance: {
+          attestation: {
+            url: ISSUER_URL,
+            perAddress: { capacity: 4, refillPerSecond: 0.001 },
+            ...attestation,
+          },
+        },
       }),
       { kube, reviews, keyRing: { loaded: true, get: async () => ring }, now: () => new Date(T0) },
     );
-    const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
+    const post = (url: string, body: unknown, headers: Record<string, string> = {}, remoteAddress?: string) =>
       app.inject({
         method: 'POST',
         url,
         headers: { 'content-type': 'application/json', ...headers },
         payload: JSON.stringify(body),
+        ...(remoteAddress ? { remoteAddress } : {}),
       });
     return { app, registry, kube, ring, post };
   }
@@ -771,7 +815,7 @@ describe('the attestation routes over HTTP', () => {
     assert.equal(answered.statusCode, 200, answered.body);
     assert.equal(answered.headers['cache-control'], 'no-store');
     const answerJson = answered.json() as AnswerResponse;
-    assert.deepEqual(Object.keys(answerJson).sort(), ['ciphertext', 'iv', 'joinBy', 'mac']);
+    assert.deepEqual(Object.keys(answerJson).sort(), ['ciphertext', 'joinBy', 'mac', 'salt']);
     assert.ok(openJoinSecrets(secret, answerJson));
 
     const refused = await post(`/v1/attestations/${tokenId}/answer`, {
@@ -803,5 +847,220 @@ describe('the attestation routes over HTTP', () => {
     assert.equal(limited.statusCode, 429);
     assert.ok(Number(limited.headers['retry-after']) > 0);
     await app.close();
+  });
+
+  it('a budget for every address together: a flood from many addresses is bounded too (issue 32)', async () => {
+    const { app, post, registry } = await httpSetup({ total: { capacity: 6, refillPerSecond: 0.001 } });
+    const statuses: number[] = [];
+    for (const address of ['10.0.0.1', '10.0.0.2', '10.0.0.3', '10.0.0.4'])
+      for (let i = 0; i < 2; i++)
+        statuses.push(
+          (await post('/v1/attestations/zzzzzz/challenge', challengeBody(), {}, address)).statusCode,
+        );
+    // Each address is within its own budget (4); all of them together are not (6).
+    assert.deepEqual(statuses, [404, 404, 404, 404, 404, 404, 429, 429]);
+    const metrics = await registry.metrics();
+    assert.match(metrics, /nodeflavor_issuer_rate_limited_total\{scope="attestation-total"\} 2/);
+    await app.close();
+  });
+});
+
+// Issue 32: a record is worth something by itself since attested joins, so only the issuer's own
+// records (sealed: src/flavor/attestation-seal.ts) are attested; of two answers at the same instant
+// one wins; a flood of refusals costs no writes; an EK certificate is checked again at each step.
+describe('who may create a record, one winner per proof, floods (issue 32)', () => {
+  /** A FlavoredToken as someone with `create` on FlavoredTokens writes it, without the issuer. */
+  async function handWritten(t: Setup, tokenId: string, attestation: Record<string, unknown>) {
+    return t.kube.createFlavoredToken(
+      tokenRecord(
+        tokenId,
+        {
+          flavorClassName: 'sweet',
+          maxUses: 1,
+          expiresAt: iso(T0 + 3_600_000),
+          attestation: { allowRejoin: false, ...attestation } as never,
+        },
+        {},
+      ),
+    );
+  }
+
+  it('a FlavoredToken written directly, bound to a software "EK" its writer holds: no credential, no Secret, no flavor token', async () => {
+    const t = await setup();
+    const ek = ekWithPrivateKey();
+    await handWritten(t, 'abcdef', { ekPublicKey: ek.pem });
+    // The writer plays the machine in software, as far as the issuer lets it.
+    const outcome = await challenge(t.deps, 'abcdef', challengeBody(ek.tpm2bPublic)).then(
+      async (challenged) => {
+        const recovered = activateCredential(ek, challenged.credential, AK_NAME);
+        assert.ok(recovered);
+        const proof = answerProof({ reveal: () => recovered.toString('hex') } as Secret, challenged.ticket);
+        return answer(t.deps, 'abcdef', { ticket: challenged.ticket, proof });
+      },
+      (error: unknown) => error,
+    );
+    assert.ok(
+      outcome instanceof IssuerError,
+      `the issuer answered the hand-made record: ${JSON.stringify(outcome)}`,
+    );
+    assert.equal(outcome.status, 403);
+    assert.match(outcome.message, /not established by the issuer \(no valid seal\)/);
+    assert.equal(t.kube.secrets.size, 0, 'no bootstrap Secret');
+    assert.deepEqual(t.outcomes, ['Unsealed']);
+  });
+
+  it("a seal is worth nothing on another record: copied with the facts onto a record of the writer's own", async () => {
+    const t = await setup();
+    const issued = await issueAttested(t);
+    const sealed = record(t, issued);
+    const copy = await handWritten(t, 'zzzzzz', sealed.spec.attestation ?? {});
+    copy.metadata.annotations = { ...sealed.metadata.annotations };
+    t.kube.tokens.set(copy.metadata.name ?? '', copy);
+    await refusedWith(challenge(t.deps, 'zzzzzz', challengeBody()), 403, /no valid seal/);
+    // The issuer's own record is answered.
+    assert.ok(await challenge(t.deps, issued.tokenId, challengeBody()));
+  });
+
+  const RACE_CALLS = new Set([
+    'getFlavoredToken',
+    'annotateFlavoredToken',
+    'createBootstrapSecret',
+    'deleteBootstrapSecret',
+  ]);
+  for (const gapMs of [0, 1]) {
+    it(`a machine and a clone of its TPM state, challenged ${gapMs} ms apart, answer at once: one 200, one 409, in every order`, async () => {
+      const runs = await everyInterleaving({
+        setup: async (turn) => {
+          const t = await setup();
+          const issued = await issueAttested(t);
+          const first = await challenge(t.deps, issued.tokenId, challengeBody());
+          t.advance(gapMs);
+          const second = await challenge(t.deps, issued.tokenId, challengeBody());
+          const machine = await nodeAnswer(t, first);
+          const clone = await nodeAnswer(t, second);
+          const as = (actor: string) => ({ ...t.deps, kube: gated(t.kube, actor, turn, RACE_CALLS) });
+          return {
+            state: { t, issued, secrets: { machine: machine.secret, clone: clone.secret } },
+            actors: {
+              machine: () => answer(as('machine'), issued.tokenId, machine.body),
+              clone: () => answer(as('clone'), issued.tokenId, clone.body),
+            },
+          };
+        },
+        check: ({ t, issued, secrets }, run) => {
+          const won = Object.entries(run.results).filter(([, r]) => r.ok);
+          assert.equal(won.length, 1, `exactly one answer wins: ${run.trace.join(' ')}`);
+          const [winner, result] = won[0] as [keyof typeof secrets, { ok: true; value: AnswerResponse }];
+          const lost = Object.values(run.results).find((r) => !r.ok);
+          assert.ok(
+            lost && !lost.ok && lost.error instanceof IssuerError && lost.error.status === 409,
+            run.trace.join(' '),
+          );
+          // The winner's Secret is the one that exists: its answer opens to the stored token.
+          const opened = openJoinSecrets(secrets[winner], result.value);
+          assert.equal(
+            opened?.bootstrapToken.reveal(),
+            `${issued.tokenId}.${t.kube.secrets.get(issued.tokenId)?.secret}`,
+          );
+          assert.equal(annotation(record(t, issued), ATTESTED_ANNOTATION)?.count, 1, 'one proof recorded');
+        },
+      });
+      assert.ok(runs > 10, `${runs} interleavings`);
+    });
+  }
+
+  it("a proof's time is recorded to the millisecond: the controller compares a CSR's second with it exactly", async () => {
+    const t = await setup();
+    const issued = await issueAttested(t);
+    const challenged = await challenge(t.deps, issued.tokenId, challengeBody());
+    t.advance(5_250);
+    await answer(t.deps, issued.tokenId, (await nodeAnswer(t, challenged)).body);
+    assert.equal(annotation(record(t, issued), ATTESTED_ANNOTATION)?.at, '2030-01-01T00:00:05.250Z');
+  });
+
+  it('many rounds of the same race, unscheduled: never two winners', async () => {
+    for (let round = 0; round < 50; round++) {
+      const t = await setup();
+      const issued = await issueAttested(t);
+      const bodies = [];
+      for (let i = 0; i < 2; i++) {
+        bodies.push((await nodeAnswer(t, await challenge(t.deps, issued.tokenId, challengeBody()))).body);
+        t.advance(round % 3);
+      }
+      const results = await Promise.allSettled(bodies.map((body) => answer(t.deps, issued.tokenId, body)));
+      assert.equal(results.filter((r) => r.status === 'fulfilled').length, 1, `round ${round}`);
+      assert.equal(t.kube.secrets.size, 1);
+    }
+  });
+
+  it('a flood of refusals on two replicas writes one record: the losers of the conditional write are only counted', async () => {
+    const t = await setup();
+    const issued = await issueAttested(t);
+    const challenged = await challenge(t.deps, issued.tokenId, challengeBody());
+    const bad = { ticket: challenged.ticket, proof: '0'.repeat(64) };
+    const replica = (name: string) => ({ ...t.deps, kube: gated(t.kube, name, async () => {}, new Set()) });
+    const replicas = [replica('a'), replica('b')];
+    const before = Number(record(t, issued).metadata.resourceVersion);
+    const results = await Promise.allSettled(
+      Array.from({ length: 40 }, (_, i) => answer(replicas[i % 2] as AttestationDeps, issued.tokenId, bad)),
+    );
+    assert.ok(results.every((r) => r.status === 'rejected'));
+    assert.equal(t.outcomes.filter((o) => o === 'BadProof').length, 40, 'every refusal is counted');
+    assert.equal(Number(record(t, issued).metadata.resourceVersion) - before, 1, 'one write landed');
+    assert.ok(
+      refusalWrites(t).length <= 2,
+      `at most one attempt per replica, not ${refusalWrites(t).length}`,
+    );
+    assert.equal(t.events.filter((e) => e.reason === 'AttestationRefused').length, 1, 'one Warning Event');
+  });
+
+  it('an EK certificate is checked again at each challenge and answer: an intermediate revoked since refuses (403)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nodeflavor-attest-recheck-'));
+    try {
+      const root = await makeCa('Recheck Root CA');
+      const intermediate = await makeCa('Recheck EK CA', { issuer: root, pathLength: 0 });
+      const ekCert = await makeEkCertificate(intermediate, ekSpkiDer({ tpm2bPublic: EK_PUB }), {
+        subjectAltName: subjectAltNameOf(fixture('ek-cert.der')),
+      });
+      const caFile = join(dir, 'cas.pem');
+      const crlFile = join(dir, 'crls.pem');
+      writeFileSync(caFile, certificatesPem(root.cert));
+      writeFileSync(crlFile, certificatesPem(await makeCrl(root, [])));
+      const files = { url: ISSUER_URL, manufacturerCaFile: caFile, manufacturerCrlFile: crlFile };
+      const t = await setup({ attestation: files });
+      const watched = attestationFiles(files, { recheckMs: 0 });
+      t.issuance.attestationFiles = watched;
+      t.deps.attestationFiles = watched;
+      // The caller presents the intermediate with the EK certificate; only the root is configured.
+      const issued = await issueToken(t.issuance, {
+        flavorClassName: 'sweet',
+        ttl: '1h',
+        attestation: { ekCertificate: certificatesPem(ekCert, intermediate.cert) },
+      });
+      const early = await challenge(t.deps, issued.tokenId, challengeBody());
+      writeFileSync(crlFile, certificatesPem(await makeCrl(root, [intermediate.cert])));
+      // Re-read when it changed (in the background): the next challenges find it revoked.
+      let refused: unknown;
+      for (const deadline = Date.now() + 10_000; refused === undefined && Date.now() < deadline; ) {
+        await challenge(t.deps, issued.tokenId, challengeBody()).catch((error: unknown) => {
+          refused = error;
+        });
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      assert.ok(refused instanceof IssuerError && refused.status === 403, String(refused));
+      assert.match(
+        refused.message,
+        /EK certificate token \w+ is bound by is refused now: revoked: CA "CN=Recheck EK CA/,
+      );
+      // A challenge made before the revocation earns nothing either: the answer checks again.
+      await refusedWith(answer(t.deps, issued.tokenId, (await nodeAnswer(t, early)).body), 403, /revoked/);
+      assert.equal(t.kube.secrets.size, 0);
+      assert.equal(
+        annotation(record(t, issued), ATTESTATION_REFUSED_ANNOTATION)?.reason,
+        'EKCertificateRefused',
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -4,6 +4,8 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { ATTESTED_ANNOTATION } from '../../src/flavor/attestation-decision.ts';
+import { deriveFlavorToken } from '../../src/flavor/flavor-token.ts';
 import type { NodeNameClaim, StoredFlavoredToken } from '../../src/flavor/resources.ts';
 import type { TrimmedNode } from '../../src/kube/node-writes.ts';
 import type { CsrObject } from '../../src/kube/token-writes.ts';
@@ -16,6 +18,7 @@ import {
   issueToken,
   kubeletCsr,
   QUARANTINE,
+  RING,
   registerNode,
   revoke,
   sign,
@@ -643,5 +646,126 @@ describe('a name freed by its Node going is free, whatever certificates its mach
     sim.deliver();
     await sim.settle();
     assert.equal(decisionOf(api, late), 'Denied NameTaken');
+  });
+});
+
+describe('attested tokens: one join per proof (issue 32)', () => {
+  const EK =
+    '-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA\n-----END PUBLIC KEY-----\n';
+
+  /** A rejoin token bound to a TPM, as the issuer leaves it: no bootstrap Secret until a proof. */
+  function rejoinToken(api: FakeApi, nodeName: string) {
+    const t = issueToken(api, { spec: { nodeName, attestation: { ekPublicKey: EK, allowRejoin: true } } });
+    api.secrets.delete(t.tokenId);
+    return t;
+  }
+
+  /** The issuer records its machine's proof number `count` (at `at`) and mints a new Secret. */
+  function prove(api: FakeApi, t: { name: string; tokenId: string }, count: number, at: string): void {
+    const token = api.tokens.get(t.name) as StoredFlavoredToken;
+    token.metadata.annotations = {
+      ...token.metadata.annotations,
+      [ATTESTED_ANNOTATION]: JSON.stringify({ ticket: Date.parse(at) - 1000, count, at }),
+    };
+    token.metadata.resourceVersion = api.nextRv();
+    api.secrets.add(t.tokenId);
+  }
+
+  /** Its machine attests (proof 1) and joins: claimed, approved, registered, verified. */
+  async function joinedOnce() {
+    const api = new FakeApi();
+    const t = rejoinToken(api, 'n1');
+    prove(api, t, 1, new Date(T0 + 500).toISOString());
+    const sim = new ControllerSim(api);
+    const csr = await approved(sim, t.tokenId, 'n1');
+    sign(api, csr);
+    registerNode(api, 'n1', t.flavorToken, sim.now + 1000);
+    sim.now += 1000;
+    sim.deliver();
+    await sim.settle();
+    assertFlavored(api, 'n1', t.name);
+    return { api, sim, t };
+  }
+
+  it('its Node deleted, a copied bootstrap token of the first proof (still cached by the API server) earns no second join', async () => {
+    const { api, sim, t } = await joinedOnce();
+    api.nodes.delete('n1');
+    sim.deliver();
+    await sim.settle();
+    assert.equal(api.claims.get('n1')?.spec.holder, undefined, 'the join is released');
+    // Someone who copied the first proof's bootstrap token asks for the name within the cache window.
+    const copied = await kubeletCsr(api, t.tokenId, 'n1', sim.now + 1000, 'csr-n1-copied');
+    sim.now += 1000;
+    sim.deliver();
+    await sim.settle();
+    assert.equal(decisionOf(api, copied), 'Denied NoUsesLeft', 'no second join on one proof');
+    // Its machine, re-installed, proves itself again: that proof earns the join.
+    prove(api, t, 2, new Date(sim.now + 500).toISOString());
+    const rejoined = await kubeletCsr(api, t.tokenId, 'n1', sim.now + 2000, 'csr-n1-rejoined');
+    sim.now += 2000;
+    sim.deliver();
+    await sim.settle();
+    assert.equal(decisionOf(api, rejoined), 'Approved NodeflavorBound');
+    const status = (api.tokens.get(t.name) as StoredFlavoredToken).status;
+    assert.equal(
+      status?.bindings?.find((b) => b.nodeName === 'n1')?.attestation,
+      2,
+      'the use names its proof',
+    );
+    assert.equal(status?.attestation?.bound, 2);
+  });
+
+  it("a proof recorded in the same second as the last Secret deletion: that proof's Secret is deleted after its join all the same", async () => {
+    const { api, sim, t } = await joinedOnce();
+    assert.ok(!api.secrets.has(t.tokenId));
+    const deletedAt = api.claims.get('n1')?.status?.history?.find((e) => e.event === 'Verified')
+      ?.at as string;
+    api.nodes.delete('n1');
+    sim.deliver();
+    await sim.settle();
+    // Proof 2 lands in the second the deletion was recorded in (its time in whole seconds).
+    prove(api, t, 2, deletedAt);
+    const csr = await kubeletCsr(api, t.tokenId, 'n1', sim.now + 2000, 'csr-n1-second');
+    sim.now += 2000;
+    sim.deliver();
+    await sim.settle();
+    assert.equal(decisionOf(api, csr), 'Approved NodeflavorBound');
+    sign(api, csr);
+    registerNode(api, 'n1', t.flavorToken, sim.now + 1000);
+    sim.now += 1000;
+    sim.deliver();
+    await sim.settle();
+    assert.ok(!api.secrets.has(t.tokenId), "proof 2's Secret is deleted once its join registered");
+    assert.equal(api.claims.get('n1')?.status?.join?.secretDeleted, true, 'and its record says so');
+  });
+
+  it('a flavor that requires a measured boot state is not given on an EK certificate issuer written by hand (no seal)', async () => {
+    const api = new FakeApi();
+    api.classes.set('measured', {
+      metadata: { name: 'measured', resourceVersion: '2', generation: 1 },
+      spec: {
+        labels: { 'nodeflavor.io/flavor': 'measured' },
+        measuredBoot: { pcrs: [{ index: 7, sha256: 'ab'.repeat(32) }] },
+      },
+    });
+    // Written directly: a record for the class, bound to a "TPM" by a certificate issuer typed in,
+    // with a bootstrap Secret and the flavor token of someone who holds the key ring.
+    const t = issueToken(api, {
+      spec: {
+        flavorClassName: 'measured',
+        attestation: { ekPublicKey: EK, ekCertificateIssuer: 'CN=Example TPM EK CA', allowRejoin: false },
+      },
+    });
+    prove(api, t, 1, new Date(T0 + 500).toISOString());
+    const flavorToken = deriveFlavorToken(RING.active, t.tokenId, 'measured').reveal();
+    const sim = new ControllerSim(api);
+    await approved(sim, t.tokenId, 'n1');
+    registerNode(api, 'n1', flavorToken, sim.now + 1000);
+    sim.now += 1000;
+    sim.deliver();
+    await sim.settle();
+    const node = api.nodes.get('n1') as TrimmedNode;
+    assert.equal(node.metadata.labels?.['nodeflavor.io/flavor'], undefined, 'no measured-boot flavor');
+    assert.ok(sim.events.includes('Warning AttestationRequired Node/n1'), sim.events.join('\n'));
   });
 });

@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from '../../src/flavor/admission.ts';
+import { type SealedFacts, sealAttestation } from '../../src/flavor/attestation-seal.ts';
 import { deriveFlavorToken } from '../../src/flavor/flavor-token.ts';
-import { newKeyRing, rotateKeyRing } from '../../src/flavor/keyring.ts';
+import { type KeyRing, newKeyRing, rotateKeyRing } from '../../src/flavor/keyring.ts';
 import type { FlavorClassSpec, TokenBinding } from '../../src/flavor/resources.ts';
 import {
   type BindingDecision,
@@ -69,6 +70,11 @@ function token(overrides: Partial<TokenFacts> = {}): TokenFacts {
   };
 }
 
+/** A token bound to a TPM whose machine made `latest` proofs, the last at `at`, the latest a join used being `bound`. */
+function proofs(latest: number, at: Date, bound: number): Pick<TokenFacts, 'attested' | 'proofs'> {
+  return { attested: true, proofs: { latest: { number: latest, at }, bound } };
+}
+
 function binding(overrides: Partial<TokenBinding> = {}): TokenBinding {
   return { nodeName: 'n1', csrName: 'csr-n1', boundAt: at(-MINUTE).toISOString(), ...overrides };
 }
@@ -121,6 +127,17 @@ const ALREADY_JOINED_N1 = {
   failure: {
     reason: 'AlreadyJoined',
     message: 'node n1 already joined with token abcdef: a joined node does not bootstrap again',
+  },
+} as const;
+
+/** A token bound to a TPM whose latest proof a join used already, or made after the CSR. */
+const NO_PROOF_LEFT = {
+  kind: 'reject',
+  nodeName: 'n1',
+  failure: {
+    reason: 'NoUsesLeft',
+    message:
+      "token abcdef's latest attestation earned a join already, or CSR csr-n1 was made before it: its machine must attest again",
   },
 } as const;
 
@@ -368,7 +385,7 @@ describe('decideBinding', () => {
       token: token({
         nodeName: 'n1',
         rejoin: true,
-        attestedAt: at(-2 * MINUTE),
+        ...proofs(2, at(-2 * MINUTE), 1),
         bindings: [
           binding({
             nodeName: 'n1',
@@ -379,14 +396,14 @@ describe('decideBinding', () => {
         ],
       }),
       name: { boundByOtherToken: false, node: { uid: 'uid-1', createdAt: at(-30 * MINUTE) } },
-      want: { kind: 'rebind', nodeName: 'n1' },
+      want: { kind: 'rebind', nodeName: 'n1', proof: 2 },
     },
     'a rejoin token: a CSR made before its last attestation (the earlier Secret) is AlreadyJoined': {
       csr: csr({ name: 'csr-n1-stale', createdAt: at(-3 * MINUTE) }),
       token: token({
         nodeName: 'n1',
         rejoin: true,
-        attestedAt: at(-2 * MINUTE),
+        ...proofs(2, at(-2 * MINUTE), 1),
         bindings: [
           binding({
             nodeName: 'n1',
@@ -404,13 +421,14 @@ describe('decideBinding', () => {
       token: token({
         nodeName: 'n1',
         rejoin: true,
-        attestedAt: at(-2 * MINUTE),
+        ...proofs(2, at(-2 * MINUTE), 2),
         bindings: [
           binding({
             nodeName: 'n1',
             csrName: 'csr-n1-first',
             nodeUID: 'uid-1',
             boundAt: at(-MINUTE).toISOString(),
+            attestation: 2,
           }),
         ],
       }),
@@ -423,7 +441,7 @@ describe('decideBinding', () => {
         nodeName: 'n1',
         rejoin: true,
         revoked: true,
-        attestedAt: at(-2 * MINUTE),
+        ...proofs(2, at(-2 * MINUTE), 1),
         bindings: [
           binding({
             nodeName: 'n1',
@@ -447,10 +465,10 @@ describe('decideBinding', () => {
         rejoin: true,
         maxUses: 1,
         uses: 1,
-        attestedAt: at(-2 * MINUTE),
+        ...proofs(2, at(-2 * MINUTE), 1),
         bindings: [],
       }),
-      want: { kind: 'bind', nodeName: 'n1' },
+      want: { kind: 'bind', nodeName: 'n1', proof: 2 },
     },
     'a rejoin token: a CSR made before its last attestation has no use left': {
       csr: csr({ createdAt: at(-3 * MINUTE) }),
@@ -459,14 +477,46 @@ describe('decideBinding', () => {
         rejoin: true,
         maxUses: 1,
         uses: 1,
-        attestedAt: at(-2 * MINUTE),
+        ...proofs(2, at(-2 * MINUTE), 1),
         bindings: [],
       }),
-      want: {
-        kind: 'reject',
+      want: NO_PROOF_LEFT,
+    },
+    // The attack of issue 32: the Node deleted (its binding released), a copied bootstrap token of
+    // the first proof, still cached by the API server, asks for the name again.
+    'a rejoin token: after its Node was deleted, a CSR on the proof its first join used has no use left': {
+      csr: csr({ createdAt: at(-MINUTE) }),
+      token: token({
         nodeName: 'n1',
-        failure: { reason: 'NoUsesLeft', message: 'token abcdef has no uses left (1/1)' },
-      },
+        rejoin: true,
+        maxUses: 1,
+        uses: 1,
+        ...proofs(1, at(-30 * MINUTE), 1),
+        bindings: [],
+      }),
+      want: NO_PROOF_LEFT,
+    },
+    'a CSR stamped in the second of the proof, which may have been made before it, is not its': {
+      csr: csr({ createdAt: new Date(Math.floor(at(-MINUTE).getTime() / 1000) * 1000) }),
+      token: token({
+        nodeName: 'n1',
+        rejoin: true,
+        maxUses: 1,
+        uses: 1,
+        ...proofs(2, new Date(Math.floor(at(-MINUTE).getTime() / 1000) * 1000 + 600), 1),
+        bindings: [],
+      }),
+      want: NO_PROOF_LEFT,
+    },
+    'a token bound to a TPM, its first join: bound with its latest proof': {
+      csr: csr({ createdAt: at(-MINUTE) }),
+      token: token({ nodeName: 'n1', ...proofs(3, at(-2 * MINUTE), 0) }),
+      want: { kind: 'bind', nodeName: 'n1', proof: 3 },
+    },
+    'a token bound to a TPM and no proof recorded: no use (its Secret was not minted by a proof)': {
+      csr: csr({ createdAt: at(-MINUTE) }),
+      token: token({ nodeName: 'n1', attested: true, proofs: { bound: 0 } }),
+      want: NO_PROOF_LEFT,
     },
     'a rejoin token never binds another name than its own': {
       csr: csr({ subject: subject({ nodeName: 'n2' }) }),
@@ -475,7 +525,7 @@ describe('decideBinding', () => {
         rejoin: true,
         maxUses: 1,
         uses: 1,
-        attestedAt: at(-2 * MINUTE),
+        ...proofs(2, at(-2 * MINUTE), 1),
         bindings: [],
       }),
       want: {
@@ -640,6 +690,22 @@ describe('decideBinding', () => {
 
 const TOKEN = token();
 const GOOD = flavorTokenFor(TOKEN.tokenId, 'sweet');
+
+/** The attestation facts of a token bound by an EK certificate, sealed under `sealRing`. */
+function certified(sealRing: KeyRing): NonNullable<TokenFacts['attestationSeal']> {
+  const facts: SealedFacts = {
+    uid: 'uid-token',
+    flavorClassName: 'sweet',
+    maxUses: 1,
+    attestation: {
+      ekPublicKey: '-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----\n',
+      ekCertificateIssuer: 'CN=Example TPM EK CA',
+      ekCertificate: '-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n',
+      allowRejoin: false,
+    },
+  };
+  return { facts, seal: sealAttestation(sealRing.active, facts) };
+}
 
 function bound(tokenOverrides: Partial<TokenFacts> = {}, bindingOverrides: Partial<TokenBinding> = {}) {
   const b = binding(bindingOverrides);
@@ -898,13 +964,49 @@ describe('decideNode', () => {
         input: input({ flavorClasses: measuredClasses, bindings: [bound({ attested: true })] }),
         want: { kind: 'unflavored', reason: 'AttestationRequired', message: /EK certificate/ },
       },
-    'a flavor that requires a measured boot state, a token bound by an EK certificate: verify': {
-      input: input({
-        flavorClasses: measuredClasses,
-        bindings: [bound({ attested: true, ekCertified: true })],
-      }),
-      want: { kind: 'verify' },
-    },
+    'a flavor that requires a measured boot state, a token bound by an EK certificate the issuer sealed: verify':
+      {
+        input: input({
+          flavorClasses: measuredClasses,
+          bindings: [bound({ attested: true, attestationSeal: certified(ring) })],
+        }),
+        want: { kind: 'verify' },
+      },
+    'a flavor that requires a measured boot state, an EK certificate issuer written by hand (no seal): AttestationRequired':
+      {
+        input: input({
+          flavorClasses: measuredClasses,
+          bindings: [bound({ attested: true, attestationSeal: { ...certified(ring), seal: undefined } })],
+        }),
+        want: { kind: 'unflavored', reason: 'AttestationRequired', message: /checked and sealed/ },
+      },
+    'a flavor that requires a measured boot state, a seal of another key ring or another record: AttestationRequired':
+      {
+        input: input({
+          flavorClasses: measuredClasses,
+          bindings: [
+            bound({ attested: true, attestationSeal: certified(otherRing) }),
+            // (the second is on another Node's name: only the first binding is this Node's)
+          ],
+        }),
+        want: { kind: 'unflavored', reason: 'AttestationRequired' },
+      },
+    'a flavor that requires a measured boot state, the seal copied onto another record: AttestationRequired':
+      {
+        input: input({
+          flavorClasses: measuredClasses,
+          bindings: [
+            bound({
+              attested: true,
+              attestationSeal: {
+                facts: { ...certified(ring).facts, uid: 'uid-another-record' },
+                seal: certified(ring).seal,
+              },
+            }),
+          ],
+        }),
+        want: { kind: 'unflavored', reason: 'AttestationRequired' },
+      },
     'a verified node whose flavor gained the requirement since, a token not bound to a TPM: AttestationRequired':
       {
         input: input({ flavorClasses: measuredClasses, bindings: [bound({}, verifiedBinding)] }),

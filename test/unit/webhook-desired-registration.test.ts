@@ -28,7 +28,7 @@ const webhookOf = (objects: RegistrationObject[]) =>
   ).webhooks[0]!;
 
 describe('desiredRegistration', () => {
-  test('mode webhook: both webhook configurations and the class-keys policy; the policies are to be removed', () => {
+  test('mode webhook: both webhook configurations, the class-keys and flavored-tokens policies; the node policies are to be removed', () => {
     const desired = desiredRegistration(parseConfig({ admissionMode: 'webhook' }), keys, CA);
     assert.deepEqual(
       desired.apply.map((o) => [o.kind, o.metadata.name]),
@@ -37,6 +37,8 @@ describe('desiredRegistration', () => {
         ['MutatingWebhookConfiguration', 'nodeflavor'],
         ['ValidatingAdmissionPolicy', 'nodeflavor-class-keys'],
         ['ValidatingAdmissionPolicyBinding', 'nodeflavor-class-keys'],
+        ['ValidatingAdmissionPolicy', 'nodeflavor-flavored-tokens'],
+        ['ValidatingAdmissionPolicyBinding', 'nodeflavor-flavored-tokens'],
       ],
     );
     assert.deepEqual(desired.remove, [
@@ -77,6 +79,8 @@ describe('desiredRegistration', () => {
         ['MutatingAdmissionPolicyBinding', 'g'],
         ['ValidatingAdmissionPolicy', 'g-class-keys'],
         ['ValidatingAdmissionPolicyBinding', 'g-class-keys'],
+        ['ValidatingAdmissionPolicy', 'g-flavored-tokens'],
+        ['ValidatingAdmissionPolicyBinding', 'g-flavored-tokens'],
       ],
     );
     assert.deepEqual(desired.remove, [
@@ -85,9 +89,9 @@ describe('desiredRegistration', () => {
     ]);
   });
 
-  test('mode both: all eight, nothing removed', () => {
+  test('mode both: all ten, nothing removed', () => {
     const desired = desiredRegistration(parseConfig({ admissionMode: 'both' }), keys, CA);
-    assert.equal(desired.apply.length, 8);
+    assert.equal(desired.apply.length, 10);
     assert.deepEqual(desired.remove, []);
   });
 
@@ -199,14 +203,16 @@ describe('registration revision: an older release never rolls back a newer one',
       .digest('hex');
     assert.deepEqual(
       { revision: REGISTRATION_REVISION, digest },
-      { revision: 2, digest: PINNED_REVISION_2 },
+      { revision: 3, digest: PINNED_REVISION_3 },
       'the generated registration changed: bump REGISTRATION_REVISION and pin the new digest',
     );
   });
 });
 
 // Revision 2 (issue 25): the mutating registration (webhook or policy) and the FlavorClass-keys policy.
-const PINNED_REVISION_2 = 'a4e6a2ac185e776ed32239bbb0c5d8f5d0fd45189b177910e02b2c5d1068c9f8';
+// Revision 3 (issue 32): the FlavoredToken policy (`use` on the class to create one; the attested
+// annotation the operator's alone).
+const PINNED_REVISION_3 = '62a6271a62f9c128ecd01d74e981e9e6e6663c6f35b52567be58d29441c339d9';
 
 describe('listenAddress', () => {
   test('all interfaces, IPv4, IPv6', () => {

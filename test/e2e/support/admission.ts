@@ -40,8 +40,12 @@ export function operatorClusterRules(registrationNames: string[], ownerRoles: st
     {
       apiGroups: ['admissionregistration.k8s.io'],
       resources: REGISTRATION_RESOURCES,
-      // Each name, and the FlavorClass-keys policy beside it (ADR 0012).
-      resourceNames: registrationNames.flatMap((name) => [name, `${name}-class-keys`]),
+      // Each name, and the FlavorClass-keys (ADR 0012) and FlavoredToken (issue 32) policies beside it.
+      resourceNames: registrationNames.flatMap((name) => [
+        name,
+        `${name}-class-keys`,
+        `${name}-flavored-tokens`,
+      ]),
       verbs: ['get', 'list', 'watch', 'update', 'patch', 'delete'],
     },
     { apiGroups: ['nodeflavor.io'], resources: ['flavorclasses'], verbs: ['get', 'list', 'watch'] },
