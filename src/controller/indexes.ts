@@ -81,8 +81,6 @@ export class Indexes {
   private readonly nodeNameOfCsr = new Map<string, string>();
   /** Subjects being parsed for csrsByNodeName: a join waits for them (csrsNaming). */
   private readonly parsing = new Set<Promise<unknown>>();
-  /** The Warning reason last reported per Node UID (Event deduplication; a new leader reports once). */
-  private readonly lastReported = new Map<string, string>();
 
   onToken(token: StoredFlavoredToken | undefined, previous: StoredFlavoredToken | undefined): void {
     if (previous) {
@@ -176,17 +174,5 @@ export class Indexes {
       approved: csr.status?.conditions?.some((c) => c.type === 'Approved') ?? false,
       subject,
     };
-  }
-
-  /** True if this reason was already reported for this node UID; records it otherwise. */
-  reported(nodeUid: string, reason: string): boolean {
-    if (this.lastReported.get(nodeUid) === reason) return true;
-    this.lastReported.set(nodeUid, reason);
-    return false;
-  }
-
-  /** A Node deleted: what was kept per node goes with it (node churn must not grow memory). */
-  onNodeDeleted(node: TrimmedNode): void {
-    this.lastReported.delete(node.metadata.uid);
   }
 }

@@ -6,6 +6,8 @@
 //   - Its join ended (its Node gone, its token revoked or gone before the node registered, its
 //     request refused): the record is released; the name is free again, uses are not given back.
 //   - Released, its Node and requests gone, a grace passed: the record is collected.
+
+import type { KeyRing } from '../flavor/keyring.ts';
 import {
   collectAfterMs,
   type NodeOutcome,
@@ -17,7 +19,7 @@ import { parseRefusalRecord, REFUSED_ANNOTATION } from '../flavor/refusal-record
 import type { NodeNameClaim, StoredFlavoredToken } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
 import { lifecycleState } from '../flavor/token-status.ts';
-import { recordVerifiesToken } from '../flavor/verdict.ts';
+import { recordVerifiesToken, VERIFIED_ANNOTATION } from '../flavor/verdict.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
@@ -60,11 +62,18 @@ async function judgedOutcome(
 ): Promise<NodeOutcome | undefined> {
   const uid = node.metadata.uid;
   const facts = nodeFacts(node);
-  if (token) {
-    const keyRing = await ctx.keyRing().catch(() => undefined);
+  if (token && !facts.annotations[REFUSED_ANNOTATION]) {
     const { tokenId, flavorClassName } = tokenFacts(token);
-    const record = keyRing ? recordVerifiesToken(facts, { tokenId, flavorClassName }, keyRing) : undefined;
-    if (record && !facts.annotations[REFUSED_ANNOTATION]) return { uid, verifiedAt: record.verifiedAt };
+    const verifies = (keyRing: KeyRing | undefined) =>
+      keyRing ? recordVerifiesToken(facts, { tokenId, flavorClassName }, keyRing) : undefined;
+    // A record the watched ring cannot check may be signed with a key a rotation added that the
+    // watch has not brought yet: checked again with the ring as the API server has it now.
+    const record =
+      verifies(await ctx.keyRing().catch(() => undefined)) ??
+      (facts.annotations[VERIFIED_ANNOTATION]
+        ? verifies(await ctx.freshKeyRing().catch(() => undefined))
+        : undefined);
+    if (record) return { uid, verifiedAt: record.verifiedAt };
   }
   const refusal = parseRefusalRecord(facts.annotations[REFUSED_ANNOTATION]);
   return refusal ? { uid, failure: { reason: refusal.reason, message: refusal.message } } : undefined;

@@ -253,8 +253,10 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
       const changed = !nodeMatches(facts, desired);
       if (changed && !(await write(ctx, node, desired))) return CONFLICT_RETRY_MS;
       if (changed && bound) failpoint('after-node-judged');
-      if (changed) reportRecord(ctx, facts, applied);
-      if (changed || !ctx.indexes.reported(facts.uid, verdict.failure.reason)) {
+      // Said once per change: the refusal record on the Node says this reason was reported (a new
+      // leader, or a resync, judging the same says nothing again).
+      if (changed) {
+        reportRecord(ctx, facts, applied);
         ctx.metrics.verifications.inc({ result: 'rejected', reason: verdict.failure.reason });
         ctx.events.emit(involved, 'Warning', verdict.failure.reason, verdict.failure.message);
         const token = own ? ctx.caches.tokens.get(own.token.name) : undefined;

@@ -141,10 +141,6 @@ export const RECONCILERS: readonly ReconcilerWiring[] = [
 /** Index upkeep on each cache's events, before any keys are mapped (the reconcilers read them). */
 export const INDEXERS: { [C in CacheName]?: (event: CacheEvent<CacheObject<C>>, indexes: Indexes) => void } =
   {
-    nodes: ({ type, object }, indexes) => {
-      // What was kept per node goes with it (node churn must not grow memory).
-      if (type === 'DELETED') indexes.onNodeDeleted(object);
-    },
     csrs: ({ type, object }, indexes) => indexes.onCsr(object, type === 'DELETED'),
     tokens: ({ type, object, previous }, indexes) =>
       indexes.onToken(type === 'DELETED' ? undefined : object, previous),

@@ -1,25 +1,30 @@
-// The controller's in-memory indexes forget a deleted Node: node churn must not grow them.
+// The controller's in-memory indexes forget what is deleted: churn must not grow them.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Indexes } from '../../src/controller/indexes.ts';
 import { SetIndex } from '../../src/flavor/set-index.ts';
-import type { Failure } from '../../src/flavor/verdict.ts';
-import type { TrimmedNode } from '../../src/kube/node-writes.ts';
-
-const node = (name: string, uid: string) =>
-  ({
-    metadata: { name, uid, resourceVersion: '1', creationTimestamp: '2026-12-01T00:00:00Z' },
-    spec: {},
-  }) as TrimmedNode;
-const failure: Failure = { reason: 'InvalidToken', message: 'the flavor token does not match' };
+import type { CsrObject } from '../../src/kube/token-writes.ts';
+import { createCertificateRequest } from '../../src/pki/certs.ts';
 
 describe('Indexes', () => {
-  it('reports a failure reason once per node UID, and again for a Node re-created under the name', () => {
+  it("forget a deleted CSR (its token's requests, the name it asked for): churn does not grow them", async () => {
     const indexes = new Indexes();
-    assert.equal(indexes.reported('uid-1', failure.reason), false);
-    assert.equal(indexes.reported('uid-1', failure.reason), true);
-    indexes.onNodeDeleted(node('n1', 'uid-1'));
-    assert.equal(indexes.reported('uid-1', failure.reason), false, 'forgotten with its Node');
+    const { csrPem } = await createCertificateRequest('system:node:n1', ['system:nodes']);
+    const csr: CsrObject = {
+      metadata: {
+        name: 'csr-1',
+        uid: 'u-1',
+        resourceVersion: '1',
+        creationTimestamp: '2026-12-01T00:00:00Z',
+      },
+      spec: { username: 'system:bootstrap:abcdef', request: Buffer.from(csrPem).toString('base64') },
+    };
+    indexes.onCsr(csr, false);
+    assert.deepEqual(await indexes.csrsNaming('n1'), ['csr-1'], 'indexed by the name it asks for');
+    assert.deepEqual(indexes.csrsByTokenId.get('abcdef'), ['csr-1']);
+    indexes.onCsr(csr, true);
+    assert.deepEqual(await indexes.csrsNaming('n1'), []);
+    assert.deepEqual(indexes.csrsByTokenId.get('abcdef'), []);
   });
 });
 
