@@ -30,7 +30,6 @@ import {
   tokenPath,
   writeTokenStatus,
 } from '../kube/token-writes.ts';
-import { trimCsr } from './facts.ts';
 
 export interface ControllerApi {
   /** One JSON patch; a conflict (the Node changed since it was judged) is a KubeError 409. */
@@ -49,8 +48,6 @@ export interface ControllerApi {
   decideCsr(csr: CsrObject, approve: boolean, reason: string, message: string): Promise<CsrObject>;
   /** Whether FlavoredToken `name` exists, read from the API server (not a cache). */
   flavoredTokenExists(name: string): Promise<boolean>;
-  /** The CSR as the API server has it now (not a cache); undefined when gone. */
-  readCsr(name: string): Promise<CsrObject | undefined>;
   /** The Node as the API server has it now (not a cache); undefined when gone. */
   readNode(name: string): Promise<TrimmedNode | undefined>;
   /** Claims a node name: a KubeError 409 when it is claimed already (ADR 0011). */
@@ -89,17 +86,6 @@ export function kubeControllerApi(kubeConfig: KubeConfig): ControllerApi {
     deleteBootstrapSecret: (tokenId) => deleteBootstrapSecret(kubeConfig, tokenId),
     decideCsr: (csr, approve, reason, message) => decideCsr(kubeConfig, csr, approve, reason, message),
     flavoredTokenExists: (name) => flavoredTokenExists(kubeConfig, name),
-    readCsr: async (name) => {
-      const raw = await orUndefinedIfNotFound(
-        kubeJson(
-          kubeConfig,
-          'GET',
-          `/apis/certificates.k8s.io/v1/certificatesigningrequests/${encodeURIComponent(name)}`,
-          { action: `read CSR ${name}` },
-        ),
-      );
-      return raw === undefined ? undefined : trimCsr(raw);
-    },
     readNode: (name) => readNode(kubeConfig, name),
     createClaim: (claim) => createClaim(kubeConfig, claim),
     readClaim: (nodeName) => readClaim(kubeConfig, nodeName),

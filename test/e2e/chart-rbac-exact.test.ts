@@ -49,8 +49,8 @@ const VALUES = { 'controller.csrApprover': 'true', 'admission.mode': 'both' };
  */
 const NOT_EXERCISED: { grant: Grant; why: string }[] = [
   {
-    grant: { apiGroup: 'certificates.k8s.io', resource: 'certificatesigningrequests', verb: 'get' },
-    why: 'a CSR is read from the API server only when a binding still waiting for its approval meets a Node of its name that another machine registered (a race; test/unit/reconcilers.test.ts stages it)',
+    grant: { apiGroup: 'nodeflavor.io', resource: 'nodenameclaims', verb: 'get' },
+    why: "a join record is read from the API server only when a write to it conflicts or its name is contested (ADR 0016; test/unit/reconcilers.test.ts stages both), or by the registration webhook when it serves a kubelet's registration: none of these happens in this scenario (before ADR 0016 every approval re-read the claim)",
   },
   {
     grant: { apiGroup: 'nodeflavor.io', resource: 'flavorclasses', verb: 'get' },

@@ -178,7 +178,6 @@ const BASE_CLUSTER_GRANTS = [
   'nodeflavor.io nodenameclaims *any*: create,delete,get,list,update,watch',
 ];
 const CSR_APPROVER_GRANTS = [
-  'certificates.k8s.io certificatesigningrequests *any*: get',
   'certificates.k8s.io certificatesigningrequests/approval *any*: update',
   'certificates.k8s.io signers kubernetes.io/kube-apiserver-client-kubelet: approve',
 ];

@@ -132,11 +132,6 @@ export class FakeApi implements ControllerApi {
     this.requests.push(`GET token ${name}`);
     return this.tokens.has(name);
   }
-  async readCsr(name: string) {
-    await this.hook('readCsr');
-    this.requests.push(`GET csr ${name}`);
-    return clone(this.csrs.get(name));
-  }
   async readNode(name: string) {
     await this.hook('readNode');
     this.requests.push(`GET node ${name}`);
