@@ -13,6 +13,7 @@ import { observeKubeRequests } from '../kube/fetch.ts';
 import { flavorClassCache } from '../kube/flavor-classes.ts';
 import { KeyRingWatch } from '../kube/keyring-watch.ts';
 import { electorFor, soleLeadership } from '../kube/leader.ts';
+import { flavoredTokenCache, joinRecordCache } from '../kube/token-caches.ts';
 import { kubeRequestCounter } from '../ops/kube-request-metrics.ts';
 import { createLogger } from '../ops/log.ts';
 import { type ReadinessCheck, splitAddress, startOpsServer } from '../ops/server.ts';
@@ -101,6 +102,25 @@ async function run(args: string[]): Promise<number> {
       log.warn({ resource: 'flavorclasses', reason, err: error?.message }, 'watch restarted');
   });
   void classes.start();
+  // One FlavoredToken and one join-record cache per process, likewise: the controller and the
+  // issuer each add their handlers.
+  const tokenCaches =
+    config.controller || config.issuer
+      ? {
+          tokens: flavoredTokenCache(kubeConfig, (reason, error) => {
+            if (!config.controller && (reason === 'error' || reason === 'stalled'))
+              log.warn({ resource: 'flavoredtokens', reason, err: error?.message }, 'watch restarted');
+          }),
+          records: joinRecordCache(kubeConfig, (reason, error) => {
+            if (!config.controller && (reason === 'error' || reason === 'stalled'))
+              log.warn({ resource: 'nodenameclaims', reason, err: error?.message }, 'watch restarted');
+          }),
+        }
+      : undefined;
+  if (tokenCaches) {
+    void tokenCaches.tokens.start();
+    void tokenCaches.records.start();
+  }
 
   // One Lease per process: its holder runs the controller's queues and writes the admission
   // registration, the objects every replica shares.
@@ -121,6 +141,7 @@ async function run(args: string[]): Promise<number> {
       identity,
       leadership,
       classes,
+      ...(tokenCaches ? { tokenCaches } : {}),
       ...(keyRing ? { keyRing } : {}),
     });
     controllerSynced = controller.synced;
@@ -141,6 +162,7 @@ async function run(args: string[]): Promise<number> {
       log,
       leadership,
       classes,
+      ...(tokenCaches ? { tokenCaches } : {}),
       ...(keyRing ? { keyRing } : {}),
     })) {
       checks.push(part.check);
@@ -158,7 +180,11 @@ async function run(args: string[]): Promise<number> {
     await elector?.stop(); // after the parts: releasing the Lease hands over at once
   });
   // Last: the parts above use them until they stop.
-  stops.push(async () => classes.stop());
+  stops.push(async () => {
+    classes.stop();
+    tokenCaches?.tokens.stop();
+    tokenCaches?.records.stop();
+  });
   if (keyRing) stops.push(async () => keyRing.stop());
 
   log.info(

@@ -11,6 +11,7 @@ import type { KeyRingWatch } from '../kube/keyring-watch.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { Leadership } from '../kube/leader.ts';
 import { protectedKeysFrom } from '../kube/protected-keys-source.ts';
+import type { TokenCaches } from '../kube/token-caches.ts';
 import { WebhookTlsStore } from '../kube/webhook-tls-store.ts';
 import type { ReadinessCheck } from '../ops/server.ts';
 import { publishServingCa } from '../tokenissuer/ca-publisher.ts';
@@ -37,6 +38,8 @@ interface PartOptions {
   leadership?: Leadership;
   /** The process's one FlavorClass cache (the controller reads it too). */
   classes: FlavorClassCache;
+  /** The process's token and join-record caches (the controller reads them too). */
+  tokenCaches?: TokenCaches;
 }
 
 export function startOptionalParts(options: PartOptions): RunningPart[] {
@@ -127,6 +130,7 @@ async function runIssuer({
   log,
   keyRing,
   classes,
+  tokenCaches,
 }: PartOptions): Promise<RunningPart> {
   const certificates = issuerCertificates(kubeConfig, config, log.child({ component: 'issuer-tls' }));
   const first = await certificates.start();
@@ -139,6 +143,7 @@ async function runIssuer({
     logger: log,
     registry,
     classes,
+    ...(tokenCaches ? { tokenCaches } : {}),
     ...(keyRing ? { keyRing } : {}),
   });
   // Renewed certificates are served without a restart.

@@ -1,15 +1,15 @@
 // The controller's five list/watch caches, each trimmed to what the reconcilers read. Every
-// replica keeps them warm; their events go through the wiring table (wiring.ts, routing.ts).
+// replica keeps them warm; their events go through the wiring table (wiring.ts, routing.ts). The
+// FlavorClass, FlavoredToken and NodeNameClaim caches are the process's, shared with the issuer
+// and the admission guard when they run beside it.
 
-import type { StoredFlavoredToken } from '../flavor/resources.ts';
-import { FLAVORED_TOKEN_PLURAL, GROUP, type NodeNameClaim, VERSION } from '../flavor/resources.ts';
 import { KUBELET_CLIENT_SIGNER } from '../flavor/verdict.ts';
 import { type FlavorClassCache, flavorClassCache } from '../kube/flavor-classes.ts';
 import { internStrings } from '../kube/intern.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
-import { ListWatch, type RestartReason, withoutManagedFields } from '../kube/listwatch.ts';
-import { CLAIMS_PATH } from '../kube/node-name-claims.ts';
+import { ListWatch, type RestartReason } from '../kube/listwatch.ts';
 import { type TrimmedNode, trimNode } from '../kube/node-writes.ts';
+import { flavoredTokenCache, joinRecordCache, type TokenCaches } from '../kube/token-caches.ts';
 import type { CsrObject } from '../kube/token-writes.ts';
 import type { CacheName, CacheObject } from './context.ts';
 import { trimCsr } from './facts.ts';
@@ -24,6 +24,7 @@ export type WatchedCaches = { [C in CacheName]: ListWatch<CacheObject<C>> };
 export function watchedCaches(options: {
   kubeConfig: KubeConfig;
   classes: FlavorClassCache | undefined;
+  tokenCaches?: TokenCaches | undefined;
   restart: (resource: string) => (reason: RestartReason, error?: Error) => void;
 }): WatchedCaches {
   const { kubeConfig, restart } = options;
@@ -45,19 +46,9 @@ export function watchedCaches(options: {
     transform: trimCsr,
     onRestart: restart('certificatesigningrequests'),
   });
-  const tokens = new ListWatch<StoredFlavoredToken>({
-    kubeConfig,
-    path: `/apis/${GROUP}/${VERSION}/${FLAVORED_TOKEN_PLURAL}`,
-    // Conditions, reasons, the class name...: ~0.5 KB less per token (bench/cache-cost.ts).
-    transform: (raw) => internStrings(withoutManagedFields<StoredFlavoredToken>(raw)),
-    onRestart: restart('flavoredtokens'),
-  });
-  const claims = new ListWatch<NodeNameClaim>({
-    kubeConfig,
-    path: CLAIMS_PATH,
-    transform: (raw) => withoutManagedFields<NodeNameClaim>(raw),
-    onRestart: restart('nodenameclaims'),
-  });
+  // The process's token and join-record caches when given (the issuer reads them too), else ours.
+  const tokens = options.tokenCaches?.tokens ?? flavoredTokenCache(kubeConfig);
+  const claims = options.tokenCaches?.records ?? joinRecordCache(kubeConfig);
   const classes = options.classes ?? flavorClassCache(kubeConfig);
   // In this order: /readyz lists the unsynced ones in it.
   return { nodes, csrs, tokens, classes, claims };

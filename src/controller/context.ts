@@ -5,7 +5,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
-import type { NodeNameClaim, StoredFlavoredToken } from '../flavor/resources.ts';
+import type { NodeNameClaim, Stored, StoredFlavoredToken } from '../flavor/resources.ts';
 import type { EventType, InvolvedObject } from '../kube/events.ts';
 import type { StoredFlavorClass } from '../kube/flavor-classes.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
@@ -32,7 +32,7 @@ export interface CacheObjects {
   tokens: StoredFlavoredToken;
   classes: StoredFlavorClass;
   /** NodeNameClaims: who holds which node name (ADR 0011). */
-  claims: NodeNameClaim;
+  claims: Stored<NodeNameClaim>;
 }
 export type CacheName = keyof CacheObjects;
 export type CacheObject<C extends CacheName> = CacheObjects[C];

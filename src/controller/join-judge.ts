@@ -67,10 +67,10 @@ function involvedToken(token: StoredFlavoredToken) {
 
 /** The records `token` holds, from the cache. */
 function recordsOf(ctx: ControllerContext, token: StoredFlavoredToken): NodeNameClaim[] {
-  return ctx.indexes.claimsByTokenUid
-    .get(token.metadata.uid)
-    .map((name) => ctx.caches.claims.get(name))
-    .filter((claim): claim is NodeNameClaim => claim !== undefined);
+  return ctx.indexes.claimsByTokenUid.get(token.metadata.uid).flatMap((name) => {
+    const claim = ctx.caches.claims.get(name);
+    return claim ? [claim] : [];
+  });
 }
 
 /** The holder's token (by name and UID), its CSR and the Node of the name, as cached. */

@@ -18,6 +18,7 @@ import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { electorFor, type Leadership, soleLeadership } from '../kube/leader.ts';
 import type { RestartReason } from '../kube/listwatch.ts';
 import { KubeReviews } from '../kube/reviews.ts';
+import type { TokenCaches } from '../kube/token-caches.ts';
 import { checkAutoApproval } from './auto-approval.ts';
 import { watchedCaches } from './caches.ts';
 import type { CacheName, Caches, ControllerContext } from './context.ts';
@@ -47,6 +48,8 @@ export function startController(options: {
   identity?: string;
   /** The process's key ring (shared with the issuer); the controller watches its own when absent. */
   keyRing?: KeyRingWatch;
+  /** The process's token and join-record caches (the issuer reads them too), started by their owner. */
+  tokenCaches?: TokenCaches;
   /** The process's FlavorClass cache, started by its owner; the controller watches its own when absent. */
   classes?: FlavorClassCache;
   /**
@@ -91,10 +94,20 @@ export function startController(options: {
 
   // The process's FlavorClass cache when it shares one (the issuer and the guard read it too).
   const ownClasses = options.classes === undefined;
-  const watched = watchedCaches({ kubeConfig, classes: options.classes, restart });
+  const ownTokenCaches = options.tokenCaches === undefined;
+  const watched = watchedCaches({
+    kubeConfig,
+    classes: options.classes,
+    tokenCaches: options.tokenCaches,
+    restart,
+  });
   const { nodes, csrs, tokens, claims, classes } = watched;
-  // The shared class cache's restarts count in this controller's metric whoever owns it.
-  const removeClassRestarts = classes.addRestartHandler(restart('flavorclasses'));
+  // The shared caches' restarts count in this controller's metric whoever owns them.
+  const removeRestartHandlers = [
+    classes.addRestartHandler(restart('flavorclasses')),
+    tokens.addRestartHandler(restart('flavoredtokens')),
+    claims.addRestartHandler(restart('nodenameclaims')),
+  ];
   const caches: Caches = watched;
   const reads = { caches, indexes };
   // Each cache's events through the wiring table. A shared class cache replays the classes it
@@ -141,10 +154,10 @@ export function startController(options: {
   if (ownKeyRing) void keyRing.start();
   const synced = Promise.all([
     ownClasses ? classes.start() : classes.waitForSync(),
-    tokens.start(),
+    ownTokenCaches ? tokens.start() : tokens.waitForSync(),
     csrs.start(),
     nodes.start(),
-    claims.start(),
+    ownTokenCaches ? claims.start() : claims.waitForSync(),
   ]).then(() => {
     log.info(
       { nodes: nodes.size, tokens: tokens.size, csrs: csrs.size, classes: classes.size, claims: claims.size },
@@ -192,9 +205,8 @@ export function startController(options: {
       unsubscribe?.();
       stopWorking();
       await ownElector?.stop();
-      for (const cache of [nodes, csrs, tokens, claims]) cache.stop();
-      for (const remove of removeHandlers) remove();
-      removeClassRestarts();
+      for (const cache of ownTokenCaches ? [nodes, csrs, tokens, claims] : [nodes, csrs]) cache.stop();
+      for (const remove of [...removeHandlers, ...removeRestartHandlers]) remove();
       if (ownClasses) classes.stop();
       if (ownKeyRing) keyRing.stop();
     },

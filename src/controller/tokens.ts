@@ -42,10 +42,10 @@ const FINALIZER_RECHECK_MS = 500;
 
 /** The records of the token's joins, from the cache. */
 function recordsOf(ctx: ControllerContext, token: StoredFlavoredToken): NodeNameClaim[] {
-  return ctx.indexes.claimsByTokenUid
-    .get(token.metadata.uid)
-    .map((name) => ctx.caches.claims.get(name))
-    .filter((claim): claim is NodeNameClaim => claim?.spec.holder?.tokenUID === token.metadata.uid);
+  return ctx.indexes.claimsByTokenUid.get(token.metadata.uid).flatMap((name) => {
+    const claim = ctx.caches.claims.get(name);
+    return claim?.spec.holder?.tokenUID === token.metadata.uid ? [claim] : [];
+  });
 }
 
 function lifecycleFacts(token: StoredFlavoredToken): TokenLifecycleFacts {

@@ -20,11 +20,11 @@ import type { KeyRing } from '../flavor/keyring.ts';
 import { prepareKubeConfig } from '../kube/config.ts';
 import { EventRecorder } from '../kube/events.ts';
 import { type FlavorClassCache, flavorClassCache } from '../kube/flavor-classes.ts';
-import { FlavoredTokenWatch } from '../kube/flavored-token-watch.ts';
 import { KeyRingWatch } from '../kube/keyring-watch.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { KubeReviews } from '../kube/reviews.ts';
+import { flavoredTokenCache, joinRecordCache, type TokenCaches } from '../kube/token-caches.ts';
 import { KubeTokenStore, type TokenKube } from '../kube/tokens.ts';
 import { createLogger } from '../ops/log.ts';
 import type { AttestationDeps } from './attestation.ts';
@@ -42,6 +42,7 @@ import { RateLimiter } from './rate-limit.ts';
 import { callerOf, type RememberedIssue, registerRoutes } from './routes.ts';
 import { serverTimeouts } from './server-options.ts';
 import type { TokenFeed } from './token-feed.ts';
+import { TokenFeedWatch } from './token-feed-watch.ts';
 import { WatchSlots } from './token-watch.ts';
 
 interface IssuerDeps {
@@ -258,6 +259,8 @@ export interface StartOptions {
   keyRing?: KeyRingWatch;
   /** The process's FlavorClass cache (`nodeflavor run`), started by its owner; else the issuer's own. */
   classes?: FlavorClassCache;
+  /** The process's token and join-record caches (`nodeflavor run`), started by their owner; else its own. */
+  tokenCaches?: TokenCaches;
 }
 
 function eventRecorder(kubeConfig: KubeConfig, logger: Logger): EventRecorder {
@@ -302,10 +305,18 @@ export async function startTokenIssuer(
     );
   // Not awaited: until the cache has synced, lookups go to the API server.
   if (ownClasses) void classes.start();
-  const tokens = new FlavoredTokenWatch(kubeConfig, (reason, error) =>
-    logger.debug({ reason, message: error?.message }, 'FlavoredToken watch restarted'),
-  );
-  tokens.start();
+  const ownTokenCaches = options.tokenCaches === undefined;
+  const restarted = (what: string) => (reason: string, error?: Error) =>
+    logger.debug({ reason, message: error?.message }, `${what} watch restarted`);
+  const tokenCaches = options.tokenCaches ?? {
+    tokens: flavoredTokenCache(kubeConfig, restarted('FlavoredToken')),
+    records: joinRecordCache(kubeConfig, restarted('NodeNameClaim')),
+  };
+  if (ownTokenCaches) {
+    void tokenCaches.tokens.start();
+    void tokenCaches.records.start();
+  }
+  const tokens = new TokenFeedWatch(tokenCaches);
   const built = buildIssuerApp(
     config,
     {
@@ -330,10 +341,16 @@ export async function startTokenIssuer(
     ready: () => keyRing.available && tokens.synced,
     notReadyReason: () =>
       keyRing.unavailableReason ??
-      (tokens.synced ? undefined : 'the FlavoredToken cache has not synced yet (lists and watches need it)'),
+      (tokens.synced
+        ? undefined
+        : 'the FlavoredToken and NodeNameClaim caches have not synced yet (lists and watches need them)'),
     close: async () => {
       if (ownClasses) classes.stop();
-      tokens.stop();
+      tokens.close();
+      if (ownTokenCaches) {
+        tokenCaches.tokens.stop();
+        tokenCaches.records.stop();
+      }
       if (ownKeyRing) keyRing.stop();
       await built.app.close();
     },

@@ -15,7 +15,7 @@ import { type Enqueue, enqueueAll, reconcilerQueues, routeEvents } from '../../s
 import { type QueueName, RECONCILERS, type ReconcilerWiring } from '../../src/controller/wiring.ts';
 import { REFUSED_ANNOTATION } from '../../src/flavor/refusal-record.ts';
 import type { StoredFlavoredToken } from '../../src/flavor/resources.ts';
-import { API_VERSION, type NodeNameClaim, TOKEN_ID_LABEL } from '../../src/flavor/resources.ts';
+import { API_VERSION, type NodeNameClaim, type Stored, TOKEN_ID_LABEL } from '../../src/flavor/resources.ts';
 import { VERIFIED_ANNOTATION } from '../../src/flavor/verification-record.ts';
 import type { StoredFlavorClass } from '../../src/kube/flavor-classes.ts';
 import type { WatchEventType } from '../../src/kube/listwatch.ts';
@@ -60,10 +60,10 @@ const csr = (name: string, username: string): CsrObject => ({
   spec: { username },
 });
 
-const claim = (nodeName: string, holder?: { tokenName: string; tokenID: string }): NodeNameClaim => ({
+const claim = (nodeName: string, holder?: { tokenName: string; tokenID: string }): Stored<NodeNameClaim> => ({
   apiVersion: API_VERSION,
   kind: 'NodeNameClaim',
-  metadata: { name: nodeName },
+  metadata: { name: nodeName, uid: `uid-claim-${nodeName}`, resourceVersion: '1', creationTimestamp: T0 },
   spec: holder
     ? {
         holder: { ...holder, tokenUID: `uid-${holder.tokenName}`, csrName: `csr-${nodeName}`, claimedAt: T0 },
@@ -271,7 +271,7 @@ describe('wiring: which queue keys each cache event enqueues', () => {
     });
     test("released: the Node; the holder's index lets go; a write that changes neither holder nor Node: nothing", () => {
       const { read } = world();
-      const held = read.caches.claims.get('node-1') as NodeNameClaim;
+      const held = read.caches.claims.get('node-1') as Stored<NodeNameClaim>;
       const recorded = { ...held, status: { ...held.status, history: [] } };
       assert.deepEqual(route(read, 'claims', 'MODIFIED', recorded, held), {});
       assert.deepEqual(route(read, 'claims', 'MODIFIED', claim('node-1'), held), { nodes: ['node-1'] });

@@ -23,6 +23,7 @@ import {
   type FlavoredTokenStatus,
   ISSUED_ANNOTATION,
   type NodeNameClaim,
+  type Stored,
   TOKEN_ID_LABEL,
 } from '../../../src/flavor/resources.ts';
 import { rfc3339 } from '../../../src/flavor/rfc3339.ts';
@@ -242,7 +243,7 @@ type CacheOf = {
   csrs: MapCache<CsrObject>;
   tokens: MapCache<StoredFlavoredToken>;
   classes: MapCache<StoredFlavorClass>;
-  claims: MapCache<NodeNameClaim & Named>;
+  claims: MapCache<Stored<NodeNameClaim>>;
 };
 
 const SOURCES: Record<CacheName, (api: FakeApi) => Map<string, Named>> = {
@@ -261,7 +262,7 @@ export class ControllerSim {
     csrs: new MapCache<CsrObject>(),
     tokens: new MapCache<StoredFlavoredToken>(),
     classes: new MapCache<StoredFlavorClass>(),
-    claims: new MapCache<NodeNameClaim & Named>(),
+    claims: new MapCache<Stored<NodeNameClaim>>(),
   };
   readonly indexes = new Indexes();
   readonly events: string[] = [];
