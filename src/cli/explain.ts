@@ -4,7 +4,8 @@
 
 import { remedyFor } from '../flavor/reasons.ts';
 import type { FlavoredToken, NodeNameClaim, TokenBinding } from '../flavor/resources.ts';
-import { QUARANTINE_TAINT_KEY, TOKEN_ID_LABEL, TOKEN_LABEL_KEY } from '../flavor/resources.ts';
+import { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from '../flavor/resources.ts';
+import { tokenIdOf } from '../flavor/token-facts.ts';
 import { tokenLifecycle } from '../flavor/token-lifecycle.ts';
 import { FAILURE_REASONS, type NodeFacts, readVerificationRecord } from '../flavor/verdict.ts';
 import type { CsrSummary, EventSummary } from '../kube/explain-facts.ts';
@@ -33,10 +34,6 @@ function failureEvents(events: EventSummary[]): EventSummary[] {
   );
 }
 
-function tokenIdOf(token: FlavoredToken): string {
-  return token.metadata.labels?.[TOKEN_ID_LABEL] ?? token.status?.tokenID ?? '';
-}
-
 /** What nodeflavor made of the node, and the reason it gave, from the record that says it most durably. */
 export function concludeNode(
   node: NodeFacts,
@@ -62,7 +59,7 @@ export function concludeNode(
     failureEvents(events).filter((e) => e.kind === 'Node' && e.name === node.name),
     (e) => e.lastAt,
   );
-  const recordToken = record ? tokens.find((t) => tokenIdOf(t) === record.tokenID) : undefined;
+  const recordToken = record ? tokens.find((t) => (tokenIdOf(t) ?? '') === record.tokenID) : undefined;
   const token = own?.token ?? recordToken ?? rejection?.token;
   const csr =
     csrs.find((c) => c.name === (own?.binding.csrName ?? rejection?.r.csrName)) ??
@@ -126,7 +123,7 @@ function csrLine(csr: CsrSummary | undefined, now: Date): string | undefined {
 function tokenLine(token: FlavoredToken | undefined, now: Date): string | undefined {
   if (!token) return undefined;
   const life = tokenLifecycle(token, now);
-  return `${token.metadata.name} (token ID ${tokenIdOf(token)}, flavor ${token.spec.flavorClassName}, ${life.phase}${life.reason ? ` ${life.reason}` : ''})`;
+  return `${token.metadata.name} (token ID ${tokenIdOf(token) ?? ''}, flavor ${token.spec.flavorClassName}, ${life.phase}${life.reason ? ` ${life.reason}` : ''})`;
 }
 
 function eventLines(events: EventSummary[], now: Date): string {

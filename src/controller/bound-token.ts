@@ -3,9 +3,10 @@
 // tokens' statuses, the CSRs), never from memory (ADR 0016).
 import { bindingOf } from '../flavor/node-name-claim.ts';
 import type { NodeNameClaim, StoredFlavoredToken } from '../flavor/resources.ts';
+import { tokenFacts } from '../flavor/token-facts.ts';
 import type { BoundToken, Failure, FailureReason } from '../flavor/verdict.ts';
 import type { ControllerContext } from './context.ts';
-import { csrTokenId, tokenFacts } from './facts.ts';
+import { csrTokenId } from './facts.ts';
 
 /** The join the record carries, if its token is still the one that made it (the same UID). */
 export function boundTokenOf(

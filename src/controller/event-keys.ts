@@ -4,13 +4,14 @@
 
 import { REFUSED_ANNOTATION } from '../flavor/refusal-record.ts';
 import type { FlavorClassSpec, NodeNameClaim, StoredFlavoredToken } from '../flavor/resources.ts';
+import { tokenIdOf } from '../flavor/token-facts.ts';
 import { readVerificationRecord, VERIFIED_ANNOTATION } from '../flavor/verdict.ts';
 import type { StoredFlavorClass } from '../kube/flavor-classes.ts';
 import type { WatchEventType } from '../kube/listwatch.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import type { CsrObject } from '../kube/token-writes.ts';
 import type { Caches } from './context.ts';
-import { csrTokenId, nodeFacts, tokenIdOf } from './facts.ts';
+import { csrTokenId, nodeFacts } from './facts.ts';
 import { type Indexes, requestsOf } from './indexes.ts';
 
 export interface CacheEvent<T> {

@@ -6,11 +6,12 @@ import { carriedFlavor } from '../flavor/class-status.ts';
 import { parseKubeletCsr } from '../flavor/csr.ts';
 import type { NodeNameClaim, StoredFlavoredToken } from '../flavor/resources.ts';
 import { SetIndex } from '../flavor/set-index.ts';
+import { tokenIdOf } from '../flavor/token-facts.ts';
 import type { CsrFacts } from '../flavor/verdict.ts';
 import type { WatchEventType } from '../kube/listwatch.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import type { CsrObject } from '../kube/token-writes.ts';
-import { csrTokenId, tokenIdOf } from './facts.ts';
+import { csrTokenId } from './facts.ts';
 
 /**
  * Which flavor each verified Node carries and how many carry each: the FlavorClass status

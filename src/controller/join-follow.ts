@@ -18,21 +18,14 @@ import {
 import { parseRefusalRecord, REFUSED_ANNOTATION } from '../flavor/refusal-record.ts';
 import type { NodeNameClaim, StoredFlavoredToken } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
+import { latestProofOf, ledgerJoins, tokenExpiresAt, tokenFacts, tokenIdOf } from '../flavor/token-facts.ts';
 import { lifecycleState } from '../flavor/token-status.ts';
 import { recordVerifiesToken, VERIFIED_ANNOTATION } from '../flavor/verdict.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext } from './context.ts';
-import {
-  hasCondition,
-  latestProofOf,
-  ledgerJoins,
-  nodeFacts,
-  tokenExpiresAt,
-  tokenFacts,
-  tokenIdOf,
-} from './facts.ts';
+import { hasCondition, nodeFacts } from './facts.ts';
 import { requestsOf } from './indexes.ts';
 import type { PassResult } from './join-judge.ts';
 

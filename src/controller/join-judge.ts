@@ -28,22 +28,14 @@ import {
 } from '../flavor/node-name-claim.ts';
 import type { ClaimHolder, NodeNameClaim, StoredFlavoredToken } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
+import { joinsOf, reservesName, tokenExpiresAt, tokenFacts, tokenIdOf } from '../flavor/token-facts.ts';
 import { withRefusal, withUse } from '../flavor/token-status.ts';
 import { decideBinding, type Failure, MAX_BINDINGS, type NameFacts } from '../flavor/verdict.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import type { CsrObject } from '../kube/token-writes.ts';
 import { failpoint } from '../ops/failpoints.ts';
 import type { ControllerContext, Requeue } from './context.ts';
-import {
-  csrIssued,
-  csrPending,
-  hasCondition,
-  joinsOf,
-  reservesName,
-  tokenExpiresAt,
-  tokenFacts,
-  tokenIdOf,
-} from './facts.ts';
+import { csrIssued, csrPending, hasCondition } from './facts.ts';
 
 /** A pass ends with a requeue (or none), or asks to be run again at once from fresh objects. */
 export type PassResult = { done: Requeue } | 'again';

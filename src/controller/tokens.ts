@@ -15,6 +15,7 @@ import {
 import { sameJson } from '../flavor/json-equal.ts';
 import type { StoredFlavoredToken } from '../flavor/resources.ts';
 import { type FlavoredTokenStatus, ISSUED_ANNOTATION, type NodeNameClaim } from '../flavor/resources.ts';
+import { latestProofOf, ledgerJoins, tokenExpiresAt, tokenFacts, tokenIdOf } from '../flavor/token-facts.ts';
 import {
   lifecycleState,
   lifecycleStatus,
@@ -26,15 +27,7 @@ import { readVerificationRecord } from '../flavor/verdict.ts';
 import { KubeError } from '../kube/kube-error.ts';
 import { TOKEN_FINALIZER } from '../kube/token-writes.ts';
 import { type ControllerContext, type Requeue, soonest } from './context.ts';
-import {
-  csrPending,
-  latestProofOf,
-  ledgerJoins,
-  nodeFacts,
-  tokenExpiresAt,
-  tokenFacts,
-  tokenIdOf,
-} from './facts.ts';
+import { csrPending, nodeFacts } from './facts.ts';
 
 const MAX_ATTEMPTS = 5;
 /** How often a deleted token looks again at what its finalizer waits for. */

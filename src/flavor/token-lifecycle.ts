@@ -1,14 +1,9 @@
 // Where a token is in its life, as a node administrator sees it: issued → bound (a node's CSR
 // named it) → verified (the node's flavor token checked out) — or expired, revoked, or failed with
 // the reason the controller gave (the same name as its Warning Event). Pure: computed from the
-// FlavoredToken alone, whose status only the controller writes; no Node is read.
-import {
-  type FlavoredToken,
-  LIMITS,
-  type TokenBinding,
-  type TokenRejection,
-  tokenExpiry,
-} from './resources.ts';
+// FlavoredToken with its joins' records composed onto it (node-name-claim.ts tokenWithJoins).
+import { type FlavoredToken, LIMITS, type TokenBinding, type TokenRejection } from './resources.ts';
+import { expiryText } from './token-facts.ts';
 
 export const TOKEN_PHASES = ['Issued', 'Bound', 'Verified', 'Failed', 'Expired', 'Revoked'] as const;
 export type TokenPhase = (typeof TOKEN_PHASES)[number];
@@ -37,18 +32,6 @@ interface TokenLifecycle {
 const latest = (times: (string | null | undefined)[]): string | null =>
   times.filter((t): t is string => typeof t === 'string').sort((a, b) => Date.parse(b) - Date.parse(a))[0] ??
   null;
-
-function expiryOf(token: FlavoredToken): string | null {
-  if (token.status?.expiresAt) return token.status.expiresAt;
-  const created = token.metadata.creationTimestamp;
-  try {
-    return created
-      ? tokenExpiry(token.spec, new Date(created)).toISOString()
-      : (token.spec.expiresAt ?? null);
-  } catch {
-    return null;
-  }
-}
 
 /** A binding's node is verified now: it was, and has not lost its flavor since. */
 export function bindingVerified(binding: TokenBinding): boolean {
@@ -115,7 +98,7 @@ export function tokenLifecycle(token: FlavoredToken, now: Date): TokenLifecycle 
   const failure = failures[0];
   if (failure) return result('Failed', failure.at, failure);
   if (lastBound !== null) return result('Bound', lastBound);
-  const expiresAt = expiryOf(token);
+  const expiresAt = expiryText(token);
   if (expiresAt !== null && Date.parse(expiresAt) <= now.getTime()) return result('Expired', expiresAt);
   return result('Issued', token.metadata.creationTimestamp ?? null);
 }

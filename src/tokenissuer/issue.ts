@@ -46,6 +46,7 @@ import {
 } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
 import type { Secret } from '../flavor/secret.ts';
+import { expiryText, tokenIdOf } from '../flavor/token-facts.ts';
 import { type TokenNode, type TokenPhase, tokenLifecycle } from '../flavor/token-lifecycle.ts';
 import { type Withdrawal, withdrawal } from '../flavor/withdrawal.ts';
 import { isAlreadyExists, KubeError } from '../kube/kube-error.ts';
@@ -662,30 +663,11 @@ export async function revokeToken(
   return tokenViewOf(deps, revoked, (deps.now ?? (() => new Date()))());
 }
 
-function tokenIdOf(token: FlavoredToken): string | undefined {
-  const id = token.metadata.labels?.[TOKEN_ID_LABEL] ?? token.status?.tokenID;
-  return id !== undefined && TOKEN_ID_PATTERN.test(id) ? id : undefined;
-}
-
-/** What the controller will write as status.expiresAt: from the spec and the creation time. */
-function expiryFromSpec(token: FlavoredToken): string | null {
-  if (token.spec.expiresAt !== undefined) return token.spec.expiresAt;
-  const created = token.metadata.creationTimestamp;
-  if (!created) return null;
-  try {
-    return wholeSeconds(tokenExpiry(token.spec, new Date(created)))
-      .toISOString()
-      .replace(/\.\d{3}Z$/, 'Z');
-  } catch {
-    return null;
-  }
-}
-
 export function tokenStatusView(token: FlavoredToken, now: Date): TokenStatusView {
   const lifecycle = tokenLifecycle(token, now);
   const uses = token.status?.uses ?? 0;
   const maxUses = token.spec.maxUses;
-  const expiresAt = token.status?.expiresAt ?? expiryFromSpec(token);
+  const expiresAt = expiryText(token);
   const expired = expiresAt !== null && Date.parse(expiresAt) <= now.getTime();
   const state = token.spec.revoked
     ? 'Revoked'
