@@ -8,10 +8,9 @@ import type {
   NodeNameClaim,
   StoredFlavoredToken,
 } from '../flavor/resources.ts';
-import { kubeJson } from '../kube/fetch.ts';
+import { type CsrObject, decideCsr } from '../kube/csrs.ts';
 import { writeFlavorClassStatus } from '../kube/flavor-class-writes.ts';
 import type { StoredFlavorClass } from '../kube/flavor-classes.ts';
-import { orUndefinedIfNotFound } from '../kube/kube-error.ts';
 import type { KubeConfig } from '../kube/kubeconfig.ts';
 import {
   createClaim,
@@ -21,15 +20,7 @@ import {
   replaceClaim,
 } from '../kube/node-name-claims.ts';
 import { type TrimmedNode, writeNodeState } from '../kube/node-writes.ts';
-import {
-  type CsrObject,
-  decideCsr,
-  deleteBootstrapSecret,
-  flavoredTokenExists,
-  setFinalizer,
-  tokenPath,
-  writeTokenStatus,
-} from '../kube/token-writes.ts';
+import { KubeTokenStore } from '../kube/tokens.ts';
 
 export interface ControllerApi {
   /** One JSON patch; a conflict (the Node changed since it was judged) is a KubeError 409. */
@@ -63,29 +54,16 @@ export interface ControllerApi {
 }
 
 export function kubeControllerApi(kubeConfig: KubeConfig): ControllerApi {
+  const tokens = new KubeTokenStore(kubeConfig);
   return {
     writeNode: (node, desired) => writeNodeState(kubeConfig, node, desired),
-    writeTokenStatus: (token, status) => writeTokenStatus(kubeConfig, token, status),
-    readToken: (name) =>
-      orUndefinedIfNotFound(
-        kubeJson<StoredFlavoredToken>(kubeConfig, 'GET', tokenPath(name), {
-          action: `read FlavoredToken ${name}`,
-        }),
-      ),
-    deleteTokenVersion: async (token) => {
-      await kubeJson(kubeConfig, 'DELETE', tokenPath(token.metadata.name), {
-        action: `delete half-made FlavoredToken ${token.metadata.name}`,
-        body: {
-          apiVersion: 'v1',
-          kind: 'DeleteOptions',
-          preconditions: { uid: token.metadata.uid, resourceVersion: token.metadata.resourceVersion },
-        },
-      });
-    },
-    setFinalizer: (token, present) => setFinalizer(kubeConfig, token, present),
-    deleteBootstrapSecret: (tokenId) => deleteBootstrapSecret(kubeConfig, tokenId),
+    writeTokenStatus: (token, status) => tokens.writeTokenStatus(token, status),
+    readToken: (name) => tokens.readStoredToken(name),
+    deleteTokenVersion: (token) => tokens.deleteTokenVersion(token),
+    setFinalizer: (token, present) => tokens.setFinalizer(token, present),
+    deleteBootstrapSecret: (tokenId) => tokens.deleteBootstrapSecret(tokenId),
     decideCsr: (csr, approve, reason, message) => decideCsr(kubeConfig, csr, approve, reason, message),
-    flavoredTokenExists: (name) => flavoredTokenExists(kubeConfig, name),
+    flavoredTokenExists: async (name) => (await tokens.readStoredToken(name)) !== undefined,
     readNode: (name) => readNode(kubeConfig, name),
     createClaim: (claim) => createClaim(kubeConfig, claim),
     readClaim: (nodeName) => readClaim(kubeConfig, nodeName),

@@ -1,8 +1,8 @@
 // What the reconcilers read of a cached Node and CSR, as the pure core takes it (a token's facts
 // are src/flavor/token-facts.ts). No I/O, no memory of its own.
 import type { NodeFacts } from '../flavor/verdict.ts';
+import type { CsrObject } from '../kube/csrs.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
-import type { CsrObject } from '../kube/token-writes.ts';
 
 export function nodeFacts(node: TrimmedNode): NodeFacts {
   return {

@@ -14,7 +14,12 @@ import {
 } from '../flavor/idempotent-issuance.ts';
 import { sameJson } from '../flavor/json-equal.ts';
 import type { StoredFlavoredToken } from '../flavor/resources.ts';
-import { type FlavoredTokenStatus, ISSUED_ANNOTATION, type NodeNameClaim } from '../flavor/resources.ts';
+import {
+  type FlavoredTokenStatus,
+  ISSUED_ANNOTATION,
+  type NodeNameClaim,
+  TOKEN_FINALIZER,
+} from '../flavor/resources.ts';
 import { latestProofOf, ledgerJoins, tokenExpiresAt, tokenFacts, tokenIdOf } from '../flavor/token-facts.ts';
 import {
   lifecycleState,
@@ -25,7 +30,6 @@ import {
 } from '../flavor/token-status.ts';
 import { readVerificationRecord } from '../flavor/verdict.ts';
 import { KubeError } from '../kube/kube-error.ts';
-import { TOKEN_FINALIZER } from '../kube/token-writes.ts';
 import { type ControllerContext, type Requeue, soonest } from './context.ts';
 import { csrPending, nodeFacts } from './facts.ts';
 

@@ -14,11 +14,14 @@ import {
   type FlavoredToken,
   type FlavoredTokenInput,
   FlavoredTokenSchema,
+  type FlavoredTokenStatus,
   GROUP,
   ISSUED_ANNOTATION,
   NODE_NAME_CLAIM_PLURAL,
   type NodeNameClaim,
   NodeNameClaimSchema,
+  parseStored,
+  type StoredFlavoredToken,
   TOKEN_FINALIZER,
   TOKEN_ID_LABEL,
   VERSION,
@@ -151,6 +154,64 @@ export class KubeTokenStore implements TokenKube {
       }),
     );
     return raw === undefined ? undefined : parseObject(FlavoredTokenSchema, raw, `FlavoredToken '${name}'`);
+  }
+
+  /** The token as the API server has it now, with the metadata it always sets (the controller's read). */
+  async readStoredToken(name: string): Promise<StoredFlavoredToken | undefined> {
+    const raw = await orUndefinedIfNotFound(
+      kubeCall(this.#kubeConfig, 'GET', `${TOKENS}/${name$(name)}`, {
+        action: `read FlavoredToken '${name}'`,
+      }),
+    );
+    return raw === undefined ? undefined : storedToken(raw, name);
+  }
+
+  /** PUT status at the token's resourceVersion: a 409 when it changed since it was read. */
+  async writeTokenStatus(
+    token: StoredFlavoredToken,
+    status: FlavoredTokenStatus,
+  ): Promise<StoredFlavoredToken> {
+    const name = token.metadata.name;
+    const written = await kubeCall(this.#kubeConfig, 'PUT', `${TOKENS}/${name$(name)}/status`, {
+      action: `update the status of FlavoredToken '${name}'`,
+      body: { ...token, status },
+    });
+    return storedToken(written, name);
+  }
+
+  /**
+   * Adds or removes the revocation finalizer; the JSON-patch test makes a concurrent edit a 409,
+   * not a loss. The patched token, or undefined when nothing was to do.
+   */
+  async setFinalizer(token: StoredFlavoredToken, present: boolean): Promise<StoredFlavoredToken | undefined> {
+    const current = token.metadata.finalizers ?? [];
+    if (current.includes(TOKEN_FINALIZER) === present) return undefined;
+    const next = present ? [...current, TOKEN_FINALIZER] : current.filter((f) => f !== TOKEN_FINALIZER);
+    const patch = token.metadata.finalizers
+      ? [
+          { op: 'test', path: '/metadata/finalizers', value: current },
+          { op: 'replace', path: '/metadata/finalizers', value: next },
+        ]
+      : [{ op: 'add', path: '/metadata/finalizers', value: next }];
+    const name = token.metadata.name;
+    const patched = await kubeCall(this.#kubeConfig, 'PATCH', `${TOKENS}/${name$(name)}`, {
+      contentType: JSON_PATCH,
+      body: patch,
+      action: `${present ? 'add' : 'remove'} the finalizer of FlavoredToken '${name}'`,
+    });
+    return storedToken(patched, name);
+  }
+
+  /** Deletes exactly this version of the token (preconditions: a 409 when it changed). */
+  async deleteTokenVersion(token: StoredFlavoredToken): Promise<void> {
+    await kubeCall(this.#kubeConfig, 'DELETE', `${TOKENS}/${name$(token.metadata.name)}`, {
+      action: `delete half-made FlavoredToken '${token.metadata.name}'`,
+      body: {
+        apiVersion: 'v1',
+        kind: 'DeleteOptions',
+        preconditions: { uid: token.metadata.uid, resourceVersion: token.metadata.resourceVersion },
+      },
+    });
   }
 
   async findFlavoredTokenByTokenId(tokenId: string): Promise<FlavoredToken | undefined> {
@@ -336,6 +397,17 @@ function parseObject<T>(schema: Parser<T>, raw: unknown, what: string): T {
     );
   }
   return result.data;
+}
+
+function storedToken(raw: unknown, name: string): StoredFlavoredToken {
+  const token = parseStored(FlavoredTokenSchema, raw);
+  if (!token)
+    throw new KubeError(
+      500,
+      'Invalid',
+      `FlavoredToken '${name}' does not match the nodeflavor.io/v1alpha1 schema: is the CRD up to date?`,
+    );
+  return token;
 }
 
 /** Items of a list; objects that do not parse are skipped rather than hiding every other one. */

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Indexes } from '../../src/controller/indexes.ts';
 import { SetIndex } from '../../src/flavor/set-index.ts';
-import type { CsrObject } from '../../src/kube/token-writes.ts';
+import type { CsrObject } from '../../src/kube/csrs.ts';
 import { createCertificateRequest } from '../../src/pki/certs.ts';
 
 describe('Indexes', () => {

@@ -7,8 +7,8 @@ import { describe, it } from 'node:test';
 import { ATTESTED_ANNOTATION } from '../../src/flavor/attestation-decision.ts';
 import { deriveFlavorToken } from '../../src/flavor/flavor-token.ts';
 import type { NodeNameClaim, StoredFlavoredToken } from '../../src/flavor/resources.ts';
+import type { CsrObject } from '../../src/kube/csrs.ts';
 import type { TrimmedNode } from '../../src/kube/node-writes.ts';
-import type { CsrObject } from '../../src/kube/token-writes.ts';
 import {
   assertQuiescent,
   ControllerSim,

@@ -24,14 +24,15 @@ import {
   ISSUED_ANNOTATION,
   type NodeNameClaim,
   type Stored,
+  TOKEN_FINALIZER,
   TOKEN_ID_LABEL,
 } from '../../../src/flavor/resources.ts';
 import { rfc3339 } from '../../../src/flavor/rfc3339.ts';
+import type { CsrObject } from '../../../src/kube/csrs.ts';
 import type { StoredFlavorClass } from '../../../src/kube/flavor-classes.ts';
 import { KubeError } from '../../../src/kube/kube-error.ts';
 import type { EventHandler } from '../../../src/kube/listwatch.ts';
 import { nodeStatePatch, type TrimmedNode } from '../../../src/kube/node-writes.ts';
-import { type CsrObject, TOKEN_FINALIZER } from '../../../src/kube/token-writes.ts';
 import { createCertificateRequest } from '../../../src/pki/certs.ts';
 import { MapCache } from './map-cache.ts';
 
