@@ -11,7 +11,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Pool } from 'undici';
 import { randomString, TOKEN_ALPHABET } from '../src/flavor/bootstrap-token.ts';
-import { kubeFetch } from '../src/kube/fetch.ts';
+import { kubeFetch } from '../src/runtime/fetch.ts';
 import { prepareOperatorIdentity } from '../test/e2e/support/chart.ts';
 import { e2eEnvironment } from '../test/e2e/support/environment.ts';
 import { applyFlavorClass, startOperator } from '../test/e2e/support/nodeflavor.ts';

@@ -3,13 +3,13 @@
 // Nodes in pages of 100, FlavoredTokens in pages of 500, the kubelet CSRs and the FlavorClasses,
 // all at once), parses every page and keeps nothing. Prints one JSON line (counts, time, its CPU)
 // and exits.
-// --item-parse: parse each page item by item as the controller does (src/kube/list-page.ts) instead
+// --item-parse: parse each page item by item as the controller does (src/runtime/list-page.ts) instead
 // of whole (undici's response.json()), for a second floor that shares that saving.
 //   node bench/bare-list.ts --kubeconfig PATH [--item-parse]
 import { parseArgs } from 'node:util';
-import { loadKubeConfig } from '../src/kube/config.ts';
-import { kubeFetch } from '../src/kube/fetch.ts';
-import { parseListPage } from '../src/kube/list-page.ts';
+import { loadKubeConfig } from '../src/runtime/config.ts';
+import { kubeFetch } from '../src/runtime/fetch.ts';
+import { parseListPage } from '../src/runtime/list-page.ts';
 
 const { values } = parseArgs({
   options: { kubeconfig: { type: 'string' }, 'item-parse': { type: 'boolean', default: false } },

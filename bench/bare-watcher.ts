@@ -2,11 +2,11 @@
 // patch one label onto it — using the same list/watch and the same HTTP client as nodeflavor.
 //   node bench/bare-watcher.ts --kubeconfig PATH --prefix NAME-PREFIX
 import { parseArgs } from 'node:util';
-import { WorkQueue } from '../src/controller/queue.ts';
-import { loadKubeConfig } from '../src/kube/config.ts';
-import { kubeJson } from '../src/kube/fetch.ts';
-import { ListWatch } from '../src/kube/listwatch.ts';
 import { type TrimmedNode, trimNode } from '../src/kube/node-writes.ts';
+import { loadKubeConfig } from '../src/runtime/config.ts';
+import { kubeJson } from '../src/runtime/fetch.ts';
+import { ListWatch } from '../src/runtime/listwatch.ts';
+import { WorkQueue } from '../src/runtime/queue.ts';
 import { SEEN_LABEL } from './bare-watcher-label.ts';
 
 const { values } = parseArgs({ options: { kubeconfig: { type: 'string' }, prefix: { type: 'string' } } });

@@ -6,8 +6,8 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { internStrings } from '../src/kube/intern.ts';
-import { withoutManagedFields } from '../src/kube/listwatch.ts';
 import { trimNode } from '../src/kube/node-writes.ts';
+import { withoutManagedFields } from '../src/runtime/listwatch.ts';
 import { realisticNode } from './fixture-nodes.ts';
 
 const { values } = parseArgs({ options: { count: { type: 'string', default: '5000' } } });

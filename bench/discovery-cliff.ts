@@ -31,7 +31,7 @@ import { join } from 'node:path';
 import { Pool } from 'undici';
 import { randomString, TOKEN_ALPHABET } from '../src/flavor/bootstrap-token.ts';
 import { rfc3339 } from '../src/flavor/rfc3339.ts';
-import { kubeFetch, kubeJson } from '../src/kube/fetch.ts';
+import { kubeFetch, kubeJson } from '../src/runtime/fetch.ts';
 import {
   DEFAULT_AUTH_EXTRA_GROUP,
   DEFAULT_ISSUER_AUDIENCE,

@@ -5,8 +5,8 @@
 import { randomBytes } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { rfc3339 } from '../src/flavor/rfc3339.ts';
-import { kubeJson } from '../src/kube/fetch.ts';
-import { KubeError } from '../src/kube/kube-error.ts';
+import { kubeJson } from '../src/runtime/fetch.ts';
+import { KubeError } from '../src/runtime/kube-error.ts';
 import { mapLimit } from './lib.ts';
 
 /**

@@ -1,8 +1,8 @@
 // Records, for each node, when a label first appeared (as a watch sees it), so the controller
 // and the baseline are timed by the same clock and the same watch delivery.
 import type { KubeConfig } from '@kubernetes/client-node';
-import { ListWatch } from '../src/kube/listwatch.ts';
 import { type TrimmedNode, trimNode } from '../src/kube/node-writes.ts';
+import { ListWatch } from '../src/runtime/listwatch.ts';
 
 export class LabelObserver {
   readonly seenAt = new Map<string, number>();

@@ -24,13 +24,13 @@ import { Pool } from 'undici';
 import { randomString, TOKEN_ALPHABET } from '../src/flavor/bootstrap-token.ts';
 import { ISSUED_ANNOTATION } from '../src/flavor/resources.ts';
 import { rfc3339 } from '../src/flavor/rfc3339.ts';
-import { kubeJson } from '../src/kube/fetch.ts';
+import { kubeJson } from '../src/runtime/fetch.ts';
 import {
   DEFAULT_AUTH_EXTRA_GROUP,
   DEFAULT_ISSUER_AUDIENCE,
   DEFAULT_SECRET_DESCRIPTION,
 } from '../src/tokenissuer/config.ts';
-import { OWNER_ANNOTATION, REQUESTED_BY_ANNOTATION, tokenRecord } from '../src/tokenissuer/issue.ts';
+import { OWNER_ANNOTATION, REQUESTED_BY_ANNOTATION, tokenRecord } from '../src/tokenissuer/issuance/issue.ts';
 import { applyObjects } from '../test/e2e/cluster/apply.ts';
 import type { ManagedProcess } from '../test/e2e/cluster/process.ts';
 import { deleteObjects } from '../test/e2e/support/admission.ts';
@@ -633,7 +633,7 @@ export async function runP3(scale: Scale): Promise<Figure[]> {
           goal: level.concurrency === 32 ? '-' : '≤ 3× baseline',
           met: level.concurrency === 32 || i.p99 <= 3 * f.p99,
           ...(level.concurrency === 32 ? {} : { retired: RETIRED_PROTOCOL }),
-          notes: `the issuer's API requests per issuance: ${level.requestsPerTokenTotal.toFixed(2)} (${level.requestsPerToken}), in sequence (POST FlavoredToken, POST Secret, GET the record back), against the floor's 1; CPU per token by process: ${level.issuerCpu} (per Secret create: ${level.floorCpu}); the issuer opened ${level.connectionsPerToken.toFixed(1)} new TLS connections to the API server per token (${reuseConnections() ? 'what-if: its KubeConfig shares one undici Agent across requests' : 'src/kube/connection-reuse.ts keeps one dispatcher per TLS identity, so the connection is reused'}); cluster-info held ${level.signatures} JWS signatures at the end of the level (the issuer reads it at most every 10 s; with file discovery, the default, issued tokens add none); API server request durations (mean) during issuance: ${level.issuerBreakdown}; during Secret creates: ${level.floorBreakdown}`,
+          notes: `the issuer's API requests per issuance: ${level.requestsPerTokenTotal.toFixed(2)} (${level.requestsPerToken}), in sequence (POST FlavoredToken, POST Secret, GET the record back), against the floor's 1; CPU per token by process: ${level.issuerCpu} (per Secret create: ${level.floorCpu}); the issuer opened ${level.connectionsPerToken.toFixed(1)} new TLS connections to the API server per token (${reuseConnections() ? 'what-if: its KubeConfig shares one undici Agent across requests' : 'src/runtime/connection-reuse.ts keeps one dispatcher per TLS identity, so the connection is reused'}); cluster-info held ${level.signatures} JWS signatures at the end of the level (the issuer reads it at most every 10 s; with file discovery, the default, issued tokens add none); API server request durations (mean) during issuance: ${level.issuerBreakdown}; during Secret creates: ${level.floorBreakdown}`,
         }),
         figure({
           name: `${prefix} kube-apiserver CPU per issuance, concurrency ${level.concurrency}`,

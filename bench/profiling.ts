@@ -8,7 +8,7 @@ import { Session } from 'node:inspector/promises';
 import { dirname, join } from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
-import { kubeFetch } from '../src/kube/fetch.ts';
+import { kubeFetch } from '../src/runtime/fetch.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Reading a V8 .cpuprofile (node --cpu-prof) for the benchmark logs: where the server process

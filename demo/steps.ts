@@ -1,6 +1,6 @@
 // Steps of the demo that talk to the cluster or the issuer API like a real portal would.
 import { request } from 'node:https';
-import { kubeJson } from '../src/kube/fetch.ts';
+import { kubeJson } from '../src/runtime/fetch.ts';
 import { DEFAULT_ISSUER_AUDIENCE } from '../src/tokenissuer/config.ts';
 import { applyObjects } from '../test/e2e/cluster/apply.ts';
 import type { E2EEnvironment } from '../test/e2e/support/environment.ts';

@@ -20,8 +20,8 @@ import {
   readStoredKeyRing,
   replaceKeyRing,
 } from '../kube/keyring-store.ts';
-import { KubeError } from '../kube/kube-error.ts';
-import type { KubeConfig } from '../kube/kubeconfig.ts';
+import { KubeError } from '../runtime/kube-error.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
 import { asJson, asYaml, table } from './flavor-output.ts';
 
 const KEYS_COMMANDS = ['list', 'add', 'activate', 'retire', 'init'] as const;

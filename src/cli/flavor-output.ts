@@ -2,7 +2,7 @@
 import { stringify } from 'yaml';
 import { QUARANTINE_TAINT_KEY, TOKEN_LABEL_KEY } from '../flavor/admission.ts';
 import { type NodeFacts, readVerificationRecord } from '../flavor/verdict.ts';
-import type { TokenStatusView } from '../tokenissuer/issue.ts';
+import type { TokenStatusView } from '../tokenissuer/issuance/issue.ts';
 
 export function table(headers: string[], rows: string[][]): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));

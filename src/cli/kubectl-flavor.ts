@@ -5,24 +5,27 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { FLAVOR_CLASS_PLURAL, GROUP, isDnsSubdomain } from '../flavor/resources.ts';
-import { loadKubeConfig } from '../kube/config.ts';
 import { ExplainReader } from '../kube/explain-facts.ts';
 import { DEFAULT_KEY_SECRET_NAME, loadKeyRing } from '../kube/keyring-store.ts';
-import { KubeError } from '../kube/kube-error.ts';
-import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { listNodeFacts } from '../kube/node-list.ts';
 import { KubeReviews } from '../kube/reviews.ts';
 import { KubeTokenStore } from '../kube/tokens.ts';
+import { loadKubeConfig } from '../runtime/config.ts';
+import { KubeError } from '../runtime/kube-error.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
 import { type IssuanceSettings, IssuanceSettingsSchema } from '../tokenissuer/config.ts';
-import { DEFAULT_DISCOVERY_KUBECONFIG_PATH, DISCOVERY_MODES } from '../tokenissuer/discovery-kubeconfig.ts';
 import { IssuerError } from '../tokenissuer/errors.ts';
+import {
+  DEFAULT_DISCOVERY_KUBECONFIG_PATH,
+  DISCOVERY_MODES,
+} from '../tokenissuer/issuance/discovery-kubeconfig.ts';
 import {
   discoveryInfo,
   type IssuanceDeps,
   issueToken,
   listTokens,
   revokeToken,
-} from '../tokenissuer/issue.ts';
+} from '../tokenissuer/issuance/issue.ts';
 import { type IssueRequest, validateIssueRequest } from '../tokenissuer/request.ts';
 import { issueResponse } from '../tokenissuer/response.ts';
 import { explainNode, explainToken, nodeReason } from './explain.ts';

@@ -8,19 +8,19 @@ import { type Config, issuerConfigFor } from '../config.ts';
 import { CaConfigMapStore } from '../kube/ca-configmap.ts';
 import type { FlavorClassCache } from '../kube/flavor-classes.ts';
 import type { KeyRingWatch } from '../kube/keyring-watch.ts';
-import type { KubeConfig } from '../kube/kubeconfig.ts';
-import type { Leadership } from '../kube/leader.ts';
 import { protectedKeysFrom } from '../kube/protected-keys-source.ts';
 import type { TokenCaches } from '../kube/token-caches.ts';
-import { WebhookTlsStore } from '../kube/webhook-tls-store.ts';
-import type { ReadinessCheck } from '../ops/server.ts';
+import type { CertificateSource } from '../pki/certificate-source.ts';
+import { DEFAULT_SERVING_LIFETIME_MS, servingNames } from '../pki/serving-bundle.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
+import type { Leadership } from '../runtime/leader.ts';
+import type { ReadinessCheck } from '../runtime/ops-server.ts';
 import { publishServingCa } from '../tokenissuer/ca-publisher.ts';
 import { startTokenIssuer } from '../tokenissuer/server.ts';
 import { CertManagerTls } from '../webhook/cert-manager-tls.ts';
-import type { CertificateSource } from '../webhook/certificate-source.ts';
 import { listenAddress, startAdmission } from '../webhook/index.ts';
 import { SelfManagedTls } from '../webhook/self-managed-tls.ts';
-import { DEFAULT_SERVING_LIFETIME_MS, servingNames } from '../webhook/tls.ts';
+import { WebhookTlsStore } from '../webhook/webhook-tls-store.ts';
 
 interface RunningPart {
   check: ReadinessCheck;

@@ -5,9 +5,9 @@
 // with, saying what to do.
 import { type Config, controllerUsername } from '../config.ts';
 import { type NodePlacementFacts, placementFailure, SYSTEM_NODE_LABEL } from '../flavor/placement.ts';
-import type { RegistrationFinding } from '../kube/admission-registration.ts';
+import type { RegistrationFinding } from '../webhook/admission-registration.ts';
 
-export type { RegistrationFinding } from '../kube/admission-registration.ts';
+export type { RegistrationFinding } from '../webhook/admission-registration.ts';
 
 export type StartupConfig = Pick<
   Config,

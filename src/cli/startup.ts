@@ -8,11 +8,11 @@
 // briefly down. A definite answer (who we are, what is registered) decides at once.
 
 import type { Logger } from 'pino';
-import { findRegistration } from '../kube/admission-registration.ts';
-import { KubeError } from '../kube/kube-error.ts';
-import type { KubeConfig } from '../kube/kubeconfig.ts';
 import { readNodePlacement } from '../kube/node-placement.ts';
 import { KubeReviews } from '../kube/reviews.ts';
+import { KubeError } from '../runtime/kube-error.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
+import { findRegistration } from '../webhook/admission-registration.ts';
 import {
   type GuardDecision,
   guardDecision,

@@ -11,7 +11,6 @@ import type {
 import { type CsrObject, decideCsr } from '../kube/csrs.ts';
 import { writeFlavorClassStatus } from '../kube/flavor-class-writes.ts';
 import type { StoredFlavorClass } from '../kube/flavor-classes.ts';
-import type { KubeConfig } from '../kube/kubeconfig.ts';
 import {
   createClaim,
   deleteClaimVersion,
@@ -21,6 +20,7 @@ import {
 } from '../kube/node-name-claims.ts';
 import { type TrimmedNode, writeNodeState } from '../kube/node-writes.ts';
 import { KubeTokenStore } from '../kube/tokens.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
 
 export interface ControllerApi {
   /** One JSON patch; a conflict (the Node changed since it was judged) is a KubeError 409. */

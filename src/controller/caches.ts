@@ -7,10 +7,10 @@ import { KUBELET_CLIENT_SIGNER } from '../flavor/verdict.ts';
 import type { CsrObject } from '../kube/csrs.ts';
 import { type FlavorClassCache, flavorClassCache } from '../kube/flavor-classes.ts';
 import { internStrings } from '../kube/intern.ts';
-import type { KubeConfig } from '../kube/kubeconfig.ts';
-import { ListWatch, type RestartReason } from '../kube/listwatch.ts';
 import { type TrimmedNode, trimNode } from '../kube/node-writes.ts';
 import { flavoredTokenCache, joinRecordCache, type TokenCaches } from '../kube/token-caches.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
+import { ListWatch, type RestartReason } from '../runtime/listwatch.ts';
 import type { CacheName, CacheObject } from './context.ts';
 import { trimCsr } from './facts.ts';
 

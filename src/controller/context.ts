@@ -7,15 +7,15 @@ import type { Config } from '../config.ts';
 import type { KeyRing } from '../flavor/keyring.ts';
 import type { NodeNameClaim, Stored, StoredFlavoredToken } from '../flavor/resources.ts';
 import type { CsrObject } from '../kube/csrs.ts';
-import type { EventType, InvolvedObject } from '../kube/events.ts';
 import type { StoredFlavorClass } from '../kube/flavor-classes.ts';
-import type { KubeConfig } from '../kube/kubeconfig.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
+import type { EventType, InvolvedObject } from '../runtime/events.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
 import type { ControllerApi } from './api.ts';
 import type { Indexes } from './indexes.ts';
 import type { ControllerMetrics } from './metrics.ts';
 
-/** What reconcilers read of a list/watch cache (src/kube/listwatch.ts; a Map in unit tests). */
+/** What reconcilers read of a list/watch cache (src/runtime/listwatch.ts; a Map in unit tests). */
 export interface Cache<T> {
   get(key: string): T | undefined;
   list(): T[];
@@ -38,7 +38,7 @@ export type CacheName = keyof CacheObjects;
 export type CacheObject<C extends CacheName> = CacheObjects[C];
 export type Caches = { [C in CacheName]: Cache<CacheObject<C>> };
 
-/** Where reconcilers say what happened (src/kube/events.ts, deduplicated and aggregated). */
+/** Where reconcilers say what happened (src/runtime/events.ts, deduplicated and aggregated). */
 export interface EventSink {
   emit(object: InvolvedObject, type: EventType, reason: string, message: string): void;
 }

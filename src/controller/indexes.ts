@@ -9,8 +9,8 @@ import { SetIndex } from '../flavor/set-index.ts';
 import { tokenIdOf } from '../flavor/token-facts.ts';
 import type { CsrFacts } from '../flavor/verdict.ts';
 import type { CsrObject } from '../kube/csrs.ts';
-import type { WatchEventType } from '../kube/listwatch.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
+import type { WatchEventType } from '../runtime/listwatch.ts';
 import { csrTokenId } from './facts.ts';
 
 /**

@@ -32,8 +32,8 @@ import { joinsOf, reservesName, tokenExpiresAt, tokenFacts, tokenIdOf } from '..
 import { withRefusal, withUse } from '../flavor/token-status.ts';
 import { decideBinding, type Failure, MAX_BINDINGS, type NameFacts } from '../flavor/verdict.ts';
 import type { CsrObject } from '../kube/csrs.ts';
-import { KubeError } from '../kube/kube-error.ts';
-import { failpoint } from '../ops/failpoints.ts';
+import { failpoint } from '../runtime/failpoints.ts';
+import { KubeError } from '../runtime/kube-error.ts';
 import type { ControllerContext, Requeue } from './context.ts';
 import { csrIssued, csrPending, hasCondition } from './facts.ts';
 

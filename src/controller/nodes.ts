@@ -34,9 +34,9 @@ import {
   type VerificationRecord,
 } from '../flavor/verdict.ts';
 import { signedRecordAnnotation } from '../flavor/verification-record.ts';
-import { KubeError } from '../kube/kube-error.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
-import { failpoint } from '../ops/failpoints.ts';
+import { failpoint } from '../runtime/failpoints.ts';
+import { KubeError } from '../runtime/kube-error.ts';
 import { boundTokenOf, refusalsForName } from './bound-token.ts';
 import type { ControllerContext, Requeue } from './context.ts';
 import { nodeFacts } from './facts.ts';

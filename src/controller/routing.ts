@@ -3,11 +3,11 @@
 // queue), and the resync that enqueues every reconciler's keys.
 
 import type { Logger } from 'pino';
-import type { EventHandler } from '../kube/listwatch.ts';
+import type { EventHandler } from '../runtime/listwatch.ts';
+import { WorkQueue } from '../runtime/queue.ts';
 import type { CacheName, CacheObject, ControllerContext } from './context.ts';
 import type { Reads } from './event-keys.ts';
 import type { ControllerMetrics } from './metrics.ts';
-import { WorkQueue } from './queue.ts';
 import { INDEXERS, type QueueName, type ReconcilerWiring } from './wiring.ts';
 
 /** What routing needs of a queue (a WorkQueue; a recorder in unit tests). */

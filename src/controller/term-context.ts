@@ -3,10 +3,10 @@
 
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
-import { fencedKubeConfig } from '../kube/deadlines.ts';
-import { EventRecorder } from '../kube/events.ts';
 import type { KeyRingWatch } from '../kube/keyring-watch.ts';
-import type { KubeConfig } from '../kube/kubeconfig.ts';
+import { fencedKubeConfig } from '../runtime/deadlines.ts';
+import { EventRecorder } from '../runtime/events.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
 import { kubeControllerApi } from './api.ts';
 import type { Caches, ControllerContext } from './context.ts';
 import type { Indexes } from './indexes.ts';

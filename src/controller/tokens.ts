@@ -29,7 +29,7 @@ import {
   withSecretDeleted,
 } from '../flavor/token-status.ts';
 import { readVerificationRecord } from '../flavor/verdict.ts';
-import { KubeError } from '../kube/kube-error.ts';
+import { KubeError } from '../runtime/kube-error.ts';
 import { type ControllerContext, type Requeue, soonest } from './context.ts';
 import { csrPending, nodeFacts } from './facts.ts';
 

@@ -15,7 +15,7 @@
 //
 // Every step is something `openssl dgst -sha256` (HMAC built from it over a pipe) and
 // `openssl enc -d -aes-256-ctr -pbkdf2 -pass fd:N` do on the node (the node-side script,
-// src/tokenissuer/attest-script.ts), with no key on any command line; nothing but tpm2-tools,
+// src/tokenissuer/attestation/attest-script.ts), with no key on any command line; nothing but tpm2-tools,
 // openssl and curl has to be installed there.
 import {
   createCipheriv,

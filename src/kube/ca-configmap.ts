@@ -3,9 +3,9 @@
 // replica may write it; a write carries the resourceVersion it read, so a lost race is a 409 and
 // a re-read, and a ConfigMap that already holds the certificate is left alone.
 
-import { kubeJson } from './fetch.ts';
-import { isAlreadyExists, isNotFound } from './kube-error.ts';
-import type { KubeConfig } from './kubeconfig.ts';
+import { kubeJson } from '../runtime/fetch.ts';
+import { isAlreadyExists, isNotFound } from '../runtime/kube-error.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
 
 const CA_CONFIGMAP_KEY = 'ca.crt';
 const MAX_CONFLICTS = 5;

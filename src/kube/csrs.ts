@@ -1,8 +1,8 @@
 // Kubelet client CSRs as the controller keeps them, and its one write to a CSR: the approval or
 // denial (approver mode), at the CSR's resourceVersion.
 import { rfc3339 } from '../flavor/rfc3339.ts';
-import { kubeJson } from './fetch.ts';
-import type { KubeConfig } from './kubeconfig.ts';
+import { kubeJson } from '../runtime/fetch.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
 
 export interface CsrObject {
   metadata: { name: string; uid: string; resourceVersion: string; creationTimestamp: string };

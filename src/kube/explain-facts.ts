@@ -6,9 +6,9 @@ import { parseKubeletCsr } from '../flavor/csr.ts';
 import { tokenWithJoins } from '../flavor/node-name-claim.ts';
 import { type FlavoredToken, type NodeNameClaim, TOKEN_ID_LABEL } from '../flavor/resources.ts';
 import { KUBELET_CLIENT_SIGNER, type NodeFacts } from '../flavor/verdict.ts';
-import { kubeCall } from './fetch.ts';
-import { isNotFound } from './kube-error.ts';
-import type { KubeConfig } from './kubeconfig.ts';
+import { kubeCall } from '../runtime/fetch.ts';
+import { isNotFound } from '../runtime/kube-error.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
 import { readClaim } from './node-name-claims.ts';
 import { KubeTokenStore } from './tokens.ts';
 

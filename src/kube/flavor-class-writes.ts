@@ -8,8 +8,8 @@ import {
   GROUP,
   VERSION,
 } from '../flavor/resources.ts';
-import { kubeJson } from './fetch.ts';
-import type { KubeConfig } from './kubeconfig.ts';
+import { kubeJson } from '../runtime/fetch.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
 
 /**
  * Replaces the status of the FlavorClass as cached (a PUT of /status with its resourceVersion:

@@ -10,8 +10,8 @@ import {
   GROUP,
   VERSION,
 } from '../flavor/resources.ts';
-import type { KubeConfig } from './kubeconfig.ts';
-import { ListWatch, type RestartReason, withoutManagedFields } from './listwatch.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
+import { ListWatch, type RestartReason, withoutManagedFields } from '../runtime/listwatch.ts';
 
 export interface StoredFlavorClass {
   metadata: { name: string; resourceVersion?: string; generation?: number };

@@ -10,9 +10,9 @@ import type { RandomBytes } from '../flavor/bootstrap-token.ts';
 import { type KeyRing, keyRingFromSecretData, keyRingToSecretData, newKeyRing } from '../flavor/keyring.ts';
 import { FLAVORED_TOKEN_PLURAL, GROUP, VERSION } from '../flavor/resources.ts';
 import { VERIFIED_ANNOTATION } from '../flavor/verification-record.ts';
-import { kubeCall, kubeFetch, kubeJson } from './fetch.ts';
-import { isAlreadyExists, isNotFound, KubeError } from './kube-error.ts';
-import type { KubeConfig } from './kubeconfig.ts';
+import { kubeCall, kubeFetch, kubeJson } from '../runtime/fetch.ts';
+import { isAlreadyExists, isNotFound, KubeError } from '../runtime/kube-error.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
 
 /** The fields of a core/v1 Secret the key ring uses; the rest of a read Secret is kept as it was. */
 export interface V1Secret {

@@ -15,9 +15,11 @@ import type { Logger } from 'pino';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { RandomBytes } from '../flavor/bootstrap-token.ts';
 import { type KeyRing, keyRingKeys, newKeyRing } from '../flavor/keyring.ts';
-import { faultEnabled } from '../ops/failpoints.ts';
-import type { EventRecorder } from './events.ts';
-import { kubeJson } from './fetch.ts';
+import type { EventRecorder } from '../runtime/events.ts';
+import { faultEnabled } from '../runtime/failpoints.ts';
+import { kubeJson } from '../runtime/fetch.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
+import { ListWatch, type RestartReason } from '../runtime/listwatch.ts';
 import {
   createKeyRingSecret,
   describeLocation,
@@ -27,8 +29,6 @@ import {
   missingRingMessage,
   parseRing,
 } from './keyring-store.ts';
-import type { KubeConfig } from './kubeconfig.ts';
-import { ListWatch, type RestartReason } from './listwatch.ts';
 
 type State =
   | { status: 'loading'; message: string }

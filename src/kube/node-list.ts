@@ -1,8 +1,8 @@
 // The Nodes as the facts `kubectl flavor nodes` shows (the same shape the controller judges).
 import type { NodeFacts } from '../flavor/verdict.ts';
+import { kubeCall } from '../runtime/fetch.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
 import { nodeFactsOf } from './explain-facts.ts';
-import { kubeCall } from './fetch.ts';
-import type { KubeConfig } from './kubeconfig.ts';
 
 export async function listNodeFacts(kubeConfig: KubeConfig): Promise<NodeFacts[]> {
   const list = await kubeCall<{ items?: Parameters<typeof nodeFactsOf>[0][] }>(

@@ -8,9 +8,9 @@ import {
   NodeNameClaimSchema,
   VERSION,
 } from '../flavor/resources.ts';
-import { kubeJson } from './fetch.ts';
-import { orUndefinedIfNotFound } from './kube-error.ts';
-import type { KubeConfig } from './kubeconfig.ts';
+import { kubeJson } from '../runtime/fetch.ts';
+import { orUndefinedIfNotFound } from '../runtime/kube-error.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
 import { type TrimmedNode, trimNode } from './node-writes.ts';
 
 export const CLAIMS_PATH = `/apis/${GROUP}/${VERSION}/${NODE_NAME_CLAIM_PLURAL}`;

@@ -2,8 +2,8 @@
 // Read with a list by metadata.name field selector, which RBAC authorises as the `list` on nodes
 // the controller's Node cache needs anyway: no `get` grant only for this.
 import type { NodePlacementFacts } from '../flavor/placement.ts';
-import { kubeCall } from './fetch.ts';
-import type { KubeConfig } from './kubeconfig.ts';
+import { kubeCall } from '../runtime/fetch.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
 
 interface NodeItem {
   metadata?: { name?: string; labels?: Record<string, string> };

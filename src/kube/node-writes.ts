@@ -7,9 +7,9 @@
 // change none of them, so they do not turn the write into a 409.
 import type { DesiredNodeState } from '../flavor/converge.ts';
 import { FIELD_MANAGER } from '../flavor/resources.ts';
-import { kubeJson } from './fetch.ts';
-import { KubeError } from './kube-error.ts';
-import type { KubeConfig } from './kubeconfig.ts';
+import { kubeJson } from '../runtime/fetch.ts';
+import { KubeError } from '../runtime/kube-error.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
 
 export interface TrimmedNode {
   metadata: {

@@ -5,9 +5,9 @@ import {
   type ProtectedKeys,
   protectedKeysFromFlavorClasses,
 } from '../flavor/admission.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
+import type { RestartReason } from '../runtime/listwatch.ts';
 import { type FlavorClassCache, flavorClassCache } from './flavor-classes.ts';
-import type { KubeConfig } from './kubeconfig.ts';
-import type { RestartReason } from './listwatch.ts';
 
 /** Where the admission guard reads the keys it protects; `onChange` fires after they changed. */
 export interface ProtectedKeysSource {

@@ -2,8 +2,8 @@
 // and SubjectAccessReview (authorization.k8s.io/v1) for the token-issuer API, and the Self*
 // reviews for the CLI, which acts as its own user. The reviewed token is sent to the API server
 // only; it is never part of an error.
-import { kubeCall } from './fetch.ts';
-import type { KubeConfig } from './kubeconfig.ts';
+import { kubeCall } from '../runtime/fetch.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
 
 const AUTHN = '/apis/authentication.k8s.io/v1';
 const AUTHZ = '/apis/authorization.k8s.io/v1';

@@ -14,9 +14,9 @@ import {
   type StoredFlavoredToken,
   VERSION,
 } from '../flavor/resources.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
+import { ListWatch, type RestartReason, withoutManagedFields } from '../runtime/listwatch.ts';
 import { internStrings } from './intern.ts';
-import type { KubeConfig } from './kubeconfig.ts';
-import { ListWatch, type RestartReason, withoutManagedFields } from './listwatch.ts';
 import { CLAIMS_PATH } from './node-name-claims.ts';
 
 type OnRestart = (reason: RestartReason, error?: Error) => void;

@@ -26,12 +26,12 @@ import {
   TOKEN_ID_LABEL,
   VERSION,
 } from '../flavor/resources.ts';
-import { kubeCall } from './fetch.ts';
+import { kubeCall } from '../runtime/fetch.ts';
+import { KubeError, orUndefinedIfNotFound } from '../runtime/kube-error.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
 import { type FlavorClassCache, lookupFlavorClass } from './flavor-classes.ts';
-import { KubeError, orUndefinedIfNotFound } from './kube-error.ts';
-import type { KubeConfig } from './kubeconfig.ts';
 
-export { KubeError } from './kube-error.ts';
+export { KubeError } from '../runtime/kube-error.ts';
 
 /** The API server looks bootstrap token Secrets up in this namespace only. */
 const BOOTSTRAP_TOKEN_NAMESPACE = 'kube-system';

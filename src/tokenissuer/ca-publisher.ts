@@ -6,8 +6,8 @@
 // writes no ca.crt) there is nothing to publish: the CA then comes from that issuer.
 import type { Logger } from 'pino';
 import type { CaConfigMapStore } from '../kube/ca-configmap.ts';
-import { CoalescedRun } from '../ops/coalesced-run.ts';
-import type { CertificateSource } from '../webhook/certificate-source.ts';
+import type { CertificateSource } from '../pki/certificate-source.ts';
+import { CoalescedRun } from '../runtime/coalesced-run.ts';
 
 const RECHECK_MS = 10 * 60_000;
 const MAX_RETRY_DELAY_MS = 30_000;

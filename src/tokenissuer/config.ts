@@ -6,14 +6,14 @@
 import { z } from 'zod';
 import { DEFAULT_TTL, parseDuration, TtlSchema } from '../flavor/resources.ts';
 import { DEFAULT_KEY_SECRET_NAME } from '../kube/keyring-store.ts';
-import { ATTESTATION_URL_PATTERN } from './attest-script.ts';
-import { isAddressOrCidr } from './client-address.ts';
+import { ATTESTATION_URL_PATTERN } from './attestation/attest-script.ts';
+import { isAddressOrCidr } from './defences/client-address.ts';
 import {
   DEFAULT_DISCOVERY_KUBECONFIG_PATH,
   DEFAULT_DISCOVERY_MODE,
   DISCOVERY_MODES,
   isDiscoveryPath,
-} from './discovery-kubeconfig.ts';
+} from './issuance/discovery-kubeconfig.ts';
 
 /**
  * nodeflavor's own bootstrap group: every flavor's token carries exactly this one

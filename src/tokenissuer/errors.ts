@@ -1,7 +1,7 @@
 // The issuer's errors: a code a program can switch on, the HTTP status it maps to, and a message
 // that tells a human what to do next. Messages never hold a token, a flavor token or a key.
 import { KeyRingUnavailableError } from '../kube/keyring-store.ts';
-import { KubeError } from '../kube/kube-error.ts';
+import { KubeError } from '../runtime/kube-error.ts';
 
 export const ERROR_STATUS = {
   InvalidRequest: 400,

@@ -5,11 +5,11 @@
 import { z } from 'zod';
 import { TOKEN_PHASES } from '../flavor/token-lifecycle.ts';
 import { FAILURE_REASONS } from '../flavor/verdict.ts';
-import { AnswerRequestSchema, ChallengeRequestSchema } from './attestation.ts';
+import { AnswerRequestSchema, ChallengeRequestSchema } from './attestation/attestation.ts';
 import { ERROR_STATUS } from './errors.ts';
 import { IssueRequestSchema } from './request.ts';
-import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './token-list.ts';
-import { DEFAULT_WATCH_SECONDS, MAX_WATCH_SECONDS } from './token-watch.ts';
+import { DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE } from './tokens/token-list.ts';
+import { DEFAULT_WATCH_SECONDS, MAX_WATCH_SECONDS } from './tokens/token-watch.ts';
 
 /**
  * A request body's JSON Schema: the zod schema's input side (defaults and transforms not yet

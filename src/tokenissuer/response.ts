@@ -1,5 +1,5 @@
 // The answer to an issuance, as the API sends it and the CLI prints it.
-import type { IssuedToken } from './issue.ts';
+import type { IssuedToken } from './issuance/issue.ts';
 
 /** The answer to POST /v1/tokens: the same keys and byte lengths for every flavor, no flavor name. */
 export interface IssueResponse {

@@ -9,12 +9,13 @@ import { tokenWithJoins } from '../flavor/node-name-claim.ts';
 import type { FlavoredToken } from '../flavor/resources.ts';
 import { withdrawal } from '../flavor/withdrawal.ts';
 import { KeyRingUnavailableError } from '../kube/keyring-store.ts';
-import type { Caller, CallerAuth } from './auth.ts';
-import { addressKey, clientAddress, type TrustedProxies } from './client-address.ts';
 import type { IssuerConfig } from './config.ts';
+import type { Caller, CallerAuth } from './defences/auth.ts';
+import { addressKey, clientAddress, type TrustedProxies } from './defences/client-address.ts';
+import type { RateLimiter } from './defences/rate-limit.ts';
 import { IssuerError } from './errors.ts';
-import type { IdempotencyCache } from './idempotency.ts';
-import { issueIdempotently } from './idempotent-issue.ts';
+import type { IdempotencyCache } from './issuance/idempotency.ts';
+import { issueIdempotently } from './issuance/idempotent-issue.ts';
 import {
   discoveryInfo,
   findToken,
@@ -26,22 +27,21 @@ import {
   type TokenStatusView,
   tokenStatusView,
   tokenViewOf,
-} from './issue.ts';
+} from './issuance/issue.ts';
 import type { IssueResult, IssuerMetrics } from './metrics.ts';
 import { OPENAPI_DOCUMENT } from './openapi.ts';
-import { registerPortal } from './portal-routes.ts';
-import type { RateLimiter } from './rate-limit.ts';
+import { registerPortal } from './portal/portal-routes.ts';
 import { validateIssueRequest } from './request.ts';
 import { type IssueResponse, issueResponse } from './response.ts';
-import type { TokenFeed } from './token-feed.ts';
-import { parseTokenListQuery, type TokenPage, tokenPage } from './token-list.ts';
+import type { TokenFeed } from './tokens/token-feed.ts';
+import { parseTokenListQuery, type TokenPage, tokenPage } from './tokens/token-list.ts';
 import {
   DEFAULT_WATCH_SECONDS,
   parseTokenGetQuery,
   type TokenGetQuery,
   tokenEventStream,
   type WatchSlots,
-} from './token-watch.ts';
+} from './tokens/token-watch.ts';
 
 /** What a replica remembers of an answer to a request with an Idempotency-Key. */
 export interface RememberedIssue {

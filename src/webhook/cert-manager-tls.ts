@@ -3,13 +3,13 @@
 // cert-manager.io/inject-ca-from). We never write the Secret: we watch it and serve whatever
 // servable certificate it holds, swapping it in on every renewal.
 import type { Logger } from 'pino';
-import type { SecretWatch, StoredTlsBundle, TlsSecretStore } from '../kube/webhook-tls-store.ts';
 import {
   CertificateHolder,
   type CertificateSource,
   type ServingCertificate,
   servingCertificateFrom,
-} from './certificate-source.ts';
+} from '../pki/certificate-source.ts';
+import type { SecretWatch, StoredTlsBundle, TlsSecretStore } from './webhook-tls-store.ts';
 
 export class CertManagerTls implements CertificateSource {
   private readonly store: TlsSecretStore;

@@ -5,16 +5,23 @@
 // moments, long before the previous certificate (a third of its lifetime left) expires.
 
 import type { Logger } from 'pino';
-import { isAlreadyExists } from '../kube/kube-error.ts';
-import type { SecretWatch, StoredTlsBundle, TlsSecretStore } from '../kube/webhook-tls-store.ts';
-import { CoalescedRun } from '../ops/coalesced-run.ts';
 import {
   CertificateHolder,
   type CertificateSource,
   type ServingCertificate,
   servingCertificateFrom,
-} from './certificate-source.ts';
-import { bundleFacts, createBundle, judgeBundle, nextCheckDelay, renewServing, type Wanted } from './tls.ts';
+} from '../pki/certificate-source.ts';
+import {
+  bundleFacts,
+  createBundle,
+  judgeBundle,
+  nextCheckDelay,
+  renewServing,
+  type Wanted,
+} from '../pki/serving-bundle.ts';
+import { CoalescedRun } from '../runtime/coalesced-run.ts';
+import { isAlreadyExists } from '../runtime/kube-error.ts';
+import type { SecretWatch, StoredTlsBundle, TlsSecretStore } from './webhook-tls-store.ts';
 
 const MAX_CONFLICTS = 5;
 const MAX_RETRY_DELAY_MS = 30_000;

@@ -4,8 +4,8 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
-import { kubeJson } from '../../src/kube/fetch.ts';
-import { KubeError } from '../../src/kube/kube-error.ts';
+import { kubeJson } from '../../src/runtime/fetch.ts';
+import { KubeError } from '../../src/runtime/kube-error.ts';
 import { prepareOperatorIdentity } from './support/chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from './support/environment.ts';
 import { OPERATOR_NAMESPACE } from './support/nodeflavor.ts';

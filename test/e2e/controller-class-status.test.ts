@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Condition } from '../../src/flavor/resources.ts';
-import { kubeFetch } from '../../src/kube/fetch.ts';
+import { kubeFetch } from '../../src/runtime/fetch.ts';
 import { controllerHarness, FLAVOR_LABEL } from './support/controller-harness.ts';
 import { applyFlavorClass, customObjects, issue } from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';

@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
 import { before, describe, it } from 'node:test';
 import { VERIFIED_ANNOTATION } from '../../src/flavor/verdict.ts';
-import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
+import type { IssuedToken } from '../../src/tokenissuer/issuance/issue.ts';
 import { skipUnless } from '../support/skip.ts';
 import type { ControlPlane } from './cluster/controlplane.ts';
 import { freePort } from './cluster/ports.ts';

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { CoordinationV1Api } from '@kubernetes/client-node';
-import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
+import type { IssuedToken } from '../../src/tokenissuer/issuance/issue.ts';
 import type { ManagedProcess } from './cluster/process.ts';
 import type { E2EEnvironment } from './support/environment.ts';
 import { customObjects, issue, joinWith, OPERATOR_NAMESPACE } from './support/nodeflavor.ts';

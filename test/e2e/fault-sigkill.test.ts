@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { VERIFIED_ANNOTATION } from '../../src/flavor/verdict.ts';
-import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
+import type { IssuedToken } from '../../src/tokenissuer/issuance/issue.ts';
 import { freePort } from './cluster/ports.ts';
 import type { ManagedProcess } from './cluster/process.ts';
 import type { E2EEnvironment } from './support/environment.ts';

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as delay } from 'node:timers/promises';
 import { CoordinationV1Api } from '@kubernetes/client-node';
-import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
+import type { IssuedToken } from '../../src/tokenissuer/issuance/issue.ts';
 import { skipUnless } from '../support/skip.ts';
 import { AUDIT_LOG, type ControlPlane } from './cluster/controlplane.ts';
 import { freePort } from './cluster/ports.ts';

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { before, describe, it } from 'node:test';
 import { bootstrapSecretName } from '../../src/flavor/bootstrap-token.ts';
-import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
+import type { IssuedToken } from '../../src/tokenissuer/issuance/issue.ts';
 import { skipUnless } from '../support/skip.ts';
 import type { ControlPlane } from './cluster/controlplane.ts';
 import { binaryPaths } from './cluster/versions.ts';

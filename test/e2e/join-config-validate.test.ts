@@ -17,8 +17,8 @@ import { parse } from 'yaml';
 import { parseBootstrapToken } from '../../src/flavor/bootstrap-token.ts';
 import { Secret } from '../../src/flavor/secret.ts';
 import { createCertificateAuthority } from '../../src/pki/certs.ts';
-import { DEFAULT_DISCOVERY_KUBECONFIG_PATH } from '../../src/tokenissuer/discovery-kubeconfig.ts';
-import { type JoinMaterialInput, renderJoinMaterial } from '../../src/tokenissuer/join-material.ts';
+import { DEFAULT_DISCOVERY_KUBECONFIG_PATH } from '../../src/tokenissuer/issuance/discovery-kubeconfig.ts';
+import { type JoinMaterialInput, renderJoinMaterial } from '../../src/tokenissuer/issuance/join-material.ts';
 import { nodeBinaryPaths, versions } from './cluster/versions.ts';
 
 const run = promisify(execFile);

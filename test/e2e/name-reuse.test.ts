@@ -3,7 +3,7 @@
 // own token, and it never inherits the old flavor.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
+import type { IssuedToken } from '../../src/tokenissuer/issuance/issue.ts';
 import { createBootstrapToken, joinConfiguration } from './support/bootstrap.ts';
 import { controllerHarness, FLAVOR_LABEL } from './support/controller-harness.ts';
 import { issue, joinWith } from './support/nodeflavor.ts';

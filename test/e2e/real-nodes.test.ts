@@ -15,7 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { parse, parseAllDocuments, stringify } from 'yaml';
-import { kubeJson } from '../../src/kube/fetch.ts';
+import { kubeJson } from '../../src/runtime/fetch.ts';
 import { skipUnless } from '../support/skip.ts';
 import { applyObjects } from './cluster/apply.ts';
 import { ControlPlane } from './cluster/controlplane.ts';
@@ -168,7 +168,7 @@ describe('real nodes: the chart as Pods, a real kubeadm join, kube-scheduler', {
 
   const readNode = (name: string) => env.core.readNode({ name });
   const kubeFetchText = async (path: string) => {
-    const { kubeFetch } = await import('../../src/kube/fetch.ts');
+    const { kubeFetch } = await import('../../src/runtime/fetch.ts');
     const response = await kubeFetch(env.kubeConfig, path, { method: 'GET' });
     const text = await response.text();
     assert.equal(response.status, 200, `${path}: ${text.slice(0, 200)}`);

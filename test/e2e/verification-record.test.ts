@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { VERIFIED_ANNOTATION } from '../../src/flavor/verdict.ts';
-import type { IssuedToken } from '../../src/tokenissuer/issue.ts';
+import type { IssuedToken } from '../../src/tokenissuer/issuance/issue.ts';
 import { controllerHarness, FLAVOR_LABEL } from './support/controller-harness.ts';
 import { customObjects, issue } from './support/nodeflavor.ts';
 import { uniqueName, waitFor } from './support/wait.ts';

@@ -29,15 +29,15 @@ import {
   ISSUER_CA_PATH,
   JOIN_TEMPLATE_PATH,
   renderAttestScript,
-} from '../../src/tokenissuer/attest-script.ts';
-import { type AttestationDeps, answer, challenge } from '../../src/tokenissuer/attestation.ts';
+} from '../../src/tokenissuer/attestation/attest-script.ts';
+import { type AttestationDeps, answer, challenge } from '../../src/tokenissuer/attestation/attestation.ts';
 import { AttestationSettingsSchema, IssuanceSettingsSchema } from '../../src/tokenissuer/config.ts';
-import { type IssuanceDeps, issueToken } from '../../src/tokenissuer/issue.ts';
+import { type IssuanceDeps, issueToken } from '../../src/tokenissuer/issuance/issue.ts';
 import {
   type AttestedMaterialInput,
   renderAttestedJoinMaterial,
   renderJoinMaterial,
-} from '../../src/tokenissuer/join-material.ts';
+} from '../../src/tokenissuer/issuance/join-material.ts';
 import { OPENAPI_DOCUMENT } from '../../src/tokenissuer/openapi.ts';
 import { issueResponse } from '../../src/tokenissuer/response.ts';
 import { skipUnless } from '../support/skip.ts';

@@ -1,7 +1,7 @@
 // `kubectl flavor explain` and the REASON column (src/cli/explain.ts) on made-up facts: what is
 // concluded for a verified, a quarantined, a waiting and an unmanaged node, that the screen names
 // the token, the CSR, the failed check and what to do; that every failure reason has a remedy,
-// the same set as the operations guide's table; and the aggregated Event names (src/kube/events.ts).
+// the same set as the operations guide's table; and the aggregated Event names (src/runtime/events.ts).
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,8 +11,8 @@ import { nodesTable } from '../../src/cli/flavor-output.ts';
 import { REMEDIES } from '../../src/flavor/reasons.ts';
 import type { FlavoredToken, FlavoredTokenStatus } from '../../src/flavor/resources.ts';
 import { FAILURE_REASONS, type NodeFacts } from '../../src/flavor/verdict.ts';
-import { aggregatedEventName, isRecentRepeat, occurrencePatch } from '../../src/kube/events.ts';
 import type { CsrSummary, EventSummary } from '../../src/kube/explain-facts.ts';
+import { aggregatedEventName, isRecentRepeat, occurrencePatch } from '../../src/runtime/events.ts';
 
 const NOW = new Date('2030-01-01T12:00:00Z');
 const QUARANTINE = { key: 'nodeflavor.io/unverified', effect: 'NoSchedule' };

@@ -7,8 +7,8 @@ import { before, describe, it } from 'node:test';
 import { formatBootstrapToken, generateBootstrapToken } from '../../src/flavor/bootstrap-token.ts';
 import { deriveFlavorToken } from '../../src/flavor/flavor-token.ts';
 import { generateHmacKey } from '../../src/flavor/keyring.ts';
-import type { JoinMaterial } from '../../src/tokenissuer/join-material.ts';
-import { renderJoinMaterial } from '../../src/tokenissuer/join-material.ts';
+import type { JoinMaterial } from '../../src/tokenissuer/issuance/join-material.ts';
+import { renderJoinMaterial } from '../../src/tokenissuer/issuance/join-material.ts';
 import { seededRandomBytes } from './support/random.ts';
 
 const SAMPLES_PER_FLAVOR = 10_000;

@@ -1,4 +1,4 @@
-// Issuing a token bound to a TPM (src/tokenissuer/attestation-binding.ts, request.ts; ADR 0014):
+// Issuing a token bound to a TPM (src/tokenissuer/attestation/attestation-binding.ts, request.ts; ADR 0014):
 // what `attestation` may hold, checked once at issuance so a token is never bound to something no
 // TPM could use, and nothing is written when it is refused. EK certificates are swtpm_localca's
 // (test/unit/fixtures/tpm): two "manufacturers" whose CAs have the same names.
@@ -16,8 +16,8 @@ import {
 import { ekSpkiDer } from '../../src/flavor/tpm/ek-identity.ts';
 import { IssuanceSettingsSchema } from '../../src/tokenissuer/config.ts';
 import type { IssuerError } from '../../src/tokenissuer/errors.ts';
-import { issueIdempotently } from '../../src/tokenissuer/idempotent-issue.ts';
-import { type IssuanceDeps, issueToken, tokenStatusView } from '../../src/tokenissuer/issue.ts';
+import { issueIdempotently } from '../../src/tokenissuer/issuance/idempotent-issue.ts';
+import { type IssuanceDeps, issueToken, tokenStatusView } from '../../src/tokenissuer/issuance/issue.ts';
 import { issueResponse } from '../../src/tokenissuer/response.ts';
 import {
   clusterInfoKubeconfig,

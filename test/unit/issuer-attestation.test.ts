@@ -1,4 +1,4 @@
-// The attested join's exchange through the issuer (src/tokenissuer/attestation.ts, ADR 0014), on
+// The attested join's exchange through the issuer (src/tokenissuer/attestation/attestation.ts, ADR 0014), on
 // FakeTokenKube with an injected clock and real swtpm keys (test/unit/fixtures/tpm). No TPM runs
 // here: the node's side is played either by re-deriving the credential's secret S the way only the
 // issuer can (credentialSecret under the ring key the ticket names), or, with an EK whose private
@@ -49,8 +49,8 @@ import {
   answer,
   type ChallengeResponse,
   challenge,
-} from '../../src/tokenissuer/attestation.ts';
-import { attestationFiles } from '../../src/tokenissuer/attestation-files.ts';
+} from '../../src/tokenissuer/attestation/attestation.ts';
+import { attestationFiles } from '../../src/tokenissuer/attestation/attestation-files.ts';
 import { IssuanceSettingsSchema, parseIssuerConfig } from '../../src/tokenissuer/config.ts';
 import { IssuerError } from '../../src/tokenissuer/errors.ts';
 import {
@@ -60,7 +60,7 @@ import {
   revokeToken,
   tokenRecord,
   tokenStatusView,
-} from '../../src/tokenissuer/issue.ts';
+} from '../../src/tokenissuer/issuance/issue.ts';
 import { buildIssuerApp } from '../../src/tokenissuer/server.ts';
 import {
   pemOf as certificatesPem,

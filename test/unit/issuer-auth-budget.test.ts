@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { type Admission, AuthBudget, type Ticket } from '../../src/tokenissuer/auth-budget.ts';
+import { type Admission, AuthBudget, type Ticket } from '../../src/tokenissuer/defences/auth-budget.ts';
 
 const budget = (capacity = 3, overrides: { cacheMs?: number; knownMs?: number } = {}) =>
   new AuthBudget<string>({

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
-import { bearerToken, createCallerAuth, kubernetesOwner } from '../../src/tokenissuer/auth.ts';
 import { parseIssuerConfig } from '../../src/tokenissuer/config.ts';
+import { bearerToken, createCallerAuth, kubernetesOwner } from '../../src/tokenissuer/defences/auth.ts';
 import { IssuerError } from '../../src/tokenissuer/errors.ts';
 import { FakeReviews } from './support/issuer-fakes.ts';
 

@@ -7,7 +7,7 @@ import {
   clientAddress,
   isAddressOrCidr,
   TrustedProxies,
-} from '../../src/tokenissuer/client-address.ts';
+} from '../../src/tokenissuer/defences/client-address.ts';
 
 describe('trusted proxies', () => {
   it('accepts addresses and CIDRs, nothing else', () => {

@@ -3,13 +3,13 @@
 import assert from 'node:assert/strict';
 import { Socket } from 'node:net';
 import { describe, it } from 'node:test';
+import { parseIssuerConfig } from '../../src/tokenissuer/config.ts';
 import {
   clientErrorAnswer,
   clientErrorReason,
   handleClientError,
-} from '../../src/tokenissuer/client-errors.ts';
-import { parseIssuerConfig } from '../../src/tokenissuer/config.ts';
-import { ConnectionCounts } from '../../src/tokenissuer/connection-limit.ts';
+} from '../../src/tokenissuer/defences/client-errors.ts';
+import { ConnectionCounts } from '../../src/tokenissuer/defences/connection-limit.ts';
 import { checkingIntervalMs, serverTimeouts } from '../../src/tokenissuer/server-options.ts';
 
 const config = (connections: Record<string, unknown> = {}) =>

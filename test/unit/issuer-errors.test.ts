@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ApiException } from '@kubernetes/client-node';
-import { KubeError, toKubeError } from '../../src/kube/kube-error.ts';
+import { KubeError, toKubeError } from '../../src/runtime/kube-error.ts';
 import { errorBody, fromKubeError, IssuerError, toIssuerError } from '../../src/tokenissuer/errors.ts';
 
 const status = (code: number, reason: string, message: string) => ({ kind: 'Status', code, reason, message });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { IssuerError } from '../../src/tokenissuer/errors.ts';
-import { IdempotencyCache, requestFingerprint } from '../../src/tokenissuer/idempotency.ts';
+import { IdempotencyCache, requestFingerprint } from '../../src/tokenissuer/issuance/idempotency.ts';
 
 function cache(options: { ttlMs?: number; maxEntries?: number } = {}) {
   let clock = 0;

@@ -4,10 +4,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { IDEMPOTENCY_ANNOTATION } from '../../src/flavor/idempotent-issuance.ts';
 import { activateKey, addKey, type KeyRing, newKeyRing } from '../../src/flavor/keyring.ts';
-import { KubeError } from '../../src/kube/kube-error.ts';
+import { KubeError } from '../../src/runtime/kube-error.ts';
 import { IssuanceSettingsSchema } from '../../src/tokenissuer/config.ts';
-import { issueIdempotently } from '../../src/tokenissuer/idempotent-issue.ts';
-import type { IssuanceDeps, PlainIssuedToken } from '../../src/tokenissuer/issue.ts';
+import { issueIdempotently } from '../../src/tokenissuer/issuance/idempotent-issue.ts';
+import type { IssuanceDeps, PlainIssuedToken } from '../../src/tokenissuer/issuance/issue.ts';
 import { clusterInfoKubeconfig, FakeTokenKube } from './support/issuer-fakes.ts';
 import { seededRandomBytes } from './support/random.ts';
 

@@ -9,8 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { SignJWT } from 'jose';
-import { jwtOwner, kubernetesOwner } from '../../src/tokenissuer/auth.ts';
 import { type IssuerConfigInput, parseIssuerConfig } from '../../src/tokenissuer/config.ts';
+import { jwtOwner, kubernetesOwner } from '../../src/tokenissuer/defences/auth.ts';
 import { buildIssuerApp } from '../../src/tokenissuer/server.ts';
 import {
   clusterInfoKubeconfig,

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parse } from 'yaml';
 import { TOKEN_ID_LABEL } from '../../src/flavor/resources.ts';
-import { KubeError } from '../../src/kube/kube-error.ts';
+import { KubeError } from '../../src/runtime/kube-error.ts';
 import { IssuanceSettingsSchema } from '../../src/tokenissuer/config.ts';
 import type { IssuerError } from '../../src/tokenissuer/errors.ts';
 import {
@@ -11,7 +11,7 @@ import {
   issueToken,
   listTokens,
   revokeToken,
-} from '../../src/tokenissuer/issue.ts';
+} from '../../src/tokenissuer/issuance/issue.ts';
 import { clusterInfoKubeconfig, FakeTokenKube, fakeKeyRing } from './support/issuer-fakes.ts';
 import { seededRandomBytes } from './support/random.ts';
 

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { JOIN_TEMPLATE_PATH as SCRIPT_TEMPLATE_PATH } from '../../src/tokenissuer/attest-script.ts';
+import { JOIN_TEMPLATE_PATH as SCRIPT_TEMPLATE_PATH } from '../../src/tokenissuer/attestation/attest-script.ts';
 import { parseIssuerConfig } from '../../src/tokenissuer/config.ts';
 import {
   ATTESTED_NOTICE,
@@ -23,7 +23,7 @@ import {
   PLAIN_LABELS,
   PLAIN_NOTICE,
 } from '../../src/tokenissuer/portal/formats.js';
-import { PORTAL_CSP } from '../../src/tokenissuer/portal-routes.ts';
+import { PORTAL_CSP } from '../../src/tokenissuer/portal/portal-routes.ts';
 import { buildIssuerApp } from '../../src/tokenissuer/server.ts';
 import { type FakeElement, FakePage, portalHtml, type SentRequest, until } from './support/fake-page.ts';
 import { clusterInfoKubeconfig, FakeReviews, FakeTokenKube, fakeKeyRing } from './support/issuer-fakes.ts';

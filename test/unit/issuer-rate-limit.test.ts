@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { RateLimiter } from '../../src/tokenissuer/rate-limit.ts';
+import { RateLimiter } from '../../src/tokenissuer/defences/rate-limit.ts';
 
 describe('RateLimiter (token bucket per caller)', () => {
   it('allows a burst of `capacity`, then refuses with a Retry-After', () => {

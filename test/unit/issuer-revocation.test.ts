@@ -8,17 +8,17 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import type { FlavoredToken } from '../../src/flavor/resources.ts';
-import { KubeError } from '../../src/kube/kube-error.ts';
 import type { TokenKube } from '../../src/kube/tokens.ts';
+import { KubeError } from '../../src/runtime/kube-error.ts';
 import { IssuanceSettingsSchema, parseIssuerConfig } from '../../src/tokenissuer/config.ts';
 import { IssuerError } from '../../src/tokenissuer/errors.ts';
-import { issueIdempotently } from '../../src/tokenissuer/idempotent-issue.ts';
+import { issueIdempotently } from '../../src/tokenissuer/issuance/idempotent-issue.ts';
 import {
   type IssuanceDeps,
   issueToken,
   type PlainIssuedToken,
   revokeToken,
-} from '../../src/tokenissuer/issue.ts';
+} from '../../src/tokenissuer/issuance/issue.ts';
 import { buildIssuerApp } from '../../src/tokenissuer/server.ts';
 import { everyInterleaving, gated, type Interleaving, type Turn } from './support/interleavings.ts';
 import { clusterInfoKubeconfig, FakeReviews, FakeTokenKube, fakeKeyRing } from './support/issuer-fakes.ts';

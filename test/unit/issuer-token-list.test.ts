@@ -4,11 +4,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { FlavoredToken, Join, NodeNameClaim } from '../../src/flavor/resources.ts';
-import { kubernetesOwner } from '../../src/tokenissuer/auth.ts';
 import { parseIssuerConfig } from '../../src/tokenissuer/config.ts';
+import { kubernetesOwner } from '../../src/tokenissuer/defences/auth.ts';
 import { buildIssuerApp } from '../../src/tokenissuer/server.ts';
-import { parseTokenListQuery, tokenPage } from '../../src/tokenissuer/token-list.ts';
-import { sseEvent } from '../../src/tokenissuer/token-watch.ts';
+import { parseTokenListQuery, tokenPage } from '../../src/tokenissuer/tokens/token-list.ts';
+import { sseEvent } from '../../src/tokenissuer/tokens/token-watch.ts';
 import {
   clusterInfoKubeconfig,
   FakeFeed,

@@ -1,4 +1,4 @@
-// The attestation files (src/tokenissuer/watched-file.ts, attestation-files.ts): read once, re-read
+// The attestation files (src/tokenissuer/attestation/watched-file.ts, attestation-files.ts): read once, re-read
 // in the background when the file changed (never on a request's path), the last good content kept
 // when a changed file cannot be used.
 import assert from 'node:assert/strict';
@@ -6,8 +6,8 @@ import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { attestationFiles } from '../../src/tokenissuer/attestation-files.ts';
-import { WatchedFile } from '../../src/tokenissuer/watched-file.ts';
+import { attestationFiles } from '../../src/tokenissuer/attestation/attestation-files.ts';
+import { WatchedFile } from '../../src/tokenissuer/attestation/watched-file.ts';
 
 const fixture = (name: string) => readFileSync(join(import.meta.dirname, 'fixtures', 'tpm', name), 'utf8');
 

@@ -4,12 +4,12 @@ import fc from 'fast-check';
 import { parse } from 'yaml';
 import { generateBootstrapToken, parseBootstrapToken } from '../../src/flavor/bootstrap-token.ts';
 import { Secret } from '../../src/flavor/secret.ts';
-import type { JoinMaterialInput } from '../../src/tokenissuer/join-material.ts';
+import type { JoinMaterialInput } from '../../src/tokenissuer/issuance/join-material.ts';
 import {
   type DocumentShape,
   renderDocumentsDirectly,
   renderJoinMaterial,
-} from '../../src/tokenissuer/join-material.ts';
+} from '../../src/tokenissuer/issuance/join-material.ts';
 import { seededRandomBytes } from './support/random.ts';
 
 const CA_CERT_HASH = `sha256:${'0f'.repeat(32)}`;

@@ -1,13 +1,13 @@
-// kubeJson (src/kube/fetch.ts), every JSON request's path (undici's request, not fetch): headers,
+// kubeJson (src/runtime/fetch.ts), every JSON request's path (undici's request, not fetch): headers,
 // answers, errors and the deadline, against a local HTTP server standing in for the API server.
 import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
-import { withRequestDeadlines } from '../../src/kube/deadlines.ts';
-import { kubeJson } from '../../src/kube/fetch.ts';
-import { isAlreadyExists, KubeError } from '../../src/kube/kube-error.ts';
+import { withRequestDeadlines } from '../../src/runtime/deadlines.ts';
+import { kubeJson } from '../../src/runtime/fetch.ts';
+import { isAlreadyExists, KubeError } from '../../src/runtime/kube-error.ts';
 
 interface Seen {
   method: string;

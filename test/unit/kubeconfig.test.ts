@@ -1,12 +1,16 @@
-// nodeflavor's own kubeconfig reading (src/kube/kubeconfig.ts): what it reads itself, and what it
+// nodeflavor's own kubeconfig reading (src/runtime/kubeconfig.ts): what it reads itself, and what it
 // leaves to client-node (plugins, proxies).
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { fencedKubeConfig } from '../../src/kube/deadlines.ts';
-import { kubeConfigFromFile, kubeConfigFromString, kubeConfigInCluster } from '../../src/kube/kubeconfig.ts';
+import { fencedKubeConfig } from '../../src/runtime/deadlines.ts';
+import {
+  kubeConfigFromFile,
+  kubeConfigFromString,
+  kubeConfigInCluster,
+} from '../../src/runtime/kubeconfig.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'nodeflavor-kubeconfig-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

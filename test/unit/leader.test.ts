@@ -4,9 +4,9 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
-import { fencedKubeConfig } from '../../src/kube/deadlines.ts';
-import { kubeJson } from '../../src/kube/fetch.ts';
-import { checkTimings, LeaderElector } from '../../src/kube/leader.ts';
+import { fencedKubeConfig } from '../../src/runtime/deadlines.ts';
+import { kubeJson } from '../../src/runtime/fetch.ts';
+import { checkTimings, LeaderElector } from '../../src/runtime/leader.ts';
 
 const TIMINGS = { leaseDurationMs: 900, renewDeadlineMs: 600, retryPeriodMs: 150 };
 /** Timers on a loaded machine; still well under what a stuck elector takes (for ever). */

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
-import { parseListPage } from '../../src/kube/list-page.ts';
+import { parseListPage } from '../../src/runtime/list-page.ts';
 
 const identity = (raw: unknown) => raw;
 

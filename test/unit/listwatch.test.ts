@@ -14,7 +14,7 @@ import {
   objectKey,
   type RestartReason,
   type WatchEventType,
-} from '../../src/kube/listwatch.ts';
+} from '../../src/runtime/listwatch.ts';
 
 const PATH = '/apis/example.com/v1/things';
 /** Long enough that no watch in these tests stalls unless the test wants it to. */

@@ -1,9 +1,9 @@
-// One redaction list for every logger of the process (src/ops/log.ts): the controller's, the
+// One redaction list for every logger of the process (src/runtime/log.ts): the controller's, the
 // admission guard's and the issuer's lines never carry a secret-bearing field's value.
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { describe, it } from 'node:test';
-import { createLogger, REDACTED_PATHS } from '../../src/ops/log.ts';
+import { createLogger, REDACTED_PATHS } from '../../src/runtime/log.ts';
 
 function captured(component: string) {
   const lines: Record<string, unknown>[] = [];

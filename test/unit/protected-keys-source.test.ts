@@ -3,8 +3,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { FlavorClassCache, StoredFlavorClass } from '../../src/kube/flavor-classes.ts';
-import type { EventHandler } from '../../src/kube/listwatch.ts';
 import { protectedKeysFrom } from '../../src/kube/protected-keys-source.ts';
+import type { EventHandler } from '../../src/runtime/listwatch.ts';
 
 /** The part of a FlavorClass cache the guard reads, driven by the test. */
 class FakeClassCache {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, mock, test } from 'node:test';
 import fc from 'fast-check';
-import { type QueueOptions, WorkQueue } from '../../src/controller/queue.ts';
+import { type QueueOptions, WorkQueue } from '../../src/runtime/queue.ts';
 
 /** Runs every pending microtask and promise continuation (setImmediate is not faked). */
 const flush = async (rounds = 3) => {

@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { pino } from 'pino';
+import { createBundle, renewServing, servingNames, type Wanted } from '../../src/pki/serving-bundle.ts';
 import { CertManagerTls } from '../../src/webhook/cert-manager-tls.ts';
-import { createBundle, renewServing, servingNames, type Wanted } from '../../src/webhook/tls.ts';
 import { MemoryStore } from './support/memory-tls-store.ts';
 
 const wanted: Wanted = {

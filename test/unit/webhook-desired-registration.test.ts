@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { parseConfig } from '../../src/config.ts';
 import { protectedKeysFromFlavorClasses } from '../../src/flavor/admission.ts';
-import { driftedFields } from '../../src/kube/admission-registration.ts';
+import { driftedFields } from '../../src/webhook/admission-registration.ts';
 import {
   desiredRegistration,
   INJECT_CA_ANNOTATION,

@@ -8,9 +8,9 @@ import { connect, type TLSSocket } from 'node:tls';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { protectedKeysFromFlavorClasses } from '../../src/flavor/admission.ts';
+import { createBundle, servingNames, type TlsBundle } from '../../src/pki/serving-bundle.ts';
 import { AdmissionMetrics } from '../../src/webhook/metrics.ts';
 import { startWebhookServer, VALIDATE_NODES_PATH, type WebhookServer } from '../../src/webhook/server.ts';
-import { createBundle, servingNames, type TlsBundle } from '../../src/webhook/tls.ts';
 
 const policy = {
   controllerUsernames: ['system:serviceaccount:nodeflavor:nodeflavor'],

@@ -3,15 +3,15 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { pino } from 'pino';
-import type { ServingCertificate } from '../../src/webhook/certificate-source.ts';
-import { SelfManagedTls } from '../../src/webhook/self-managed-tls.ts';
+import type { ServingCertificate } from '../../src/pki/certificate-source.ts';
 import {
   createBundle,
   renewServing,
   servingNames,
   type TlsBundle,
   type Wanted,
-} from '../../src/webhook/tls.ts';
+} from '../../src/pki/serving-bundle.ts';
+import { SelfManagedTls } from '../../src/webhook/self-managed-tls.ts';
 import { MemoryStore } from './support/memory-tls-store.ts';
 
 const wanted: Wanted = {

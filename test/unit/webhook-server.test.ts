@@ -7,9 +7,9 @@ import type { TLSSocket } from 'node:tls';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { protectedKeysFromFlavorClasses, TOKEN_LABEL_KEY } from '../../src/flavor/admission.ts';
+import { createBundle, renewServing, servingNames, type TlsBundle } from '../../src/pki/serving-bundle.ts';
 import { AdmissionMetrics } from '../../src/webhook/metrics.ts';
 import { startWebhookServer, VALIDATE_NODES_PATH, type WebhookServer } from '../../src/webhook/server.ts';
-import { createBundle, renewServing, servingNames, type TlsBundle } from '../../src/webhook/tls.ts';
 
 const SECRET_TOKEN = 'abcdefghijklmnopqrstuvwxyz234567abcdefghijklmnopqrst';
 const policy = {

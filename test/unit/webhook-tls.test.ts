@@ -12,7 +12,7 @@ import {
   renewServing,
   servingNames,
   type Wanted,
-} from '../../src/webhook/tls.ts';
+} from '../../src/pki/serving-bundle.ts';
 
 const DAY = 24 * 3_600_000;
 const t0 = new Date('2026-11-01T00:00:00Z');

@@ -19,8 +19,8 @@ import { API_VERSION, type NodeNameClaim, type Stored, TOKEN_ID_LABEL } from '..
 import { VERIFIED_ANNOTATION } from '../../src/flavor/verification-record.ts';
 import type { CsrObject } from '../../src/kube/csrs.ts';
 import type { StoredFlavorClass } from '../../src/kube/flavor-classes.ts';
-import type { WatchEventType } from '../../src/kube/listwatch.ts';
 import type { TrimmedNode } from '../../src/kube/node-writes.ts';
+import type { WatchEventType } from '../../src/runtime/listwatch.ts';
 import { MapCache } from './support/map-cache.ts';
 
 const T0 = '2026-12-01T00:00:00Z';

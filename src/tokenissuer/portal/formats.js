@@ -20,7 +20,7 @@ export const FORMATS = ['joinConfiguration', 'cloudInit', 'discoveryKubeconfig',
 
 /**
  * Where the attested cloud-init installs the JoinConfiguration template and where the script
- * reads it (src/tokenissuer/attest-script.ts JOIN_TEMPLATE_PATH; a unit test keeps them equal).
+ * reads it (src/tokenissuer/attestation/attest-script.ts JOIN_TEMPLATE_PATH; a unit test keeps them equal).
  */
 export const JOIN_TEMPLATE_PATH = '/etc/kubernetes/nodeflavor-join.template.yaml';
 

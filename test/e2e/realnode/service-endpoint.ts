@@ -41,7 +41,7 @@ export async function serviceAddress(
 }
 
 async function fetchJson<T>(env: E2EEnvironment, path: string): Promise<T> {
-  const { kubeJson } = await import('../../../src/kube/fetch.ts');
+  const { kubeJson } = await import('../../../src/runtime/fetch.ts');
   return kubeJson<T>(env.kubeConfig, 'GET', path);
 }
 

@@ -6,7 +6,7 @@ import { Agent, request as httpsRequest } from 'node:https';
 import { type Socket, connect as tcpConnect } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { kubeFetch } from '../../../src/kube/fetch.ts';
+import { kubeFetch } from '../../../src/runtime/fetch.ts';
 
 export interface Answer {
   status: number;

@@ -5,7 +5,7 @@ import { randomInt } from 'node:crypto';
 import { KubeConfig } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { rfc3339 } from '../../../src/flavor/rfc3339.ts';
-import { renderDiscoveryKubeconfig } from '../../../src/tokenissuer/discovery-kubeconfig.ts';
+import { renderDiscoveryKubeconfig } from '../../../src/tokenissuer/issuance/discovery-kubeconfig.ts';
 import type { NodeIdentity } from '../kubelet-sim/kubelet.ts';
 import type { E2EEnvironment } from './environment.ts';
 

@@ -8,7 +8,7 @@ import { Registry } from 'prom-client';
 import { parseConfig } from '../../../src/config.ts';
 import { type ControllerHandle, startController } from '../../../src/controller/manager.ts';
 import type { NodeNameClaim } from '../../../src/flavor/resources.ts';
-import type { IssuedToken } from '../../../src/tokenissuer/issue.ts';
+import type { IssuedToken } from '../../../src/tokenissuer/issuance/issue.ts';
 import type { SimulatedKubelet } from '../kubelet-sim/kubelet.ts';
 import { prepareOperatorIdentity } from './chart.ts';
 import { type E2EEnvironment, e2eEnvironment } from './environment.ts';

@@ -5,7 +5,7 @@ import 'reflect-metadata';
 import { webcrypto } from 'node:crypto';
 import { CertificatesV1Api } from '@kubernetes/client-node';
 import * as x509 from '@peculiar/x509';
-import type { PlainIssuedToken } from '../../../src/tokenissuer/issue.ts';
+import type { PlainIssuedToken } from '../../../src/tokenissuer/issuance/issue.ts';
 import { KubeHttp } from '../kubelet-sim/http.ts';
 import { KUBELET_SIGNER } from '../kubelet-sim/kubelet.ts';
 import type { E2EEnvironment } from './environment.ts';

@@ -3,7 +3,7 @@
 // before the Node exists, note the collection's resourceVersion then, and watch from it later:
 // the Node's ADDED event is replayed whenever the watch starts.
 import type { V1Node } from '@kubernetes/client-node';
-import { kubeFetch, kubeJson, responseLines } from '../../../src/kube/fetch.ts';
+import { kubeFetch, kubeJson, responseLines } from '../../../src/runtime/fetch.ts';
 import type { E2EEnvironment } from './environment.ts';
 
 /** Call before Node `name` exists; await the function it returns for the Node's first version. */

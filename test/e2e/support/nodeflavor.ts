@@ -12,7 +12,7 @@ import { parse } from 'yaml';
 import { loadKeyRing } from '../../../src/kube/keyring-store.ts';
 import { KubeTokenStore } from '../../../src/kube/tokens.ts';
 import { IssuanceSettingsSchema } from '../../../src/tokenissuer/config.ts';
-import { issueToken, type PlainIssuedToken } from '../../../src/tokenissuer/issue.ts';
+import { issueToken, type PlainIssuedToken } from '../../../src/tokenissuer/issuance/issue.ts';
 import { applyObjects } from '../cluster/apply.ts';
 import { ManagedProcess } from '../cluster/process.ts';
 import { parseJoinConfiguration } from '../kubelet-sim/join-config.ts';

@@ -30,10 +30,10 @@ import {
 import { rfc3339 } from '../../../src/flavor/rfc3339.ts';
 import type { CsrObject } from '../../../src/kube/csrs.ts';
 import type { StoredFlavorClass } from '../../../src/kube/flavor-classes.ts';
-import { KubeError } from '../../../src/kube/kube-error.ts';
-import type { EventHandler } from '../../../src/kube/listwatch.ts';
 import { nodeStatePatch, type TrimmedNode } from '../../../src/kube/node-writes.ts';
 import { createCertificateRequest } from '../../../src/pki/certs.ts';
+import { KubeError } from '../../../src/runtime/kube-error.ts';
+import type { EventHandler } from '../../../src/runtime/listwatch.ts';
 import { MapCache } from './map-cache.ts';
 
 export const FLAVOR = 'sweet';

@@ -12,14 +12,14 @@ import {
   type NodeNameClaim,
   TOKEN_ID_LABEL,
 } from '../../../src/flavor/resources.ts';
-import { KubeError } from '../../../src/kube/kube-error.ts';
 import type { KubeUser, ResourceCheck } from '../../../src/kube/reviews.ts';
 import type { BootstrapSecretRequest, TokenKube } from '../../../src/kube/tokens.ts';
 import { createCertificateAuthority } from '../../../src/pki/certs.ts';
-import type { Reviews } from '../../../src/tokenissuer/auth.ts';
+import { KubeError } from '../../../src/runtime/kube-error.ts';
 import { DEFAULT_ISSUER_AUDIENCE } from '../../../src/tokenissuer/config.ts';
+import type { Reviews } from '../../../src/tokenissuer/defences/auth.ts';
 import { IssuerError } from '../../../src/tokenissuer/errors.ts';
-import type { TokenFeed } from '../../../src/tokenissuer/token-feed.ts';
+import type { TokenFeed } from '../../../src/tokenissuer/tokens/token-feed.ts';
 import { seededRandomBytes } from './random.ts';
 
 export interface StoredSecret {

@@ -1,8 +1,9 @@
 // The webhook TLS Secret in memory, with the API server's optimistic concurrency (409 on a create
 // that loses, 409 on an update with a stale resourceVersion) and a watch, for unit tests.
-import { KubeError } from '../../../src/kube/kube-error.ts';
-import type { SecretWatch, StoredTlsBundle, TlsSecretStore } from '../../../src/kube/webhook-tls-store.ts';
-import type { TlsBundle } from '../../../src/webhook/tls.ts';
+
+import type { TlsBundle } from '../../../src/pki/serving-bundle.ts';
+import { KubeError } from '../../../src/runtime/kube-error.ts';
+import type { SecretWatch, StoredTlsBundle, TlsSecretStore } from '../../../src/webhook/webhook-tls-store.ts';
 
 export class MemoryStore implements TlsSecretStore {
   readonly description = 'Secret test/webhook-tls';

@@ -38,7 +38,7 @@ function send(reply: FastifyReply, type: string, body: Buffer): FastifyReply {
 }
 
 export function registerPortal(app: FastifyInstance): void {
-  const dir = new URL('./portal/', import.meta.url);
+  const dir = new URL('./', import.meta.url);
   for (const asset of ASSETS) {
     const body = readFileSync(new URL(asset.file, dir));
     app.get(asset.route, async (_request, reply) => send(reply, asset.type, body));

@@ -12,13 +12,13 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { decodeJwt, type JWTPayload, jwtVerify } from 'jose';
-import { FLAVOR_CLASS_PLURAL, FLAVORED_TOKEN_PLURAL, GROUP } from '../flavor/resources.ts';
-import type { KubeUser, ResourceCheck, ReviewedToken } from '../kube/reviews.ts';
+import { FLAVOR_CLASS_PLURAL, FLAVORED_TOKEN_PLURAL, GROUP } from '../../flavor/resources.ts';
+import type { KubeUser, ResourceCheck, ReviewedToken } from '../../kube/reviews.ts';
+import type { IssuerConfig } from '../config.ts';
+import { IssuerError } from '../errors.ts';
 import { AuthBudget, type BudgetSettings, type Ticket } from './auth-budget.ts';
 import { bearerKeyer } from './bearer-key.ts';
 import { BoundedCache } from './bounded-cache.ts';
-import type { IssuerConfig } from './config.ts';
-import { IssuerError } from './errors.ts';
 import { JwksFile } from './jwks-file.ts';
 
 export interface Caller {

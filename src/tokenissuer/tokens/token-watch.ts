@@ -7,10 +7,10 @@
 // bounded per caller and in all, each one held to at most MAX_WATCH_SECONDS.
 import { PassThrough } from 'node:stream';
 import { z } from 'zod';
-import type { FlavoredToken } from '../flavor/resources.ts';
-import { isNewer } from '../kube/listwatch.ts';
-import { IssuerError } from './errors.ts';
-import { fieldErrors } from './request.ts';
+import type { FlavoredToken } from '../../flavor/resources.ts';
+import { isNewer } from '../../runtime/listwatch.ts';
+import { IssuerError } from '../errors.ts';
+import { fieldErrors } from '../request.ts';
 
 export const DEFAULT_WATCH_SECONDS = 300;
 export const MAX_WATCH_SECONDS = 600;

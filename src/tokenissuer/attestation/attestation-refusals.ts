@@ -10,12 +10,12 @@ import {
   ATTESTATION_REFUSED_ANNOTATION,
   type AttestationRefusal,
   refusalRecord,
-} from '../flavor/attestation-decision.ts';
-import { API_VERSION, FLAVORED_TOKEN_KIND, type FlavoredToken } from '../flavor/resources.ts';
-import { rfc3339 } from '../flavor/rfc3339.ts';
-import type { EventType, InvolvedObject } from '../kube/events.ts';
-import type { TokenKube } from '../kube/tokens.ts';
-import { IssuerError } from './errors.ts';
+} from '../../flavor/attestation-decision.ts';
+import { API_VERSION, FLAVORED_TOKEN_KIND, type FlavoredToken } from '../../flavor/resources.ts';
+import { rfc3339 } from '../../flavor/rfc3339.ts';
+import type { TokenKube } from '../../kube/tokens.ts';
+import type { EventType, InvolvedObject } from '../../runtime/events.ts';
+import { IssuerError } from '../errors.ts';
 
 /** A refusal within this long of the last one recorded on the token is only counted. */
 export const REFUSAL_RECORD_EVERY_MS = 60_000;

@@ -2,7 +2,7 @@
 // kubeadm does: the API server endpoint, the cluster CA (for the discovery kubeconfig) and the
 // `sha256:` pin of its public key (for token discovery).
 import { parse } from 'yaml';
-import { caCertHash } from '../pki/certs.ts';
+import { caCertHash } from '../../pki/certs.ts';
 
 export interface ClusterJoinFacts {
   /** host:port. */

@@ -7,17 +7,21 @@
 
 import type { ToStringOptions } from 'yaml';
 import { Document, Scalar, stringify } from 'yaml';
-import type { BootstrapToken } from '../flavor/bootstrap-token.ts';
-import { formatBootstrapToken, TOKEN_ID_PATTERN, TOKEN_SECRET_PATTERN } from '../flavor/bootstrap-token.ts';
-import { FLAVOR_TOKEN_PATTERN } from '../flavor/flavor-token.ts';
+import type { BootstrapToken } from '../../flavor/bootstrap-token.ts';
+import {
+  formatBootstrapToken,
+  TOKEN_ID_PATTERN,
+  TOKEN_SECRET_PATTERN,
+} from '../../flavor/bootstrap-token.ts';
+import { FLAVOR_TOKEN_PATTERN } from '../../flavor/flavor-token.ts';
 import {
   JOINED_LABEL_KEY,
   JOINED_LABEL_VALUE,
   QUARANTINE_TAINT_KEY,
   TOKEN_LABEL_KEY,
-} from '../flavor/resources.ts';
-import { rfc3339 } from '../flavor/rfc3339.ts';
-import type { Secret } from '../flavor/secret.ts';
+} from '../../flavor/resources.ts';
+import { rfc3339 } from '../../flavor/rfc3339.ts';
+import type { Secret } from '../../flavor/secret.ts';
 import {
   ATTEST_SCRIPT_PATH,
   BOOTSTRAP_TOKEN_PLACEHOLDER,
@@ -25,7 +29,7 @@ import {
   ISSUER_CA_PATH,
   JOIN_TEMPLATE_PATH,
   renderAttestScript,
-} from './attest-script.ts';
+} from '../attestation/attest-script.ts';
 import {
   DEFAULT_DISCOVERY_KUBECONFIG_PATH,
   DEFAULT_DISCOVERY_MODE,

@@ -2,7 +2,7 @@
 // tokens or follows one for a watch: caches kept current by watches
 // (src/kube/flavored-token-watch.ts), so a list or a waiting portal costs the API server nothing
 // per request. An interface, so tests can feed it.
-import type { FlavoredToken, NodeNameClaim } from '../flavor/resources.ts';
+import type { FlavoredToken, NodeNameClaim } from '../../flavor/resources.ts';
 
 export interface TokenFeed {
   /** False until the first list is in (and after a stop): answers would be incomplete. */

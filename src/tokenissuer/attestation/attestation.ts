@@ -34,7 +34,7 @@ import {
   ticketRefusal,
   tokenRefusal,
   unsealed,
-} from '../flavor/attestation-decision.ts';
+} from '../../flavor/attestation-decision.ts';
 import {
   credentialSecret,
   decodeTicket,
@@ -44,39 +44,39 @@ import {
   type SealedJoinSecrets,
   sealJoinSecrets,
   ticketKey,
-} from '../flavor/attestation-exchange.ts';
+} from '../../flavor/attestation-exchange.ts';
 import {
   ATTESTATION_SEAL_ANNOTATION,
   attestationSealHolds,
   sealedFactsOf,
-} from '../flavor/attestation-seal.ts';
+} from '../../flavor/attestation-seal.ts';
 import {
   formatBootstrapToken,
   generateBootstrapToken,
   type RandomBytes,
   TOKEN_ID_PATTERN,
-} from '../flavor/bootstrap-token.ts';
-import { deriveFlavorToken } from '../flavor/flavor-token.ts';
-import type { KeyRing } from '../flavor/keyring.ts';
-import { type FlavoredToken, type MeasuredBoot, recordExpiresAt } from '../flavor/resources.ts';
-import { rfc3339 } from '../flavor/rfc3339.ts';
-import { Secret } from '../flavor/secret.ts';
-import { attestationKeyProblems } from '../flavor/tpm/attestation-key.ts';
-import { credentialBlobFile } from '../flavor/tpm/credential-blob-file.ts';
-import { verifyEkCertificate } from '../flavor/tpm/ek-certificate.ts';
-import { ekSpkiDer } from '../flavor/tpm/ek-identity.ts';
-import { makeCredential } from '../flavor/tpm/make-credential.ts';
-import { quoteProblems } from '../flavor/tpm/quote.ts';
-import { parseTpm2bPublic, type TpmPublic } from '../flavor/tpm/tpm-public.ts';
-import { withdrawal } from '../flavor/withdrawal.ts';
-import { isAlreadyExists, KubeError } from '../kube/kube-error.ts';
-import type { TokenKube } from '../kube/tokens.ts';
+} from '../../flavor/bootstrap-token.ts';
+import { deriveFlavorToken } from '../../flavor/flavor-token.ts';
+import type { KeyRing } from '../../flavor/keyring.ts';
+import { type FlavoredToken, type MeasuredBoot, recordExpiresAt } from '../../flavor/resources.ts';
+import { rfc3339 } from '../../flavor/rfc3339.ts';
+import { Secret } from '../../flavor/secret.ts';
+import { attestationKeyProblems } from '../../flavor/tpm/attestation-key.ts';
+import { credentialBlobFile } from '../../flavor/tpm/credential-blob-file.ts';
+import { verifyEkCertificate } from '../../flavor/tpm/ek-certificate.ts';
+import { ekSpkiDer } from '../../flavor/tpm/ek-identity.ts';
+import { makeCredential } from '../../flavor/tpm/make-credential.ts';
+import { quoteProblems } from '../../flavor/tpm/quote.ts';
+import { parseTpm2bPublic, type TpmPublic } from '../../flavor/tpm/tpm-public.ts';
+import { withdrawal } from '../../flavor/withdrawal.ts';
+import type { TokenKube } from '../../kube/tokens.ts';
+import { isAlreadyExists, KubeError } from '../../runtime/kube-error.ts';
+import type { IssuanceSettings } from '../config.ts';
+import { IssuerError } from '../errors.ts';
+import { attestationFilesOf, bootstrapSecretRequest, flavoredTokenName } from '../issuance/issue.ts';
+import { invalidRequest } from '../request.ts';
 import type { AttestationFiles } from './attestation-files.ts';
 import { involved, type RefusalDeps, refused } from './attestation-refusals.ts';
-import type { IssuanceSettings } from './config.ts';
-import { IssuerError } from './errors.ts';
-import { attestationFilesOf, bootstrapSecretRequest, flavoredTokenName } from './issue.ts';
-import { invalidRequest } from './request.ts';
 
 const MAX_ANNOTATE_ATTEMPTS = 5;
 

@@ -3,11 +3,11 @@
 // loses the race gets 409 AlreadyExists, an update that loses it gets 409 Conflict (its
 // resourceVersion is stale); either way the caller re-reads and adopts what the winner wrote.
 
-import type { TlsBundle } from '../webhook/tls.ts';
-import { kubeJson } from './fetch.ts';
-import { isNotFound } from './kube-error.ts';
-import type { KubeConfig } from './kubeconfig.ts';
-import { ListWatch, type RestartReason } from './listwatch.ts';
+import type { TlsBundle } from '../pki/serving-bundle.ts';
+import { kubeJson } from '../runtime/fetch.ts';
+import { isNotFound } from '../runtime/kube-error.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
+import { ListWatch, type RestartReason } from '../runtime/listwatch.ts';
 
 const SECRET_KEYS = { caCert: 'ca.crt', caKey: 'ca.key', tlsCert: 'tls.crt', tlsKey: 'tls.key' } as const;
 

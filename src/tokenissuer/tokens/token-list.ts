@@ -2,10 +2,10 @@
 // caller's tokens it asks for. Pure: which tokens the caller may see is decided before; this
 // orders them (newest first), filters by phase and cuts a page with an opaque cursor.
 import { z } from 'zod';
-import { TOKEN_PHASES, type TokenPhase } from '../flavor/token-lifecycle.ts';
-import { IssuerError } from './errors.ts';
-import type { TokenStatusView } from './issue.ts';
-import { fieldErrors } from './request.ts';
+import { TOKEN_PHASES, type TokenPhase } from '../../flavor/token-lifecycle.ts';
+import { IssuerError } from '../errors.ts';
+import type { TokenStatusView } from '../issuance/issue.ts';
+import { fieldErrors } from '../request.ts';
 
 export const DEFAULT_PAGE_SIZE = 100;
 export const MAX_PAGE_SIZE = 500;

@@ -4,7 +4,7 @@
 // 400. TLS failures (a handshake that timed out or went wrong) and resets get no answer: there is
 // no HTTP to answer in.
 import type { Socket } from 'node:net';
-import type { ErrorCode } from './errors.ts';
+import type { ErrorCode } from '../errors.ts';
 
 type ClientErrorReason = 'timeout' | 'headers_too_large' | 'malformed' | 'tls' | 'reset';
 

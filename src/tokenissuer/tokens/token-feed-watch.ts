@@ -1,9 +1,9 @@
 // The issuer's TokenFeed over the process's token and join-record caches (src/kube/token-caches.ts):
 // lists of a caller's tokens and portals waiting for "verified" are served from memory, and a
 // change of a token or of one of its joins' records (ADR 0016) wakes that token's watchers.
-import type { FlavoredToken, NodeNameClaim } from '../flavor/resources.ts';
-import { SetIndex } from '../flavor/set-index.ts';
-import type { TokenCaches } from '../kube/token-caches.ts';
+import type { FlavoredToken, NodeNameClaim } from '../../flavor/resources.ts';
+import { SetIndex } from '../../flavor/set-index.ts';
+import type { TokenCaches } from '../../kube/token-caches.ts';
 import type { TokenFeed } from './token-feed.ts';
 
 /** The token a join record's join belongs to (its holder, or its last join once released). */

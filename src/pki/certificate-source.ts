@@ -2,7 +2,7 @@
 // self-managed-tls.ts, or cert-manager in cert-manager-tls.ts): the current certificate and a
 // change notification, so the server swaps its TLS context and the registration its caBundle
 // without a restart.
-import { bundleFacts, type TlsBundle } from './tls.ts';
+import { bundleFacts, type TlsBundle } from './serving-bundle.ts';
 
 export interface ServingCertificate {
   certPem: string;

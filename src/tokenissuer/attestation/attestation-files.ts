@@ -3,9 +3,9 @@
 // against (at issuance, and again at each challenge and answer), and the CA nodes trust the issuer
 // with (put in the material). A rotated bundle takes effect without a restart, and no request
 // reads a file synchronously.
-import { type EkTrust, parseEkTrust } from '../flavor/tpm/ek-certificate.ts';
-import type { AttestationSettings } from './config.ts';
-import { IssuerError } from './errors.ts';
+import { type EkTrust, parseEkTrust } from '../../flavor/tpm/ek-certificate.ts';
+import type { AttestationSettings } from '../config.ts';
+import { IssuerError } from '../errors.ts';
 import { WatchedFile } from './watched-file.ts';
 
 export interface AttestationFiles {

@@ -21,17 +21,21 @@
 // Secret an issuance made in between (and read back before the revocation) goes too. Keyed
 // issuances (ADR 0005) keep their issued mark, written with the record's resourceVersion.
 import { randomBytes as cryptoRandomBytes } from 'node:crypto';
-import { readableAttestedRecord, refusalRecord } from '../flavor/attestation-decision.ts';
-import { ATTESTATION_SEAL_ANNOTATION, sealAttestation, sealedFactsOf } from '../flavor/attestation-seal.ts';
+import { readableAttestedRecord, refusalRecord } from '../../flavor/attestation-decision.ts';
+import {
+  ATTESTATION_SEAL_ANNOTATION,
+  sealAttestation,
+  sealedFactsOf,
+} from '../../flavor/attestation-seal.ts';
 import {
   type BootstrapToken,
   generateBootstrapToken,
   type RandomBytes,
   TOKEN_ID_PATTERN,
-} from '../flavor/bootstrap-token.ts';
-import { deriveFlavorToken } from '../flavor/flavor-token.ts';
-import type { HmacKey, KeyRing } from '../flavor/keyring.ts';
-import { tokenWithJoins } from '../flavor/node-name-claim.ts';
+} from '../../flavor/bootstrap-token.ts';
+import { deriveFlavorToken } from '../../flavor/flavor-token.ts';
+import type { HmacKey, KeyRing } from '../../flavor/keyring.ts';
+import { tokenWithJoins } from '../../flavor/node-name-claim.ts';
 import {
   API_VERSION,
   type Condition,
@@ -43,22 +47,22 @@ import {
   TOKEN_FINALIZER,
   TOKEN_ID_LABEL,
   tokenExpiry,
-} from '../flavor/resources.ts';
-import { rfc3339 } from '../flavor/rfc3339.ts';
-import type { Secret } from '../flavor/secret.ts';
-import { expiryText, tokenIdOf } from '../flavor/token-facts.ts';
-import { type TokenNode, type TokenPhase, tokenLifecycle } from '../flavor/token-lifecycle.ts';
-import { type Withdrawal, withdrawal } from '../flavor/withdrawal.ts';
-import { isAlreadyExists, KubeError } from '../kube/kube-error.ts';
-import type { BootstrapSecretRequest, TokenKube } from '../kube/tokens.ts';
-import { tokenAttestation } from './attestation-binding.ts';
-import { type AttestationFiles, sharedAttestationFiles } from './attestation-files.ts';
+} from '../../flavor/resources.ts';
+import { rfc3339 } from '../../flavor/rfc3339.ts';
+import type { Secret } from '../../flavor/secret.ts';
+import { expiryText, tokenIdOf } from '../../flavor/token-facts.ts';
+import { type TokenNode, type TokenPhase, tokenLifecycle } from '../../flavor/token-lifecycle.ts';
+import { type Withdrawal, withdrawal } from '../../flavor/withdrawal.ts';
+import type { BootstrapSecretRequest, TokenKube } from '../../kube/tokens.ts';
+import { isAlreadyExists, KubeError } from '../../runtime/kube-error.ts';
+import { tokenAttestation } from '../attestation/attestation-binding.ts';
+import { type AttestationFiles, sharedAttestationFiles } from '../attestation/attestation-files.ts';
+import type { IssuanceSettings } from '../config.ts';
+import { IssuerError } from '../errors.ts';
+import { type IssueRequest, type ValidIssueRequest, validateIssueRequest } from '../request.ts';
 import { type ClusterJoinFacts, clusterInfoFullReason, clusterJoinFacts } from './cluster-info.ts';
-import type { IssuanceSettings } from './config.ts';
 import { type DiscoveryMode, renderDiscoveryKubeconfig } from './discovery-kubeconfig.ts';
-import { IssuerError } from './errors.ts';
 import { type JoinMaterial, renderAttestedJoinMaterial, renderJoinMaterial } from './join-material.ts';
-import { type IssueRequest, type ValidIssueRequest, validateIssueRequest } from './request.ts';
 
 export const FLAVORED_TOKEN_NAME_PREFIX = 'ft-';
 /** Who asked for the token (a username), for audit; on the FlavoredToken, which token holders cannot read. */

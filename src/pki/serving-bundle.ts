@@ -11,7 +11,7 @@ import {
   createCertificateAuthority,
   issueCertificate,
   loadCertificateAuthority,
-} from '../pki/certs.ts';
+} from './certs.ts';
 
 const CA_LIFETIME_MS = 10 * 365 * 24 * 3_600_000;
 export const DEFAULT_SERVING_LIFETIME_MS = 30 * 24 * 3_600_000;

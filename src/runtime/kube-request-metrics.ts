@@ -1,7 +1,7 @@
 // API requests by verb and HTTP status, like client-go's rest_client_requests_total: the first
 // place to look when the operator is slow (how many writes does a join cost?) or throttled (429).
 import { Counter, type Registry } from 'prom-client';
-import type { KubeRequestObserver } from '../kube/fetch.ts';
+import type { KubeRequestObserver } from './fetch.ts';
 
 export function kubeRequestCounter(registry: Registry): KubeRequestObserver {
   const requests = new Counter({

@@ -6,8 +6,8 @@
 // shares a request in flight; what makes a retry on another replica safe is
 // idempotent-issue.ts (ADR 0005). Failures are not kept, so a retry after a failure tries again.
 import { createHash } from 'node:crypto';
-import { BoundedCache } from './bounded-cache.ts';
-import { IssuerError } from './errors.ts';
+import { BoundedCache } from '../defences/bounded-cache.ts';
+import { IssuerError } from '../errors.ts';
 
 /** What a key may be: 1 to 255 visible ASCII characters (as the IETF draft's examples). */
 const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;

@@ -16,7 +16,7 @@
 // Revocation is final (src/flavor/withdrawal.ts): a replay of a revoked record, or of one being
 // deleted, is a 409 and writes nothing (no Secret is made again for it); an attempt whose record
 // is withdrawn between its read and its mark deletes the Secret it made and answers no material.
-import { deriveFlavorToken } from '../flavor/flavor-token.ts';
+import { deriveFlavorToken } from '../../flavor/flavor-token.ts';
 import {
   IDEMPOTENCY_ANNOTATION,
   type IdempotentRequest,
@@ -26,13 +26,13 @@ import {
   matchIdempotencyMark,
   REPLAY_MARGIN_MS,
   REPLAYABLE_UNTIL_ANNOTATION,
-} from '../flavor/idempotent-issuance.ts';
-import type { HmacKey } from '../flavor/keyring.ts';
-import { type FlavoredToken, ISSUED_ANNOTATION } from '../flavor/resources.ts';
-import { rfc3339 } from '../flavor/rfc3339.ts';
-import { type Withdrawal, withdrawal } from '../flavor/withdrawal.ts';
-import { isAlreadyExists } from '../kube/kube-error.ts';
-import { IssuerError } from './errors.ts';
+} from '../../flavor/idempotent-issuance.ts';
+import type { HmacKey } from '../../flavor/keyring.ts';
+import { type FlavoredToken, ISSUED_ANNOTATION } from '../../flavor/resources.ts';
+import { rfc3339 } from '../../flavor/rfc3339.ts';
+import { type Withdrawal, withdrawal } from '../../flavor/withdrawal.ts';
+import { isAlreadyExists } from '../../runtime/kube-error.ts';
+import { IssuerError } from '../errors.ts';
 import { requestFingerprint } from './idempotency.ts';
 import {
   bootstrapSecretRequest,

@@ -5,12 +5,12 @@
 // checks it again against the CAs and CRLs configured then. A bare EK public key is the caller's
 // word (a platform team that read it off the machine itself), so it needs no CA.
 import { createPublicKey, type KeyObject } from 'node:crypto';
-import { LIMITS, type TokenAttestation } from '../flavor/resources.ts';
-import { verifyEkCertificate } from '../flavor/tpm/ek-certificate.ts';
+import { LIMITS, type TokenAttestation } from '../../flavor/resources.ts';
+import { verifyEkCertificate } from '../../flavor/tpm/ek-certificate.ts';
+import type { AttestationSettings } from '../config.ts';
+import { IssuerError } from '../errors.ts';
+import type { ValidIssueRequest } from '../request.ts';
 import type { AttestationFiles } from './attestation-files.ts';
-import type { AttestationSettings } from './config.ts';
-import { IssuerError } from './errors.ts';
-import type { ValidIssueRequest } from './request.ts';
 
 const EK_BITS = 2048;
 

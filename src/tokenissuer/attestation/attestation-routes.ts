@@ -7,11 +7,11 @@
 // flavor; a challenge's `quote` says whether the flavor requires a measured boot state (and which
 // PCRs), which the machine must know to answer.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { addressKey, clientAddress, type TrustedProxies } from '../defences/client-address.ts';
+import type { RateLimiter } from '../defences/rate-limit.ts';
+import { IssuerError } from '../errors.ts';
+import type { IssuerMetrics } from '../metrics.ts';
 import { type AttestationDeps, answer, challenge } from './attestation.ts';
-import { addressKey, clientAddress, type TrustedProxies } from './client-address.ts';
-import { IssuerError } from './errors.ts';
-import type { IssuerMetrics } from './metrics.ts';
-import type { RateLimiter } from './rate-limit.ts';
 
 interface AttestationRoutesContext {
   deps: AttestationDeps;

@@ -16,8 +16,14 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import { FIELD_MANAGER } from '../flavor/resources.ts';
-import { CoalescedRun } from '../ops/coalesced-run.ts';
-import { classKeysPolicyName } from '../webhook/class-keys-policy.ts';
+import { CoalescedRun } from '../runtime/coalesced-run.ts';
+import { fencedKubeConfig } from '../runtime/deadlines.ts';
+import { kubeJson } from '../runtime/fetch.ts';
+import { isNotFound, KubeError } from '../runtime/kube-error.ts';
+import type { KubeConfig } from '../runtime/kubeconfig.ts';
+import type { Leadership } from '../runtime/leader.ts';
+import { ListWatch } from '../runtime/listwatch.ts';
+import { classKeysPolicyName } from './class-keys-policy.ts';
 import {
   type DesiredRegistration,
   liveRevision,
@@ -26,14 +32,8 @@ import {
   type RegistrationKind,
   type RegistrationObject,
   WEBHOOK_KINDS,
-} from '../webhook/desired-registration.ts';
-import { flavoredTokenPolicyName } from '../webhook/flavored-token-policy.ts';
-import { fencedKubeConfig } from './deadlines.ts';
-import { kubeJson } from './fetch.ts';
-import { isNotFound, KubeError } from './kube-error.ts';
-import type { KubeConfig } from './kubeconfig.ts';
-import type { Leadership } from './leader.ts';
-import { ListWatch } from './listwatch.ts';
+} from './desired-registration.ts';
+import { flavoredTokenPolicyName } from './flavored-token-policy.ts';
 
 const API_PREFIX = '/apis/admissionregistration.k8s.io/v1';
 const COLLECTION: Record<RegistrationKind, string> = {
