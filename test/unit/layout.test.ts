@@ -46,7 +46,10 @@ describe('source layout', () => {
 
   it('knows every folder under src/', () => {
     const folders = new Set(files.map(folderOf));
-    assert.deepEqual([...folders].filter((folder) => !(folder in MAY_IMPORT)), []);
+    assert.deepEqual(
+      [...folders].filter((folder) => !(folder in MAY_IMPORT)),
+      [],
+    );
   });
 
   it('has no import running back up the layers, nor from one part of the product into another', () => {
@@ -70,8 +73,12 @@ describe('source layout', () => {
   });
 
   it('keeps the pure core free of I/O', () => {
-    const io = /from '(node:(fs|net|http|https|child_process|dgram|tls)|undici|fastify|@kubernetes\/client-node)(\/[^']*)?'/;
+    const io =
+      /from '(node:(fs|net|http|https|child_process|dgram|tls)|undici|fastify|@kubernetes\/client-node)(\/[^']*)?'/;
     const impure = sourceFiles(join(SRC, 'flavor')).filter((file) => io.test(readFileSync(file, 'utf8')));
-    assert.deepEqual(impure.map((file) => relative(SRC, file)), []);
+    assert.deepEqual(
+      impure.map((file) => relative(SRC, file)),
+      [],
+    );
   });
 });
