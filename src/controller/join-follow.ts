@@ -18,7 +18,13 @@ import {
 import { parseRefusalRecord, REFUSED_ANNOTATION } from '../flavor/refusal-record.ts';
 import type { NodeNameClaim, StoredFlavoredToken } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
-import { latestProofOf, ledgerJoins, tokenExpiresAt, tokenFacts, tokenIdOf } from '../flavor/token-facts.ts';
+import {
+  latestProofOf,
+  ledgerJoins,
+  lifecycleFactsOf,
+  tokenFacts,
+  tokenIdOf,
+} from '../flavor/token-facts.ts';
 import { lifecycleState } from '../flavor/token-status.ts';
 import { recordVerifiesToken, VERIFIED_ANNOTATION } from '../flavor/verdict.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
@@ -27,6 +33,7 @@ import { KubeError } from '../runtime/kube-error.ts';
 import type { ControllerContext } from './context.ts';
 import { hasCondition, nodeFacts } from './facts.ts';
 import { requestsOf } from './indexes.ts';
+import { involvedToken } from './involved.ts';
 import type { PassResult } from './join-judge.ts';
 
 const conflict = (error: unknown) => error instanceof KubeError && error.status === 409;
@@ -79,18 +86,7 @@ async function judgedOutcome(
  * reconciler's (their Secret goes at once).
  */
 function secretGoesNow(ctx: ControllerContext, token: StoredFlavoredToken, record: NodeNameClaim): boolean {
-  const facts = tokenFacts(token);
-  const state = lifecycleState(
-    {
-      tokenId: facts.tokenId,
-      maxUses: facts.maxUses,
-      uses: facts.uses,
-      expiresAt: tokenExpiresAt(token),
-      revoked: facts.revoked || facts.deleting,
-      generation: token.metadata.generation,
-    },
-    ctx.now(),
-  );
+  const state = lifecycleState(lifecycleFactsOf(token), ctx.now());
   if (!state.consumed || state.revoked || state.expired) return false;
   const joins = ledgerJoins(token, (name) => ctx.caches.claims.get(name));
   // A token bound to a TPM: only the Secret of the proof this join used (a later proof's Secret
@@ -133,18 +129,7 @@ export async function followRecord(ctx: ControllerContext, record: NodeNameClaim
     const again = await writeRecord(ctx, releasedClaim(record, rfc3339(now), release));
     if (again) return again;
     ctx.log.info({ node: nodeName, token: holder.tokenID, why: release.reason }, 'join record released');
-    if (token)
-      ctx.events.emit(
-        {
-          apiVersion: token.apiVersion,
-          kind: 'FlavoredToken',
-          name: token.metadata.name,
-          uid: token.metadata.uid,
-        },
-        'Normal',
-        'BindingReleased',
-        release.message,
-      );
+    if (token) ctx.events.emit(involvedToken(token), 'Normal', 'BindingReleased', release.message);
     return { done: ctx.config.claimGrace };
   }
   const join = record.status?.join;

@@ -26,9 +26,14 @@ import {
   useCounted,
   useOf,
 } from '../flavor/node-name-claim.ts';
-import type { ClaimHolder, NodeNameClaim, StoredFlavoredToken } from '../flavor/resources.ts';
+import type {
+  ClaimHolder,
+  FlavoredTokenStatus,
+  NodeNameClaim,
+  StoredFlavoredToken,
+} from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
-import { joinsOf, reservesName, tokenExpiresAt, tokenFacts, tokenIdOf } from '../flavor/token-facts.ts';
+import { joinsOf, lifecycleFactsOf, reservesName, tokenFacts, tokenIdOf } from '../flavor/token-facts.ts';
 import { withRefusal, withUse } from '../flavor/token-status.ts';
 import { decideBinding, type Failure, MAX_BINDINGS, type NameFacts } from '../flavor/verdict.ts';
 import type { CsrObject } from '../kube/csrs.ts';
@@ -36,6 +41,7 @@ import { failpoint } from '../runtime/failpoints.ts';
 import { KubeError } from '../runtime/kube-error.ts';
 import type { ControllerContext, Requeue } from './context.ts';
 import { csrIssued, csrPending, hasCondition } from './facts.ts';
+import { involvedToken } from './involved.ts';
 
 /** A pass ends with a requeue (or none), or asks to be run again at once from fresh objects. */
 export type PassResult = { done: Requeue } | 'again';
@@ -47,15 +53,6 @@ const conflict = (error: unknown) => error instanceof KubeError && error.status 
 const LAGGING_CACHE_RETRY_MS = 1_000;
 /** How long a CSR for a name whose record is being deleted waits for it to go. */
 const DELETING_RECORD_RETRY_MS = 1_000;
-
-function involvedToken(token: StoredFlavoredToken) {
-  return {
-    apiVersion: token.apiVersion,
-    kind: 'FlavoredToken',
-    name: token.metadata.name,
-    uid: token.metadata.uid,
-  };
-}
 
 /** The records `token` holds, from the cache. */
 function recordsOf(ctx: ControllerContext, token: StoredFlavoredToken): NodeNameClaim[] {
@@ -334,33 +331,15 @@ async function approveJoin(
   if (!useCounted(held, token.status?.bindings)) {
     const counted = useOf(held);
     const use = counted && proof !== undefined ? { ...counted, attestation: proof } : counted;
-    const facts = tokenFacts(token);
-    const now = ctx.now();
-    try {
-      const written = await ctx.api.writeTokenStatus(
-        token,
-        withUse(
-          token.status ?? {},
-          use as NonNullable<typeof use>,
-          {
-            tokenId: facts.tokenId,
-            maxUses: facts.maxUses,
-            expiresAt: tokenExpiresAt(token),
-            revoked: facts.revoked || facts.deleting,
-            generation: token.metadata.generation,
-          },
-          now,
-          (entry) => ctx.caches.claims.get(entry.nodeName)?.spec.holder?.tokenUID !== token.metadata.uid,
-          MAX_BINDINGS,
-        ),
-      );
-      ctx.caches.tokens.assume(written);
-    } catch (error) {
-      if (!conflict(error)) throw error;
-      const fresh = await ctx.api.readToken(token.metadata.name);
-      if (fresh) ctx.caches.tokens.assume(fresh);
-      return 'again';
-    }
+    const status = withUse(
+      token.status ?? {},
+      use as NonNullable<typeof use>,
+      lifecycleFactsOf(token),
+      ctx.now(),
+      (entry) => ctx.caches.claims.get(entry.nodeName)?.spec.holder?.tokenUID !== token.metadata.uid,
+      MAX_BINDINGS,
+    );
+    if (!(await writeStatus(ctx, token, status))) return 'again';
     ctx.metrics.bindings.inc({ result: 'bound', reason: 'Bound' });
     failpoint('after-use-counted');
   }
@@ -368,6 +347,23 @@ async function approveJoin(
   const approved = await decide(ctx, csr, true, 'NodeflavorBound', `bound to token ${tokenIdOf(token)}`);
   failpoint('after-csr-approved');
   return approved;
+}
+
+/** Writes the token's status at the version judged; on a conflict, caches the fresh token and says false. */
+async function writeStatus(
+  ctx: ControllerContext,
+  token: StoredFlavoredToken,
+  status: FlavoredTokenStatus,
+): Promise<boolean> {
+  try {
+    ctx.caches.tokens.assume(await ctx.api.writeTokenStatus(token, status));
+    return true;
+  } catch (error) {
+    if (!conflict(error)) throw error;
+    const fresh = await ctx.api.readToken(token.metadata.name);
+    if (fresh) ctx.caches.tokens.assume(fresh);
+    return false;
+  }
 }
 
 /** Records the refusal on the token (final), then carries it out. */
@@ -379,18 +375,7 @@ async function refuse(
   failure: Failure,
 ): Promise<PassResult> {
   const refusal = { csrName: csr.metadata.name, nodeName, reason: failure.reason, message: failure.message };
-  try {
-    const written = await ctx.api.writeTokenStatus(
-      token,
-      withRefusal(token.status ?? {}, refusal, ctx.now()),
-    );
-    ctx.caches.tokens.assume(written);
-  } catch (error) {
-    if (!conflict(error)) throw error;
-    const fresh = await ctx.api.readToken(token.metadata.name);
-    if (fresh) ctx.caches.tokens.assume(fresh);
-    return 'again';
-  }
+  if (!(await writeStatus(ctx, token, withRefusal(token.status ?? {}, refusal, ctx.now())))) return 'again';
   ctx.metrics.bindings.inc({ result: 'rejected', reason: failure.reason });
   ctx.events.emit(involvedToken(token), 'Warning', failure.reason, failure.message);
   return carryOutRefusal(ctx, csr, token, nodeName, failure);

@@ -40,6 +40,7 @@ import { KubeError } from '../runtime/kube-error.ts';
 import { boundTokenOf, refusalsForName } from './bound-token.ts';
 import type { ControllerContext, Requeue } from './context.ts';
 import { nodeFacts } from './facts.ts';
+import { involvedToken } from './involved.ts';
 
 function flavorClassMap(ctx: ControllerContext): Map<string, FlavorClassSpec> {
   return new Map(ctx.caches.classes.list().map((c) => [c.metadata.name, c.spec ?? {}]));
@@ -261,17 +262,7 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
         ctx.events.emit(involved, 'Warning', verdict.failure.reason, verdict.failure.message);
         const token = own ? ctx.caches.tokens.get(own.token.name) : undefined;
         if (token)
-          ctx.events.emit(
-            {
-              apiVersion: token.apiVersion,
-              kind: 'FlavoredToken',
-              name: token.metadata.name,
-              uid: token.metadata.uid,
-            },
-            'Warning',
-            verdict.failure.reason,
-            verdict.failure.message,
-          );
+          ctx.events.emit(involvedToken(token), 'Warning', verdict.failure.reason, verdict.failure.message);
       }
       return undefined;
     }

@@ -20,18 +20,25 @@ import {
   type NodeNameClaim,
   TOKEN_FINALIZER,
 } from '../flavor/resources.ts';
-import { latestProofOf, ledgerJoins, tokenExpiresAt, tokenFacts, tokenIdOf } from '../flavor/token-facts.ts';
+import {
+  latestProofOf,
+  ledgerJoins,
+  lifecycleFactsOf,
+  tokenExpiresAt,
+  tokenFacts,
+  tokenIdOf,
+} from '../flavor/token-facts.ts';
 import {
   lifecycleState,
   lifecycleStatus,
   secretDeletedRecorded,
-  type TokenLifecycleFacts,
   withSecretDeleted,
 } from '../flavor/token-status.ts';
 import { readVerificationRecord } from '../flavor/verdict.ts';
 import { KubeError } from '../runtime/kube-error.ts';
 import { type ControllerContext, type Requeue, soonest } from './context.ts';
 import { csrPending, nodeFacts } from './facts.ts';
+import { involvedToken } from './involved.ts';
 
 const MAX_ATTEMPTS = 5;
 /** How often a deleted token looks again at what its finalizer waits for. */
@@ -43,18 +50,6 @@ function recordsOf(ctx: ControllerContext, token: StoredFlavoredToken): NodeName
     const claim = ctx.caches.claims.get(name);
     return claim?.spec.holder?.tokenUID === token.metadata.uid ? [claim] : [];
   });
-}
-
-function lifecycleFacts(token: StoredFlavoredToken): TokenLifecycleFacts {
-  const facts = tokenFacts(token);
-  return {
-    tokenId: facts.tokenId,
-    maxUses: facts.maxUses,
-    uses: facts.uses,
-    expiresAt: tokenExpiresAt(token),
-    revoked: facts.revoked || facts.deleting,
-    generation: token.metadata.generation,
-  };
 }
 
 /**
@@ -116,12 +111,7 @@ async function removeIfHalfMade(
     return 1000; // changed since it was judged: judge it again
   }
   ctx.events.emit(
-    {
-      apiVersion: token.apiVersion,
-      kind: 'FlavoredToken',
-      name: token.metadata.name,
-      uid: token.metadata.uid,
-    },
+    involvedToken(token),
     'Warning',
     'IssuanceIncomplete',
     `token ${tokenId} was never marked issued and never used: deleted the record`,
@@ -219,7 +209,7 @@ export async function reconcileToken(ctx: ControllerContext, name: string): Prom
   let secretDeleted = false;
   let deleteAfter: number | undefined;
   const written = await updateStatus(ctx, name, async (fresh) => {
-    const facts = lifecycleFacts(fresh);
+    const facts = lifecycleFactsOf(fresh);
     const state = lifecycleState(facts, now);
     if (nothingToRecord(fresh, state)) return undefined;
     let status = lifecycleStatus(fresh.status ?? {}, facts, now);

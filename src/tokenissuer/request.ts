@@ -162,6 +162,18 @@ export function fieldErrors(error: z.ZodError): FieldError[] {
   return fields;
 }
 
+/** A query string the schema refused: IssuerError InvalidRequest naming each parameter. */
+export function invalidQuery(error: z.ZodError): IssuerError {
+  const fields = fieldErrors(error).map((f) =>
+    f.message === 'is not a known field' ? { ...f, message: 'is not a known query parameter' } : f,
+  );
+  return new IssuerError(
+    'InvalidRequest',
+    `invalid query: ${fields.map((f) => `${f.field} ${f.message}`).join('; ')}`,
+    fields,
+  );
+}
+
 /**
  * Validates a request against the schema and the issuer's limits (maxTtl, at least
  * MIN_VALIDITY_MS ahead). Throws IssuerError InvalidRequest naming every failing field.

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { TOKEN_PHASES, type TokenPhase } from '../../flavor/token-lifecycle.ts';
 import { IssuerError } from '../errors.ts';
 import type { TokenStatusView } from '../issuance/issue.ts';
-import { fieldErrors } from '../request.ts';
+import { invalidQuery } from '../request.ts';
 
 export const DEFAULT_PAGE_SIZE = 100;
 export const MAX_PAGE_SIZE = 500;
@@ -47,14 +47,7 @@ type TokenListQuery = z.output<typeof TokenListQuerySchema>;
 export function parseTokenListQuery(query: unknown): TokenListQuery {
   const parsed = TokenListQuerySchema.safeParse(query ?? {});
   if (parsed.success) return parsed.data;
-  const fields = fieldErrors(parsed.error).map((f) =>
-    f.message === 'is not a known field' ? { ...f, message: 'is not a known query parameter' } : f,
-  );
-  throw new IssuerError(
-    'InvalidRequest',
-    `invalid query: ${fields.map((f) => `${f.field} ${f.message}`).join('; ')}`,
-    fields,
-  );
+  throw invalidQuery(parsed.error);
 }
 
 type Cursor = [createdAt: string, name: string];

@@ -10,7 +10,7 @@ import { z } from 'zod';
 import type { FlavoredToken } from '../../flavor/resources.ts';
 import { isNewer } from '../../runtime/listwatch.ts';
 import { IssuerError } from '../errors.ts';
-import { fieldErrors } from '../request.ts';
+import { invalidQuery } from '../request.ts';
 
 export const DEFAULT_WATCH_SECONDS = 300;
 export const MAX_WATCH_SECONDS = 600;
@@ -36,14 +36,7 @@ export function parseTokenGetQuery(query: unknown): TokenGetQuery {
       ]);
     return parsed.data;
   }
-  const fields = fieldErrors(parsed.error).map((f) =>
-    f.message === 'is not a known field' ? { ...f, message: 'is not a known query parameter' } : f,
-  );
-  throw new IssuerError(
-    'InvalidRequest',
-    `invalid query: ${fields.map((f) => `${f.field} ${f.message}`).join('; ')}`,
-    fields,
-  );
+  throw invalidQuery(parsed.error);
 }
 
 /** One server-sent event: `event:` and one `data:` line of JSON (JSON has no raw newlines). Pure. */
