@@ -18,14 +18,8 @@ import {
 import { parseRefusalRecord, REFUSED_ANNOTATION } from '../flavor/refusal-record.ts';
 import type { NodeNameClaim, StoredFlavoredToken } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
-import {
-  latestProofOf,
-  ledgerJoins,
-  lifecycleFactsOf,
-  tokenFacts,
-  tokenIdOf,
-} from '../flavor/token-facts.ts';
-import { lifecycleState } from '../flavor/token-status.ts';
+import { latestProofOf, ledgerJoins, tokenFacts, tokenIdOf } from '../flavor/token-facts.ts';
+import { lifecycleFactsOf, lifecycleState } from '../flavor/token-status.ts';
 import { recordVerifiesToken, VERIFIED_ANNOTATION } from '../flavor/verdict.ts';
 import type { TrimmedNode } from '../kube/node-writes.ts';
 import { failpoint } from '../runtime/failpoints.ts';

@@ -33,8 +33,8 @@ import type {
   StoredFlavoredToken,
 } from '../flavor/resources.ts';
 import { rfc3339 } from '../flavor/rfc3339.ts';
-import { joinsOf, lifecycleFactsOf, reservesName, tokenFacts, tokenIdOf } from '../flavor/token-facts.ts';
-import { withRefusal, withUse } from '../flavor/token-status.ts';
+import { joinsOf, reservesName, tokenFacts, tokenIdOf } from '../flavor/token-facts.ts';
+import { lifecycleFactsOf, withRefusal, withUse } from '../flavor/token-status.ts';
 import { decideBinding, type Failure, MAX_BINDINGS, type NameFacts } from '../flavor/verdict.ts';
 import type { CsrObject } from '../kube/csrs.ts';
 import { failpoint } from '../runtime/failpoints.ts';

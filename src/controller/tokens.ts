@@ -20,15 +20,9 @@ import {
   type NodeNameClaim,
   TOKEN_FINALIZER,
 } from '../flavor/resources.ts';
+import { latestProofOf, ledgerJoins, tokenExpiresAt, tokenFacts, tokenIdOf } from '../flavor/token-facts.ts';
 import {
-  latestProofOf,
-  ledgerJoins,
   lifecycleFactsOf,
-  tokenExpiresAt,
-  tokenFacts,
-  tokenIdOf,
-} from '../flavor/token-facts.ts';
-import {
   lifecycleState,
   lifecycleStatus,
   secretDeletedRecorded,

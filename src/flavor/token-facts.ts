@@ -10,7 +10,6 @@ import { bindingOf } from './node-name-claim.ts';
 import type { FlavoredToken, NodeNameClaim, TokenBinding } from './resources.ts';
 import { recordExpiresAt, TOKEN_ID_LABEL } from './resources.ts';
 import { rfc3339 } from './rfc3339.ts';
-import type { TokenLifecycleFacts } from './token-status.ts';
 import type { TokenFacts } from './verdict.ts';
 
 /** The bootstrap token's public ID (its label, or the status of an older record), if a valid one. */
@@ -123,19 +122,4 @@ export function reservesName(token: FlavoredToken, now: Date): boolean {
   if (facts.nodeName === undefined || facts.revoked || facts.deleting) return false;
   if (now.getTime() >= facts.expiresAt.getTime()) return false;
   return facts.rejoin === true || facts.maxUses === 0 || facts.uses < facts.maxUses;
-}
-
-/** What a token's lifecycle is decided from (token-status.ts): a revoked or deleting token is revoked. */
-export function lifecycleFactsOf(
-  token: FlavoredToken & { metadata: { generation?: number } },
-): TokenLifecycleFacts {
-  const facts = tokenFacts(token);
-  return {
-    tokenId: facts.tokenId,
-    maxUses: facts.maxUses,
-    uses: facts.uses,
-    expiresAt: tokenExpiresAt(token),
-    revoked: facts.revoked || facts.deleting,
-    generation: token.metadata.generation,
-  };
 }

@@ -7,8 +7,9 @@
 // same conditions and a join costs one token write, not two.
 
 import { withProofBound } from './attestation-proofs.ts';
-import type { Condition, FlavoredTokenStatus, TokenBinding } from './resources.ts';
+import type { Condition, FlavoredToken, FlavoredTokenStatus, TokenBinding } from './resources.ts';
 import { rfc3339 } from './rfc3339.ts';
+import { tokenExpiresAt, tokenFacts } from './token-facts.ts';
 import { withRejections } from './token-lifecycle.ts';
 
 /** True once the token's bootstrap Secret is known gone: it is never deleted again. */
@@ -166,4 +167,19 @@ export function withSecretDeleted(
   return latestProof === undefined
     ? { ...status, conditions }
     : { ...status, conditions, attestation: { ...status.attestation, deleted: latestProof } };
+}
+
+/** What a token's lifecycle is decided from (token-status.ts): a revoked or deleting token is revoked. */
+export function lifecycleFactsOf(
+  token: FlavoredToken & { metadata: { generation?: number } },
+): TokenLifecycleFacts {
+  const facts = tokenFacts(token);
+  return {
+    tokenId: facts.tokenId,
+    maxUses: facts.maxUses,
+    uses: facts.uses,
+    expiresAt: tokenExpiresAt(token),
+    revoked: facts.revoked || facts.deleting,
+    generation: token.metadata.generation,
+  };
 }
