@@ -6,6 +6,7 @@ export interface ControllerMetrics {
   verifications: Counter<'result' | 'reason'>;
   joinToFlavored: Histogram;
   queueDepth: Gauge<'queue'>;
+  queueActive: Gauge<'queue'>;
   retries: Counter<'queue'>;
   watchRestarts: Counter<'resource' | 'reason'>;
   bindings: Counter<'result' | 'reason'>;
@@ -31,6 +32,12 @@ export function controllerMetrics(registry: Registry): ControllerMetrics {
     queueDepth: new Gauge({
       name: 'nodeflavor_workqueue_depth',
       help: 'Keys waiting in each work queue.',
+      labelNames: ['queue'],
+      registers: [registry],
+    }),
+    queueActive: new Gauge({
+      name: 'nodeflavor_workqueue_active',
+      help: 'Keys being reconciled now, in each work queue.',
       labelNames: ['queue'],
       registers: [registry],
     }),

@@ -51,6 +51,7 @@ export function reconcilerQueues(options: {
       onError: (key, error, attempt) =>
         log.warn({ [retryLog.field]: key, attempt, err: error.message }, retryLog.message),
       onDepthChange: (depth) => metrics.queueDepth.set({ queue: name }, depth),
+      onActiveChange: (active) => metrics.queueActive.set({ queue: name }, active),
       onRetry: () => metrics.retries.inc({ queue: name }),
     });
   }

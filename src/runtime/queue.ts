@@ -12,12 +12,16 @@ export interface QueueOptions {
   reconcile: (key: string) => Promise<void>;
   onError?: (key: string, error: Error, attempt: number) => void;
   onDepthChange?: (depth: number) => void;
+  /** Keys being reconciled now: with depth 0 and this 0 the queue is idle. */
+  onActiveChange?: (active: number) => void;
   onRetry?: () => void;
 }
 
 export class WorkQueue {
-  private readonly options: Required<Omit<QueueOptions, 'onError' | 'onDepthChange' | 'onRetry'>> &
-    Pick<QueueOptions, 'onError' | 'onDepthChange' | 'onRetry'>;
+  private readonly options: Required<
+    Omit<QueueOptions, 'onError' | 'onDepthChange' | 'onActiveChange' | 'onRetry'>
+  > &
+    Pick<QueueOptions, 'onError' | 'onDepthChange' | 'onActiveChange' | 'onRetry'>;
   /** Keys waiting to run, in insertion order (a Set dedups). */
   private readonly pending = new Set<string>();
   private readonly processing = new Set<string>();
@@ -104,6 +108,7 @@ export class WorkQueue {
       this.options.onDepthChange?.(this.depth);
       this.processing.add(key);
       this.running += 1;
+      this.options.onActiveChange?.(this.running);
       void this.process(key);
     }
     if (this.idle) {
@@ -123,6 +128,7 @@ export class WorkQueue {
       const delay = Math.min(this.options.maxDelayMs, this.options.baseDelayMs * 2 ** (attempt - 1));
       this.processing.delete(key);
       this.running -= 1;
+      this.options.onActiveChange?.(this.running);
       this.addAfter(key, delay);
       if (this.dirty.delete(key)) this.add(key);
       this.pump();
@@ -130,6 +136,7 @@ export class WorkQueue {
     }
     this.processing.delete(key);
     this.running -= 1;
+    this.options.onActiveChange?.(this.running);
     if (this.dirty.delete(key)) this.add(key);
     this.pump();
   }

@@ -89,7 +89,10 @@ export function registerRoutes(app: FastifyInstance, ctx: IssuerContext): void {
       }
     }
     if (ctx.tokens && !ctx.tokens.synced) {
-      throw new IssuerError('Unavailable', 'not ready: the FlavoredToken cache has not synced yet');
+      throw new IssuerError(
+        'Unavailable',
+        'not ready: the FlavoredToken and NodeNameClaim caches have not synced yet',
+      );
     }
     return { status: 'ok' };
   });

@@ -247,6 +247,8 @@ export interface RunningIssuer extends IssuerApp {
   ready(): boolean;
   /** Why it is not ready (for /readyz). */
   notReadyReason(): string | undefined;
+  /** True once its token and join-record caches have synced (lists and watches are answered). */
+  cachesSynced(): boolean;
   close(): Promise<void>;
 }
 
@@ -344,6 +346,7 @@ export async function startTokenIssuer(
       (tokens.synced
         ? undefined
         : 'the FlavoredToken and NodeNameClaim caches have not synced yet (lists and watches need them)'),
+    cachesSynced: () => tokens.synced,
     close: async () => {
       if (ownClasses) classes.stop();
       tokens.close();

@@ -111,6 +111,19 @@ describe('WorkQueue', () => {
     assert.equal(h.queue.depth, 0);
   });
 
+  test('reports the keys being reconciled: with depth 0, idle only when none runs (a failure included)', async () => {
+    const active: number[] = [];
+    const h = harness({ concurrency: 2, onActiveChange: (n) => active.push(n) });
+    h.queue.start();
+    h.queue.add('a');
+    h.queue.add('b');
+    assert.equal(h.queue.depth, 0);
+    assert.deepEqual(active, [1, 2], 'both run: the depth says 0, the active count says 2');
+    await h.complete('a');
+    await h.fail('b');
+    assert.deepEqual(active, [1, 2, 1, 0]);
+  });
+
   test('keys run in the order they were first added', async () => {
     const h = harness({ concurrency: 1 });
     for (const k of ['c', 'a', 'b', 'a', 'c']) h.queue.add(k);

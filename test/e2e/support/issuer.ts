@@ -52,9 +52,9 @@ export async function startTestIssuer(
   );
   // As a Service would: no traffic before the replica's caches have synced (a cluster shared with
   // other test files can hold thousands of FlavoredTokens). Other not-ready reasons (a missing key
-  // ring) are what some tests are about, so only the cache is waited for.
-  await waitFor(() => !/FlavoredToken cache/.test(issuer.notReadyReason() ?? ''), {
-    what: "the issuer's FlavoredToken cache to sync",
+  // ring) are what some tests are about, so only the caches are waited for.
+  await waitFor(() => issuer.cachesSynced(), {
+    what: "the issuer's FlavoredToken and NodeNameClaim caches to sync",
     timeoutMs: 60_000,
   });
   return { issuer, ca };

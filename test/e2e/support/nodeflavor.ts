@@ -217,24 +217,36 @@ export async function opsGet(port: number, path: string): Promise<[number, strin
 
 /** One series of an operator's /metrics (e.g. `name{label="x"}`), 0 when absent or unreachable. */
 export async function metricValue(port: number, series: string): Promise<number> {
-  const [, text] = await opsGet(port, '/metrics');
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return Number(line?.split(' ')[1] ?? 0);
+  return (await metricsSnapshot(port))(series);
 }
 
-/** Until an operator has reconciled at least `nodes` Nodes and both its work queues are empty. */
+/** An operator's /metrics read once: every series from one moment; 0 when absent or unreachable. */
+export async function metricsSnapshot(port: number): Promise<(series: string) => number> {
+  const [, text] = await opsGet(port, '/metrics');
+  const lines = text.split('\n');
+  return (series) => Number(lines.find((l) => l.startsWith(`${series} `))?.split(' ')[1] ?? 0);
+}
+
+/** Until an operator has reconciled at least `nodes` Nodes and every work queue is idle. */
 export async function waitOperatorSettled(
   port: number,
   nodes: number,
   options: { timeoutMs: number; intervalMs?: number },
 ): Promise<void> {
   await waitFor(
-    async () =>
-      (await metricValue(port, 'nodeflavor_reconciles_total{queue="nodes",result="ok"}')) >= nodes &&
-      (await metricValue(port, 'nodeflavor_workqueue_depth{queue="nodes"}')) === 0 &&
-      (await metricValue(port, 'nodeflavor_workqueue_depth{queue="tokens"}')) === 0,
+    async () => {
+      const metric = await metricsSnapshot(port);
+      return (
+        metric('nodeflavor_reconciles_total{queue="nodes",result="ok"}') >= nodes &&
+        ['joins', 'nodes', 'tokens', 'flavorclasses'].every(
+          (queue) =>
+            metric(`nodeflavor_workqueue_depth{queue="${queue}"}`) === 0 &&
+            metric(`nodeflavor_workqueue_active{queue="${queue}"}`) === 0,
+        )
+      );
+    },
     {
-      what: `the operator on port ${port} to reconcile ${nodes} nodes with its queues empty`,
+      what: `the operator on port ${port} to reconcile ${nodes} nodes with every queue idle`,
       timeoutMs: options.timeoutMs,
       intervalMs: options.intervalMs ?? 200,
     },
