@@ -1,0 +1,35 @@
+// What the two reconcilers of `nodeflavor capi` share during one leadership term: the caches (every
+// replica keeps them warm), the term's fenced KubeConfig and Event recorder (so a replica that lost
+// the Lease writes nothing more), the issuer of each workload cluster, and the queues.
+import type { Logger } from 'pino';
+import type { EventRecorder } from '../kube/events.ts';
+import type { KubeConfig } from '../kube/kubeconfig.ts';
+import type { CapiCaches } from './cluster-api.ts';
+import type { CapiConfig } from './config.ts';
+import type { IssuerClient } from './issuer-client.ts';
+import type { CapiMetrics } from './metrics.ts';
+
+export type IssuerLookup = { ok: true; client: IssuerClient } | { ok: false; message: string };
+
+export interface CapiContext {
+  kubeConfig: KubeConfig;
+  caches: CapiCaches;
+  config: CapiConfig;
+  events: EventRecorder;
+  log: Logger;
+  metrics: CapiMetrics;
+  /** The issuer of the Cluster `namespace/name`, from its access Secret (or why there is none). */
+  issuerFor: (clusterKey: string) => IssuerLookup;
+  now: () => Date;
+  requeueConfig: (key: string, afterMs: number) => void;
+  enqueueMachine: (key: string) => void;
+  requeueMachine: (key: string, afterMs: number) => void;
+}
+
+/** A reconcile that failed for a reason its condition already shows: retried with backoff, logged quietly. */
+export class RetryLater extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RetryLater';
+  }
+}

@@ -1,0 +1,115 @@
+// The Machine reconciler of `nodeflavor capi`: the one writer of a flavored Machine's
+// NodeFlavorVerified condition (for spec.readinessGates, and for a MachineHealthCheck to replace a
+// Machine whose node stays quarantined). Until its KubeadmConfig has a token it mirrors why it
+// waits; then it asks the workload cluster's issuer about the token, and verification.ts decides.
+// A Machine not settled yet asks again every --status-poll-interval. An issuer that cannot answer
+// never turns a verified Machine unverified: that would take Ready away from every Machine at once.
+
+import { applyCondition, involvedObject } from './cluster-api.ts';
+import { conditionChanged, nextCondition } from './conditions.ts';
+import type { CapiContext } from './context.ts';
+import { filledTokenId, flavorOf, isControlPlane } from './decide.ts';
+import { IssuerCallError } from './issuer-client.ts';
+import {
+  type CachedMachine,
+  conditionOf,
+  KUBEADM_CONFIG_KIND,
+  MACHINE_KIND,
+  Reason,
+  TOKEN_CONDITION,
+  VERIFIED_CONDITION,
+} from './resources.ts';
+import { verifyMachine } from './verification.ts';
+
+/** The Machine's own outcomes that need a human (the config's waits are told on the config). */
+const MACHINE_WARNINGS: ReadonlySet<string> = new Set([
+  Reason.VerificationFailed,
+  Reason.NodeMismatch,
+  Reason.FlavorChanged,
+  Reason.TokenExpired,
+  Reason.TokenRevoked,
+]);
+
+export async function reconcileMachine(ctx: CapiContext, key: string): Promise<void> {
+  const machine = ctx.caches.machines.get(key);
+  if (!machine || machine.metadata.deletionTimestamp !== undefined || isControlPlane(machine)) return;
+  const flavor = flavorOf(machine);
+  if (flavor === undefined) return;
+  const { namespace } = machine.metadata;
+  const ref = machine.spec?.bootstrap?.configRef;
+  const config =
+    ref?.kind === KUBEADM_CONFIG_KIND ? ctx.caches.configs.get(`${namespace}/${ref.name}`) : undefined;
+  if (!config) {
+    await setVerified(ctx, machine, 'False', Reason.WaitingForToken, 'waiting for its KubeadmConfig');
+    return;
+  }
+  const tokenId = filledTokenId(config);
+  if (tokenId === undefined) {
+    const waiting = conditionOf(config, TOKEN_CONDITION);
+    await setVerified(
+      ctx,
+      machine,
+      'False',
+      (waiting?.reason as Reason | undefined) ?? Reason.WaitingForToken,
+      waiting?.message ?? 'waiting for nodeflavor to give its KubeadmConfig a token',
+    );
+    return;
+  }
+  const clusterKey = `${namespace}/${machine.spec?.clusterName ?? ''}`;
+  const issuer = ctx.issuerFor(clusterKey);
+  const current = conditionOf(machine, VERIFIED_CONDITION);
+  if (!issuer.ok) {
+    if (current?.status !== 'True')
+      await setVerified(ctx, machine, 'False', Reason.IssuerNotConfigured, issuer.message);
+    ctx.requeueMachine(key, ctx.config.statusPollInterval);
+    return;
+  }
+  let token: Awaited<ReturnType<typeof issuer.client.status>>;
+  try {
+    token = await issuer.client.status(`ft-${tokenId}`);
+  } catch (error) {
+    if (!(error instanceof IssuerCallError)) throw error;
+    if (error.failure === 'notFound') {
+      await setVerified(
+        ctx,
+        machine,
+        'False',
+        Reason.TokenRevoked,
+        `token ${tokenId} no longer exists in the workload cluster`,
+      );
+      return;
+    }
+    if (error.failure !== 'rateLimited' && current?.status !== 'True')
+      await setVerified(ctx, machine, 'False', Reason.IssuerUnreachable, error.message);
+    ctx.requeueMachine(key, error.retryAfterMs ?? ctx.config.statusPollInterval);
+    return;
+  }
+  const verdict = verifyMachine({ flavor, tokenId, token, nodeRefName: machine.status?.nodeRef?.name });
+  await setVerified(ctx, machine, verdict.status, verdict.reason, verdict.message);
+  if (!verdict.settled) ctx.requeueMachine(key, ctx.config.statusPollInterval);
+}
+
+async function setVerified(
+  ctx: CapiContext,
+  machine: CachedMachine,
+  status: 'True' | 'False',
+  reason: Reason,
+  message: string,
+): Promise<void> {
+  const previous = conditionOf(machine, VERIFIED_CONDITION);
+  const next = nextCondition(
+    previous,
+    { type: VERIFIED_CONDITION, status, reason, message },
+    ctx.now(),
+    machine.metadata.generation,
+  );
+  if (!conditionChanged(previous, next)) return;
+  ctx.caches.machines.assume(await applyCondition(ctx.kubeConfig, MACHINE_KIND, machine.metadata, next));
+  ctx.metrics.conditions.inc({ kind: MACHINE_KIND, reason });
+  // The config's waits have their Events on the config; the Machine's own outcomes have them here.
+  if (previous?.reason === reason) return;
+  if (reason === Reason.Verified)
+    ctx.events.emit(involvedObject(MACHINE_KIND, machine), 'Normal', VERIFIED_CONDITION, message);
+  else if (MACHINE_WARNINGS.has(reason))
+    ctx.events.emit(involvedObject(MACHINE_KIND, machine), 'Warning', reason, message);
+}
