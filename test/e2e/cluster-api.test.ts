@@ -424,6 +424,17 @@ describe('Cluster API: every Machine of a flavored MachineDeployment joins flavo
       ...extra,
       metadata: { name, namespace: NS, ...(extra as { metadata?: object }).metadata },
     });
+    // The control plane's first: it is queued before the pool's, so once the pool's is refused
+    // the control plane's has been decided too (an ignore needs no request).
+    await kubeJson(fx.admin, 'POST', `${BOOTSTRAP_API}/kubeadmconfigs`, {
+      body: kubeadmConfig('control-plane', {
+        metadata: {
+          labels: { 'cluster.x-k8s.io/cluster-name': CLUSTER, 'cluster.x-k8s.io/control-plane': '' },
+          // Unpaused: the policy must leave it so; flavored: nodeflavor must leave it alone.
+          annotations: { [FLAVOR_CLASS_ANNOTATION]: 'sweet' },
+        },
+      }),
+    });
     await kubeJson(fx.admin, 'POST', `${BOOTSTRAP_API}/kubeadmconfigs`, {
       body: kubeadmConfig('pool', {
         metadata: {
@@ -438,14 +449,6 @@ describe('Cluster API: every Machine of a flavored MachineDeployment joins flavo
               controller: true,
             },
           ],
-        },
-      }),
-    });
-    await kubeJson(fx.admin, 'POST', `${BOOTSTRAP_API}/kubeadmconfigs`, {
-      body: kubeadmConfig('control-plane', {
-        metadata: {
-          labels: { 'cluster.x-k8s.io/cluster-name': CLUSTER, 'cluster.x-k8s.io/control-plane': '' },
-          annotations: { [FLAVOR_CLASS_ANNOTATION]: 'sweet' },
         },
       }),
     });

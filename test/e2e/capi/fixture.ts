@@ -21,7 +21,7 @@ import { applyObjects } from '../cluster/apply.ts';
 import { ControlPlane, kubeconfigYaml } from '../cluster/controlplane.ts';
 import { freePort } from '../cluster/ports.ts';
 import { ManagedProcess, startJanitor } from '../cluster/process.ts';
-import { RealNodeHost } from '../realnode/real-node.ts';
+import { RealNodeHost, realNodesUnsupported } from '../realnode/real-node.ts';
 import { installChartOutOfCluster } from '../support/chart.ts';
 import { type E2EEnvironment, loadEnvironment } from '../support/environment.ts';
 import { applyFlavorClass, type FlavorClassSpecInput } from '../support/nodeflavor.ts';
@@ -44,6 +44,11 @@ export interface CapiFixtureOptions {
   /** `nodeflavor capi` flags besides the fixture's own. */
   capiArgs?: string[];
   log?: (line: string) => void;
+  /**
+   * Where real nodes cannot run (no root), join simulated kubelets instead of failing (the demo);
+   * the e2e suite always runs real nodes.
+   */
+  simulatedNodesWhenUnsupported?: boolean;
 }
 
 export class CapiFixture {
@@ -54,8 +59,10 @@ export class CapiFixture {
   readonly admin: KubeConfig;
   readonly issuerUrl: string;
   readonly issuerCa: string;
-  readonly host: RealNodeHost;
+  readonly host: RealNodeHost | undefined;
   readonly provider: LocalProvider;
+  /** Where `nodeflavor capi` serves /metrics. */
+  readonly capiMetricsPort: number;
   private readonly processes: ManagedProcess[];
   private readonly managers: ClusterApiManagers;
   private readonly janitor: { release: () => void };
@@ -68,8 +75,9 @@ export class CapiFixture {
     admin: KubeConfig;
     issuerUrl: string;
     issuerCa: string;
-    host: RealNodeHost;
+    host: RealNodeHost | undefined;
     provider: LocalProvider;
+    capiMetricsPort: number;
     processes: ManagedProcess[];
     managers: ClusterApiManagers;
     janitor: { release: () => void };
@@ -83,6 +91,7 @@ export class CapiFixture {
     this.issuerCa = parts.issuerCa;
     this.host = parts.host;
     this.provider = parts.provider;
+    this.capiMetricsPort = parts.capiMetricsPort;
     this.processes = parts.processes;
     this.managers = parts.managers;
     this.janitor = parts.janitor;
@@ -150,7 +159,9 @@ export class CapiFixture {
       managers = await startClusterApi(plane.kubeconfigPath, dir);
       processes.push(managers.core, managers.bootstrap);
       await applyCrds(plane.kubeconfigPath, localProviderCrds());
-      host = await RealNodeHost.start(plane.server);
+      const noRealNodes = realNodesUnsupported();
+      if (noRealNodes && !options.simulatedNodesWhenUnsupported) throw new Error(noRealNodes);
+      host = noRealNodes ? undefined : await RealNodeHost.start(plane.server);
       provider = new LocalProvider({
         kubeConfig: admin,
         host,
@@ -164,6 +175,7 @@ export class CapiFixture {
         capiManifestObjects().filter((o) => o.kind !== 'Deployment'),
       );
       const capiKubeconfig = join(dir, 'nodeflavor-capi.kubeconfig');
+      const capiMetricsPort = await freePort();
       writeFileSync(
         capiKubeconfig,
         kubeconfigYaml(plane.server, plane.caPem, {
@@ -181,7 +193,7 @@ export class CapiFixture {
           'capi',
           `--kubeconfig=${capiKubeconfig}`,
           `--namespace=${CAPI_NAMESPACE}`,
-          `--metrics-address=127.0.0.1:${await freePort()}`,
+          `--metrics-address=127.0.0.1:${capiMetricsPort}`,
           '--log-level=info',
           ...(options.capiArgs ?? []),
         ],
@@ -217,6 +229,7 @@ export class CapiFixture {
         issuerCa,
         host,
         provider,
+        capiMetricsPort,
         processes,
         managers,
         janitor,
@@ -284,9 +297,9 @@ export class CapiFixture {
     await this.provider.stop();
     const keep = process.env.NODEFLAVOR_E2E_KEEP_LOGS;
     // Before the nodes go: their logs live in the host's directory.
-    if (keep)
+    if (keep && this.host)
       cpSync(this.host.dir, join(keep, 'nodes'), { recursive: true, filter: (src) => !src.endsWith('.tar') });
-    await this.host.stop();
+    await this.host?.stop();
     for (const p of [...this.processes].reverse()) await p.stop();
     await this.plane.stop();
     if (keep) cpSync(this.dir, keep, { recursive: true, filter: (src) => !src.endsWith('.kubeconfig') });

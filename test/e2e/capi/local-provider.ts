@@ -15,7 +15,9 @@ import { WorkQueue } from '../../../src/controller/queue.ts';
 import { kubeJson } from '../../../src/kube/fetch.ts';
 import type { KubeConfig } from '../../../src/kube/kubeconfig.ts';
 import { ListWatch, objectKey } from '../../../src/kube/listwatch.ts';
-import type { RealNode, RealNodeHost } from '../realnode/real-node.ts';
+import { parseJoinConfiguration } from '../kubelet-sim/join-config.ts';
+import { SimulatedKubelet } from '../kubelet-sim/kubelet.ts';
+import type { RealNodeHost } from '../realnode/real-node.ts';
 import { parseBootstrapData } from './cloud-init.ts';
 import { CONTROL_PLANE_GROUP, INFRA_GROUP, LOCAL_VERSION } from './local-provider-crds.ts';
 
@@ -41,14 +43,16 @@ const path = (group: string, plural: string, namespace?: string, name?: string) 
 
 /** What a test may ask of a booted node. */
 export interface BootedMachine {
-  node: RealNode;
+  /** Tears the node down (its kubelet and whatever else runs it). */
+  stop: () => Promise<void>;
   /** The bootstrap data as the Machine got it (the test replays it elsewhere). */
   bootstrapData: string;
 }
 
 export class LocalProvider {
   private readonly kubeConfig: KubeConfig;
-  private readonly host: RealNodeHost;
+  /** Real nodes on this host; without one (no root: the demo), simulated kubelets join instead. */
+  private readonly host: RealNodeHost | undefined;
   private readonly log: Logger;
   private readonly caches: ListWatch<LocalObject>[];
   private readonly queue: WorkQueue;
@@ -57,7 +61,7 @@ export class LocalProvider {
   /** Why a machine could not boot (the test's failure message shows it). */
   readonly failures = new Map<string, string>();
 
-  constructor(options: { kubeConfig: KubeConfig; host: RealNodeHost; log: Logger }) {
+  constructor(options: { kubeConfig: KubeConfig; host: RealNodeHost | undefined; log: Logger }) {
     this.kubeConfig = options.kubeConfig;
     this.host = options.host;
     this.log = options.log;
@@ -86,9 +90,12 @@ export class LocalProvider {
     this.queue.start();
   }
 
+  /** Stops reconciling, then every machine it booted (real nodes go with their host too). */
   async stop(): Promise<void> {
     this.queue.stop();
     for (const cache of this.caches) cache.stop();
+    for (const booted of this.booted.values()) await booted.then((b) => b.stop()).catch(() => undefined);
+    this.booted.clear();
   }
 
   private cache(plural: string): ListWatch<LocalObject> {
@@ -116,7 +123,7 @@ export class LocalProvider {
       const booted = this.booted.get(key);
       if (booted) {
         this.booted.delete(key);
-        await booted.then((b) => b.node.stop()).catch(() => undefined);
+        await booted.then((b) => b.stop()).catch(() => undefined);
       }
       if (finalizers.includes(FINALIZER))
         await this.patch(path(INFRA_GROUP, 'localmachines', namespace, name), {
@@ -171,13 +178,22 @@ export class LocalProvider {
       if (file.path !== discoveryPath)
         throw new Error(`write_files ${file.path}: the stand-in places only the discovery kubeconfig`);
     const discoveryKubeconfig = bootstrap.files.find((f) => f.path === discoveryPath)?.content;
+    if (!this.host) {
+      // A simulated kubelet (kubelet-sim) reads the same files and makes the same requests.
+      const kubelet = new SimulatedKubelet(nodeName, parseJoinConfiguration(bootstrap.joinConfiguration), {
+        timeoutMs: 60_000,
+        readFile: (path) => (path === discoveryPath ? discoveryKubeconfig : undefined),
+      });
+      await kubelet.join();
+      return { stop: async () => kubelet.stop(), bootstrapData };
+    }
     const node = await this.host.startNode({
       name: nodeName,
       joinConfiguration: bootstrap.joinConfiguration,
       ...(discoveryKubeconfig === undefined ? {} : { discoveryKubeconfig }),
     });
     await node.joined();
-    return { node, bootstrapData };
+    return { stop: () => node.stop(), bootstrapData };
   }
 
   /** As CAPD does: the Node's providerID (kubelet left it empty), then the LocalMachine provisioned. */
