@@ -136,15 +136,7 @@ async function main(): Promise<void> {
       );
     console.log('');
 
-    const secrets = await fx.env.core.listNamespacedSecret({
-      namespace: 'kube-system',
-      fieldSelector: 'type=bootstrap.kubernetes.io/token',
-    });
-    const kubeadmTokens = secrets.items.filter((s) =>
-      Buffer.from(s.data?.['auth-extra-groups'] ?? '', 'base64')
-        .toString()
-        .includes('system:bootstrappers:kubeadm:default-node-token'),
-    );
+    const kubeadmTokens = await fx.kubeadmGroupTokens();
     say(
       `CABPK minted ${kubeadmTokens.length} token(s) of its own: the KubeadmConfigs use file discovery with nodeflavor's tokens`,
     );

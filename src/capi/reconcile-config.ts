@@ -13,14 +13,8 @@
 // idempotency TTL, or revoked) is found by its description among this caller's own tokens and
 // revoked, and the issuance starts over under a new key.
 import { KubeError } from '../kube/kube-error.ts';
-import {
-  applyCondition,
-  involvedObject,
-  type RawObject,
-  readKubeadmConfig,
-  updateKubeadmConfig,
-} from './cluster-api.ts';
-import { conditionChanged, nextCondition } from './conditions.ts';
+import { involvedObject, type RawObject, readKubeadmConfig, updateKubeadmConfig } from './cluster-api.ts';
+import { writeCondition } from './condition-writer.ts';
 import { type CapiContext, RetryLater } from './context.ts';
 import {
   type ConfigDecision,
@@ -38,7 +32,6 @@ import {
   type CachedKubeadmConfig,
   CachedKubeadmConfigSchema,
   clusterNameOf,
-  conditionOf,
   controllerOf,
   ISSUANCE_ATTEMPT_ANNOTATION,
   KUBEADM_CONFIG_KIND,
@@ -114,17 +107,14 @@ async function setTokenCondition(
   reason: Reason,
   message: string,
 ): Promise<void> {
-  const previous = conditionOf(config, TOKEN_CONDITION);
-  const next = nextCondition(
-    previous,
-    { type: TOKEN_CONDITION, status, reason, message },
-    ctx.now(),
-    config.metadata.generation,
-  );
-  if (!conditionChanged(previous, next)) return;
-  ctx.caches.configs.assume(await applyCondition(ctx.kubeConfig, KUBEADM_CONFIG_KIND, config.metadata, next));
-  ctx.metrics.conditions.inc({ kind: KUBEADM_CONFIG_KIND, reason });
-  if (previous?.reason !== reason || WARNING_REASONS.has(reason))
+  const written = await writeCondition(ctx, KUBEADM_CONFIG_KIND, config, {
+    type: TOKEN_CONDITION,
+    status,
+    reason,
+    message,
+  });
+  if (!written) return;
+  if (written.previous?.reason !== reason || WARNING_REASONS.has(reason))
     ctx.events.emit(
       involvedObject(KUBEADM_CONFIG_KIND, config),
       WARNING_REASONS.has(reason) ? 'Warning' : 'Normal',

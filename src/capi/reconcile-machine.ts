@@ -5,8 +5,8 @@
 // A Machine not settled yet asks again every --status-poll-interval. An issuer that cannot answer
 // never turns a verified Machine unverified: that would take Ready away from every Machine at once.
 
-import { applyCondition, involvedObject } from './cluster-api.ts';
-import { conditionChanged, nextCondition } from './conditions.ts';
+import { involvedObject } from './cluster-api.ts';
+import { writeCondition } from './condition-writer.ts';
 import type { CapiContext } from './context.ts';
 import { filledTokenId, flavorOf, isControlPlane } from './decide.ts';
 import { IssuerCallError } from './issuer-client.ts';
@@ -96,18 +96,15 @@ async function setVerified(
   reason: Reason,
   message: string,
 ): Promise<void> {
-  const previous = conditionOf(machine, VERIFIED_CONDITION);
-  const next = nextCondition(
-    previous,
-    { type: VERIFIED_CONDITION, status, reason, message },
-    ctx.now(),
-    machine.metadata.generation,
-  );
-  if (!conditionChanged(previous, next)) return;
-  ctx.caches.machines.assume(await applyCondition(ctx.kubeConfig, MACHINE_KIND, machine.metadata, next));
-  ctx.metrics.conditions.inc({ kind: MACHINE_KIND, reason });
+  const written = await writeCondition(ctx, MACHINE_KIND, machine, {
+    type: VERIFIED_CONDITION,
+    status,
+    reason,
+    message,
+  });
+  if (!written) return;
   // The config's waits have their Events on the config; the Machine's own outcomes have them here.
-  if (previous?.reason === reason) return;
+  if (written.previous?.reason === reason) return;
   if (reason === Reason.Verified)
     ctx.events.emit(involvedObject(MACHINE_KIND, machine), 'Normal', VERIFIED_CONDITION, message);
   else if (MACHINE_WARNINGS.has(reason))

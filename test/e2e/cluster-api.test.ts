@@ -35,7 +35,6 @@ const NS = 'capi-e2e';
 const CLUSTER = 'work';
 const FLAVOR_LABEL = 'nodeflavor.io/flavor';
 const PAUSED = 'cluster.x-k8s.io/paused';
-const KUBEADM_GROUP = 'system:bootstrappers:kubeadm:default-node-token';
 const CAPI_API = `/apis/cluster.x-k8s.io/v1beta2/namespaces/${NS}`;
 const BOOTSTRAP_API = `/apis/bootstrap.cluster.x-k8s.io/v1beta2/namespaces/${NS}`;
 
@@ -104,6 +103,11 @@ describe('Cluster API: every Machine of a flavored MachineDeployment joins flavo
       contentType: 'application/merge-patch+json',
       body: { spec: { replicas } },
     });
+  /** Applies a MachineDeployment of this Cluster. */
+  const deploy = (options: Omit<Parameters<typeof machineDeployment>[0], 'namespace' | 'cluster'>) =>
+    applyObjects(fx.plane.kubeconfigPath, [
+      machineDeployment({ namespace: NS, cluster: CLUSTER, ...options }),
+    ]);
   /** Waits until the deployment has `count` Machines, each with a config condition `reason`. */
   const waitForConfigs = (deployment: string, count: number, reason: string, timeoutMs = 60_000) =>
     waitFor(
@@ -172,18 +176,14 @@ describe('Cluster API: every Machine of a flavored MachineDeployment joins flavo
 
   it('waits visibly while the issuer is unreachable: paused, no bootstrap data, a condition and an Event', async () => {
     await fx.writeAccessSecret(`https://127.0.0.1:${await freePort()}`); // nothing listens there
-    await applyObjects(fx.plane.kubeconfigPath, [
-      machineDeployment({
-        namespace: NS,
-        cluster: CLUSTER,
-        name: 'sweet',
-        replicas: 2,
-        kubeadmConfigTemplate: 'sweet',
-        localMachineTemplate: 'local',
-        annotations: { [FLAVOR_CLASS_ANNOTATION]: 'sweet', [NODE_NAME_ANNOTATION]: 'machine' },
-        readinessGates: [VERIFIED_CONDITION],
-      }),
-    ]);
+    await deploy({
+      name: 'sweet',
+      replicas: 2,
+      kubeadmConfigTemplate: 'sweet',
+      localMachineTemplate: 'local',
+      annotations: { [FLAVOR_CLASS_ANNOTATION]: 'sweet', [NODE_NAME_ANNOTATION]: 'machine' },
+      readinessGates: [VERIFIED_CONDITION],
+    });
     const { machines, configs } = await waitForConfigs('sweet', 2, 'IssuerUnreachable');
     for (const config of configs) {
       assert.ok(
@@ -237,30 +237,18 @@ describe('Cluster API: every Machine of a flavored MachineDeployment joins flavo
         timeoutMs: 30_000,
       },
     );
-    const secrets = await fx.env.core.listNamespacedSecret({
-      namespace: 'kube-system',
-      fieldSelector: 'type=bootstrap.kubernetes.io/token',
-    });
-    const kubeadmTokens = secrets.items.filter((s) =>
-      Buffer.from(s.data?.['auth-extra-groups'] ?? '', 'base64')
-        .toString()
-        .includes(KUBEADM_GROUP),
-    );
+    const kubeadmTokens = await fx.kubeadmGroupTokens();
     assert.deepEqual(kubeadmTokens, [], 'CABPK minted no token for flavored Machines');
   });
 
   it('a flavor its issuer identity may not use waits as FlavorNotAllowed, then joins once allowed', async () => {
-    await applyObjects(fx.plane.kubeconfigPath, [
-      machineDeployment({
-        namespace: NS,
-        cluster: CLUSTER,
-        name: 'sour',
-        replicas: 1,
-        kubeadmConfigTemplate: 'sour',
-        localMachineTemplate: 'local',
-        annotations: { [FLAVOR_CLASS_ANNOTATION]: 'sour' },
-      }),
-    ]);
+    await deploy({
+      name: 'sour',
+      replicas: 1,
+      kubeadmConfigTemplate: 'sour',
+      localMachineTemplate: 'local',
+      annotations: { [FLAVOR_CLASS_ANNOTATION]: 'sour' },
+    });
     const { configs } = await waitForConfigs('sour', 1, 'FlavorNotAllowed');
     const [config] = configs;
     assert.ok(config && (await eventReasons(config.metadata.name)).includes('Warning/FlavorNotAllowed'));
@@ -272,17 +260,13 @@ describe('Cluster API: every Machine of a flavored MachineDeployment joins flavo
   });
 
   it('a missing FlavorClass waits visibly; a Machine scaled away before its join gets its token revoked', async () => {
-    await applyObjects(fx.plane.kubeconfigPath, [
-      machineDeployment({
-        namespace: NS,
-        cluster: CLUSTER,
-        name: 'bitter',
-        replicas: 1,
-        kubeadmConfigTemplate: 'bitter',
-        localMachineTemplate: 'held', // its machine never boots, as on a slow cloud
-        annotations: { [FLAVOR_CLASS_ANNOTATION]: 'bitter' },
-      }),
-    ]);
+    await deploy({
+      name: 'bitter',
+      replicas: 1,
+      kubeadmConfigTemplate: 'bitter',
+      localMachineTemplate: 'held', // its machine never boots, as on a slow cloud
+      annotations: { [FLAVOR_CLASS_ANNOTATION]: 'bitter' },
+    });
     await waitForConfigs('bitter', 1, 'FlavorClassNotFound');
     await applyFlavorClass(fx.env, 'bitter', { labels: { [FLAVOR_LABEL]: 'bitter' } });
     const { configs } = await waitForConfigs('bitter', 1, 'Issued');
@@ -361,16 +345,12 @@ describe('Cluster API: every Machine of a flavored MachineDeployment joins flavo
   });
 
   it('a MachineDeployment without the annotation joins the plain CABPK way, untouched by nodeflavor', async () => {
-    await applyObjects(fx.plane.kubeconfigPath, [
-      machineDeployment({
-        namespace: NS,
-        cluster: CLUSTER,
-        name: 'plain',
-        replicas: 1,
-        kubeadmConfigTemplate: 'plain',
-        localMachineTemplate: 'local',
-      }),
-    ]);
+    await deploy({
+      name: 'plain',
+      replicas: 1,
+      kubeadmConfigTemplate: 'plain',
+      localMachineTemplate: 'local',
+    });
     const [machine] = await waitFor(
       async () => {
         const machines = await machinesOf('plain');

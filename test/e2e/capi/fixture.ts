@@ -14,17 +14,22 @@ import pino from 'pino';
 import { parseAllDocuments } from 'yaml';
 import { accessSecretName } from '../../../src/capi/issuer-access.ts';
 import { loadKubeConfig } from '../../../src/kube/config.ts';
-import { kubeJson } from '../../../src/kube/fetch.ts';
 import type { KubeConfig } from '../../../src/kube/kubeconfig.ts';
 import { DEFAULT_ISSUER_AUDIENCE } from '../../../src/tokenissuer/config.ts';
 import { applyObjects } from '../cluster/apply.ts';
 import { ControlPlane, kubeconfigYaml } from '../cluster/controlplane.ts';
 import { freePort } from '../cluster/ports.ts';
-import { ManagedProcess, startJanitor } from '../cluster/process.ts';
+import { type ManagedProcess, startJanitor } from '../cluster/process.ts';
 import { RealNodeHost, realNodesUnsupported } from '../realnode/real-node.ts';
 import { installChartOutOfCluster } from '../support/chart.ts';
 import { type E2EEnvironment, loadEnvironment } from '../support/environment.ts';
-import { applyFlavorClass, type FlavorClassSpecInput } from '../support/nodeflavor.ts';
+import {
+  applyFlavorClass,
+  type FlavorClassSpecInput,
+  flavorUseRbac,
+  nodeflavorProcess,
+  serviceAccountToken,
+} from '../support/nodeflavor.ts';
 import { waitFor } from '../support/wait.ts';
 import { workloadClusterObjects } from './cluster-objects.ts';
 import { LocalProvider } from './local-provider.ts';
@@ -125,13 +130,9 @@ export class CapiFixture {
       for (const [name, spec] of Object.entries(options.flavorClasses))
         await applyFlavorClass(env, name, spec);
       const [webhookPort, issuerPort, metricsPort] = [await freePort(), await freePort(), await freePort()];
-      const operator = new ManagedProcess(
+      const operator = nodeflavorProcess(
         'nodeflavor',
-        process.execPath,
         [
-          '--import',
-          'tsx',
-          join(repoRoot, 'src', 'cli', 'nodeflavor.ts'),
           'run',
           `--kubeconfig=${install.kubeconfigPath}`,
           `--namespace=${OPERATOR_NAMESPACE}`,
@@ -179,17 +180,13 @@ export class CapiFixture {
       writeFileSync(
         capiKubeconfig,
         kubeconfigYaml(plane.server, plane.caPem, {
-          token: await tokenFor(admin, CAPI_NAMESPACE, 'nodeflavor-capi'),
+          token: await serviceAccountToken(env, CAPI_NAMESPACE, 'nodeflavor-capi'),
         }),
         { mode: 0o600 },
       );
-      const capi = new ManagedProcess(
+      const capi = nodeflavorProcess(
         'nodeflavor-capi',
-        process.execPath,
         [
-          '--import',
-          'tsx',
-          join(repoRoot, 'src', 'cli', 'nodeflavor.ts'),
           'capi',
           `--kubeconfig=${capiKubeconfig}`,
           `--namespace=${CAPI_NAMESPACE}`,
@@ -248,33 +245,17 @@ export class CapiFixture {
 
   /** Lets the issuer caller `use` these flavors (a ClusterRole of its own, replaced each time). */
   async allowFlavors(flavors: string[]): Promise<void> {
-    await applyObjects(this.plane.kubeconfigPath, [
-      {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'ClusterRole',
-        metadata: { name: CALLER },
-        rules: [
-          {
-            apiGroups: ['nodeflavor.io'],
-            resources: ['flavorclasses'],
-            resourceNames: flavors,
-            verbs: ['use'],
-          },
-        ],
-      },
-      {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'ClusterRoleBinding',
-        metadata: { name: CALLER },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: CALLER },
-        subjects: [{ kind: 'ServiceAccount', name: CALLER, namespace: OPERATOR_NAMESPACE }],
-      },
-    ]);
+    await applyObjects(
+      this.plane.kubeconfigPath,
+      flavorUseRbac(CALLER, { name: CALLER, namespace: OPERATOR_NAMESPACE }, flavors),
+    );
   }
 
   /** Writes the cluster's issuer access Secret (in nodeflavor capi's namespace): `url` may be wrong on purpose. */
   async writeAccessSecret(url = this.issuerUrl): Promise<void> {
-    const token = await tokenFor(this.admin, OPERATOR_NAMESPACE, CALLER, [DEFAULT_ISSUER_AUDIENCE]);
+    const token = await serviceAccountToken(this.env, OPERATOR_NAMESPACE, CALLER, {
+      audiences: [DEFAULT_ISSUER_AUDIENCE],
+    });
     await applyObjects(this.plane.kubeconfigPath, [
       {
         apiVersion: 'v1',
@@ -286,6 +267,21 @@ export class CapiFixture {
         stringData: { url, 'ca.crt': this.issuerCa, token },
       },
     ]);
+  }
+
+  /** The bootstrap token Secrets in kube-system that carry kubeadm's own group (CABPK's tokens). */
+  async kubeadmGroupTokens(): Promise<string[]> {
+    const secrets = await this.env.core.listNamespacedSecret({
+      namespace: 'kube-system',
+      fieldSelector: 'type=bootstrap.kubernetes.io/token',
+    });
+    return secrets.items
+      .filter((s) =>
+        Buffer.from(s.data?.['auth-extra-groups'] ?? '', 'base64')
+          .toString()
+          .includes('system:bootstrappers:kubeadm:default-node-token'),
+      )
+      .map((s) => s.metadata?.name ?? '');
   }
 
   /** The last lines of every process's log (for a failure message). */
@@ -314,27 +310,6 @@ export function capiManifestObjects(): { kind: string; metadata: { name: string 
   return parseAllDocuments(text)
     .map((doc) => doc.toJS() as { kind: string; metadata: { name: string } } | null)
     .filter((o): o is { kind: string; metadata: { name: string } } => o !== null);
-}
-
-async function tokenFor(
-  admin: KubeConfig,
-  namespace: string,
-  serviceAccount: string,
-  audiences?: string[],
-): Promise<string> {
-  const answer = await kubeJson<{ status: { token: string } }>(
-    admin,
-    'POST',
-    `/api/v1/namespaces/${namespace}/serviceaccounts/${serviceAccount}/token`,
-    {
-      body: {
-        apiVersion: 'authentication.k8s.io/v1',
-        kind: 'TokenRequest',
-        spec: { expirationSeconds: 24 * 3600, ...(audiences ? { audiences } : {}) },
-      },
-    },
-  );
-  return answer.status.token;
 }
 
 async function readConfigMapKey(

@@ -7,7 +7,7 @@
 // would (cluster-objects.ts).
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ApiextensionsV1Api, KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { loadKubeConfig } from '../../../src/kube/config.ts';
 import { kubeJson } from '../../../src/kube/fetch.ts';
@@ -15,7 +15,7 @@ import { createCertificateAuthority, issueCertificate } from '../../../src/pki/c
 import { freePort } from '../cluster/ports.ts';
 import { ManagedProcess } from '../cluster/process.ts';
 import { clusterApiPaths } from '../cluster/versions.ts';
-import { waitFor } from '../support/wait.ts';
+import { waitEstablished } from '../support/nodeflavor.ts';
 
 /** The contract labels `kubectl apply` of the release manifests puts on every Cluster API CRD. */
 const CONTRACT_LABELS = { 'cluster.x-k8s.io/v1beta1': 'v1beta1', 'cluster.x-k8s.io/v1beta2': 'v1beta2' };
@@ -44,16 +44,10 @@ export async function applyCrds(kubeconfigPath: string, crds: Crd[]): Promise<vo
     );
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromFile(kubeconfigPath);
-  const api = kubeConfig.makeApiClient(ApiextensionsV1Api);
-  for (const crd of crds) {
-    await waitFor(
-      async () => {
-        const current = await api.readCustomResourceDefinition({ name: crd.metadata.name });
-        return current.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True');
-      },
-      { what: `CRD ${crd.metadata.name} to be Established`, timeoutMs: 30_000 },
-    );
-  }
+  await waitEstablished(
+    kubeConfig,
+    crds.map((crd) => crd.metadata.name),
+  );
 }
 
 export async function installClusterApiCrds(kubeconfigPath: string): Promise<void> {

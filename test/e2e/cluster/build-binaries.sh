@@ -40,6 +40,15 @@ with_heartbeat() {
   return $rc
 }
 
+# The tools.go of a throwaway module: it imports every main package we build (PREFIX/CMD...), so
+# `go mod tidy` keeps their dependencies; its build tag keeps it out of builds (a main package
+# cannot be imported). The module is set up again only when this file changes.
+tools_go_of() {
+  local prefix=$1; shift
+  local tools; tools=$(printf "\t_ \"$prefix/%s\"\n" "$@")
+  printf '//go:build tools\n\npackage tools\n\nimport (\n%s\n)\n' "$tools"
+}
+
 # The binaries of one release come from one throwaway module; each is built only when missing,
 # so a cache made before real nodes existed gains kubeadm, kubelet and kube-scheduler on its own.
 KUBERNETES_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubeadm kubelet)
@@ -55,8 +64,7 @@ build_kubernetes() {
   local mod="$cache/build/k8s-$KUBERNETES_VERSION"
   log "building ${missing[*]} $KUBERNETES_VERSION (first time only: several minutes)"
   mkdir -p "$mod" "$out"
-  local tools; tools=$(printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "${KUBERNETES_COMMANDS[@]}")
-  local tools_go; tools_go=$(printf '//go:build tools\n\npackage tools\n\nimport (\n%s\n)\n' "$tools")
+  local tools_go; tools_go=$(tools_go_of k8s.io/kubernetes/cmd "${KUBERNETES_COMMANDS[@]}")
   if [[ ! -f $mod/tools.go || $(cat "$mod/tools.go") != "$tools_go" ]]; then
     log "downloading k8s.io/kubernetes@$KUBERNETES_VERSION from the Go module proxy"
     {
@@ -132,8 +140,7 @@ build_cluster_api() {
   local mod="$cache/build/cluster-api-$CLUSTER_API_VERSION"
   log "building Cluster API $CLUSTER_API_VERSION (core manager and kubeadm bootstrap provider; first time only: a few minutes)"
   mkdir -p "$mod" "$out"
-  local tools; tools=$(printf '\t_ "sigs.k8s.io/cluster-api/%s"\n' "${CLUSTER_API_COMMANDS[@]}")
-  local tools_go; tools_go=$(printf '//go:build tools\n\npackage tools\n\nimport (\n%s\n)\n' "$tools")
+  local tools_go; tools_go=$(tools_go_of sigs.k8s.io/cluster-api "${CLUSTER_API_COMMANDS[@]}")
   if [[ ! -f $mod/tools.go || $(cat "$mod/tools.go") != "$tools_go" ]]; then
     log "downloading sigs.k8s.io/cluster-api@$CLUSTER_API_VERSION from the Go module proxy"
     {
