@@ -8,6 +8,7 @@
 // the reason.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { idempotencyKey, tokenDescription } from '../../src/capi/decide.ts';
 import {
   CAPI_FINALIZER,
   FLAVOR_CLASS_ANNOTATION,
@@ -229,6 +230,29 @@ describe('Cluster API: every Machine of a flavored MachineDeployment joins flavo
       assert.ok((await eventReasons(machine.metadata.name)).includes(`Normal/${VERIFIED_CONDITION}`));
     }
     assert.equal(tokenIds.size, 2, 'one token per Machine');
+    // What a crash between the issuance and the fill amounts to: the same request again, with the
+    // same Idempotency-Key, from the same identity: the issuer answers the same token, no second one.
+    const [first] = sweetMachines;
+    assert.ok(first);
+    const config = await configOf(first);
+    const { name, uid, annotations } = config.metadata;
+    const cached = { metadata: { name, uid, namespace: NS, ...(annotations ? { annotations } : {}) } };
+    const client = await fx.issuerClient();
+    try {
+      const replayed = await client.issue(
+        {
+          flavorClassName: 'sweet',
+          ttl: '24h',
+          maxUses: 1,
+          nodeName: first.metadata.name,
+          description: tokenDescription(cached),
+        },
+        idempotencyKey(cached),
+      );
+      assert.equal(replayed.tokenID, config.metadata.annotations?.[TOKEN_ID_ANNOTATION]);
+    } finally {
+      client.close();
+    }
     // Cluster API's Ready summary takes the readiness gate in: every Machine Ready once verified.
     await waitFor(
       async () => (await machinesOf('sweet')).every((m) => condition(m, 'Ready')?.status === 'True'),

@@ -13,6 +13,8 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { parseAllDocuments } from 'yaml';
 import { accessSecretName } from '../../../src/capi/issuer-access.ts';
+import { IssuerClient } from '../../../src/capi/issuer-client.ts';
+import { Secret } from '../../../src/flavor/secret.ts';
 import { loadKubeConfig } from '../../../src/kube/config.ts';
 import type { KubeConfig } from '../../../src/kube/kubeconfig.ts';
 import { DEFAULT_ISSUER_AUDIENCE } from '../../../src/tokenissuer/config.ts';
@@ -249,6 +251,14 @@ export class CapiFixture {
       this.plane.kubeconfigPath,
       flavorUseRbac(CALLER, { name: CALLER, namespace: OPERATOR_NAMESPACE }, flavors),
     );
+  }
+
+  /** A client of the workload issuer as nodeflavor capi's identity (a fresh token of the same ServiceAccount). */
+  async issuerClient(): Promise<IssuerClient> {
+    const token = await serviceAccountToken(this.env, OPERATOR_NAMESPACE, CALLER, {
+      audiences: [DEFAULT_ISSUER_AUDIENCE],
+    });
+    return new IssuerClient({ url: this.issuerUrl, caPem: this.issuerCa, token: new Secret(token) });
   }
 
   /** Writes the cluster's issuer access Secret (in nodeflavor capi's namespace): `url` may be wrong on purpose. */
