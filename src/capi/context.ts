@@ -11,6 +11,18 @@ import type { CapiMetrics } from './metrics.ts';
 
 export type IssuerLookup = { ok: true; client: IssuerClient } | { ok: false; message: string };
 
+/**
+ * When a Machine last asked the issuer about its token, and what the answer was judged against:
+ * a read throttle (Cluster API updates a booting Machine's status many times a second; the
+ * issuer's per-caller budget is 1 request a second). No decision is taken from it.
+ */
+export interface StatusCheck {
+  at: number;
+  tokenId: string;
+  flavor: string;
+  nodeRef: string | undefined;
+}
+
 export interface CapiContext {
   kubeConfig: KubeConfig;
   caches: CapiCaches;
@@ -21,6 +33,8 @@ export interface CapiContext {
   /** The issuer of the Cluster `namespace/name`, from its access Secret (or why there is none). */
   issuerFor: (clusterKey: string) => IssuerLookup;
   now: () => Date;
+  /** By Machine UID; forgotten when the Machine goes. */
+  statusChecks: Map<string, StatusCheck>;
   requeueConfig: (key: string, afterMs: number) => void;
   enqueueMachine: (key: string) => void;
   requeueMachine: (key: string, afterMs: number) => void;

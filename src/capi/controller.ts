@@ -13,7 +13,7 @@ import type { Leadership } from '../kube/leader.ts';
 import { objectKey, type RestartReason } from '../kube/listwatch.ts';
 import { type CapiCaches, capiCaches } from './cluster-api.ts';
 import type { CapiConfig } from './config.ts';
-import { type CapiContext, type IssuerLookup, RetryLater } from './context.ts';
+import { type CapiContext, type IssuerLookup, RetryLater, type StatusCheck } from './context.ts';
 import { accessSecretName, clusterOfAccessSecret, parseIssuerAccess } from './issuer-access.ts';
 import { IssuerClient } from './issuer-client.ts';
 import { type CapiMetrics, capiMetrics } from './metrics.ts';
@@ -65,6 +65,7 @@ export function startCapiController(options: {
     return { ok: true, client };
   };
 
+  const statusChecks = new Map<string, StatusCheck>();
   let ctx: CapiContext | undefined;
   const queue = (
     name: 'kubeadmconfigs' | 'machines',
@@ -73,7 +74,8 @@ export function startCapiController(options: {
     new WorkQueue({
       name,
       concurrency: config.workers,
-      maxDelayMs: 60_000,
+      // A wait on the issuer (RBAC granted, class created, issuer back) clears within this of the fix.
+      maxDelayMs: 15_000,
       reconcile: async (key) => {
         if (!ctx) return;
         try {
@@ -110,7 +112,8 @@ export function startCapiController(options: {
       const owner = controllerOf(config);
       if (owner?.kind === MACHINE_KIND) machineQueue.add(`${config.metadata.namespace}/${owner.name}`);
     }),
-    caches.machines.addEventHandler((_type, machine) => {
+    caches.machines.addEventHandler((type, machine) => {
+      if (type === 'DELETED') statusChecks.delete(machine.metadata.uid);
       machineQueue.add(objectKey(machine));
       const ref = machine.spec?.bootstrap?.configRef;
       if (ref?.kind === KUBEADM_CONFIG_KIND) configQueue.add(`${machine.metadata.namespace}/${ref.name}`);
@@ -144,6 +147,7 @@ export function startCapiController(options: {
       metrics,
       issuerFor,
       now: () => new Date(),
+      statusChecks,
       requeueConfig: (key, afterMs) => configQueue.addAfter(key, afterMs),
       enqueueMachine: (key) => machineQueue.add(key),
       requeueMachine: (key, afterMs) => machineQueue.addAfter(key, afterMs),

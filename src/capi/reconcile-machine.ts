@@ -64,6 +64,17 @@ export async function reconcileMachine(ctx: CapiContext, key: string): Promise<v
     ctx.requeueMachine(key, ctx.config.statusPollInterval);
     return;
   }
+  // Asked within the poll interval about the same token, flavor and Node: the answer is the same
+  // until the workload cluster moves on, which only the next poll can tell.
+  const nodeRef = machine.status?.nodeRef?.name;
+  const check = { at: ctx.now().getTime(), tokenId, flavor, nodeRef };
+  const last = ctx.statusChecks.get(machine.metadata.uid);
+  const wait = last ? last.at + ctx.config.statusPollInterval - check.at : 0;
+  if (last && wait > 0 && last.tokenId === tokenId && last.flavor === flavor && last.nodeRef === nodeRef) {
+    ctx.requeueMachine(key, wait);
+    return;
+  }
+  ctx.statusChecks.set(machine.metadata.uid, check);
   let token: Awaited<ReturnType<typeof issuer.client.status>>;
   try {
     token = await issuer.client.status(`ft-${tokenId}`);
@@ -84,7 +95,7 @@ export async function reconcileMachine(ctx: CapiContext, key: string): Promise<v
     ctx.requeueMachine(key, error.retryAfterMs ?? ctx.config.statusPollInterval);
     return;
   }
-  const verdict = verifyMachine({ flavor, tokenId, token, nodeRefName: machine.status?.nodeRef?.name });
+  const verdict = verifyMachine({ flavor, tokenId, token, nodeRefName: nodeRef });
   await setVerified(ctx, machine, verdict.status, verdict.reason, verdict.message);
   if (!verdict.settled) ctx.requeueMachine(key, ctx.config.statusPollInterval);
 }

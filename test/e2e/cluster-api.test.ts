@@ -239,15 +239,20 @@ describe('Cluster API: every Machine of a flavored MachineDeployment joins flavo
     const cached = { metadata: { name, uid, namespace: NS, ...(annotations ? { annotations } : {}) } };
     const client = await fx.issuerClient();
     try {
-      const replayed = await client.issue(
-        {
-          flavorClassName: 'sweet',
-          ttl: '24h',
-          maxUses: 1,
-          nodeName: first.metadata.name,
-          description: tokenDescription(cached),
-        },
-        idempotencyKey(cached),
+      // The identity's rate budget is shared with nodeflavor capi's own checks: a 429 is retried.
+      const replayed = await waitFor(
+        () =>
+          client.issue(
+            {
+              flavorClassName: 'sweet',
+              ttl: '24h',
+              maxUses: 1,
+              nodeName: first.metadata.name,
+              description: tokenDescription(cached),
+            },
+            idempotencyKey(cached),
+          ),
+        { what: 'the replayed issuance', timeoutMs: 30_000, intervalMs: 1_000 },
       );
       assert.equal(replayed.tokenID, config.metadata.annotations?.[TOKEN_ID_ANNOTATION]);
     } finally {
