@@ -12,7 +12,7 @@ export PATH := $(BIN):$(PATH)
 export NODEFLAVOR_CACHE ?= $(HOME)/.cache/nodeflavor
 SCALE ?= full
 
-.PHONY: help tools node deps binaries host-packages helm build lint format test test-unit test-e2e demo cluster-up cluster-down bench clean
+.PHONY: help tools node deps binaries host-packages helm build lint format test test-unit test-e2e demo demo-capi cluster-up cluster-down bench clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -39,7 +39,7 @@ node_modules/.installed: package.json package-lock.json | $(BIN)/node
 
 deps: node_modules/.installed ## Node 24 + npm packages
 
-binaries: ## build (once) the Kubernetes binaries (control plane, kubeadm, kubelet, kube-scheduler), etcd and helm from Go modules
+binaries: ## build (once) the Kubernetes binaries (control plane, kubeadm, kubelet, kube-scheduler), etcd, helm and Cluster API's managers from Go modules
 	@bash test/e2e/cluster/build-binaries.sh all
 
 host-packages: ## as root on Linux: install from Debian what real nodes need (containerd, runc, CNI plugins, iptables, conntrack) and the page tests' chromium
@@ -79,6 +79,9 @@ test: tools ## every test: lint, unit, e2e
 
 demo: tools ## the whole idea on a local control plane: two flavors, two nodes, one refused self-label
 	node --import tsx demo/main.ts
+
+demo-capi: tools ## Cluster API: a MachineDeployment scaled 0 -> 2 whose Machines join flavored
+	node --import tsx demo/capi.ts
 
 cluster-up: tools ## start a local control plane in the background; kubeconfig in .cluster/kubeconfig
 	node --import tsx test/e2e/cluster/cli.ts up

@@ -1,9 +1,9 @@
 // Steps of the demo that talk to the cluster or the issuer API like a real portal would.
 import { request } from 'node:https';
-import { kubeJson } from '../src/runtime/fetch.ts';
 import { DEFAULT_ISSUER_AUDIENCE } from '../src/tokenissuer/config.ts';
 import { applyObjects } from '../test/e2e/cluster/apply.ts';
 import type { E2EEnvironment } from '../test/e2e/support/environment.ts';
+import { flavorUseRbac, serviceAccountToken } from '../test/e2e/support/nodeflavor.ts';
 import { waitFor } from '../test/e2e/support/wait.ts';
 
 export { freePort } from '../test/e2e/cluster/ports.ts';
@@ -16,42 +16,14 @@ export async function portalToken(
 ): Promise<string> {
   await applyObjects(env.kubeconfigPath, [
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'node-admin-portal', namespace } },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRole',
-      metadata: { name: 'nodeflavor-portal' },
-      rules: [
-        {
-          apiGroups: ['nodeflavor.io'],
-          resources: ['flavorclasses'],
-          resourceNames: flavors,
-          verbs: ['use'],
-        },
-      ],
-    },
-    {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name: 'nodeflavor-portal' },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'nodeflavor-portal' },
-      subjects: [{ kind: 'ServiceAccount', name: 'node-admin-portal', namespace }],
-    },
+    ...flavorUseRbac('nodeflavor-portal', { name: 'node-admin-portal', namespace }, flavors),
   ]);
-  const response = await kubeJson<{ status: { token: string } }>(
-    env.kubeConfig,
-    'POST',
-    `/api/v1/namespaces/${namespace}/serviceaccounts/node-admin-portal/token`,
-    {
-      body: {
-        apiVersion: 'authentication.k8s.io/v1',
-        kind: 'TokenRequest',
-        // The issuer's audience (`kubectl create token --audience nodeflavor-issuer`): a token
-        // the issuer accepts is useless against the API server, and the other way round.
-        spec: { expirationSeconds: 3600, audiences: [DEFAULT_ISSUER_AUDIENCE] },
-      },
-    },
-  );
-  return response.status.token;
+  // The issuer's audience (`kubectl create token --audience nodeflavor-issuer`): a token the
+  // issuer accepts is useless against the API server, and the other way round.
+  return serviceAccountToken(env, namespace, 'node-admin-portal', {
+    audiences: [DEFAULT_ISSUER_AUDIENCE],
+    expirationSeconds: 3600,
+  });
 }
 
 /**

@@ -45,7 +45,7 @@ const millisecondsOf = (text: string): number => {
   return Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS];
 };
 
-const durationMs = z.string().regex(DURATION, DURATION_HINT).transform(millisecondsOf);
+export const durationMs = z.string().regex(DURATION, DURATION_HINT).transform(millisecondsOf);
 
 /**
  * A duration flag for an issuer setting the library keeps in seconds: the library's field checks
@@ -61,7 +61,22 @@ const issuerDurationMs = (seconds: z.ZodType<number, number | undefined>) =>
     }, seconds)
     .transform((s) => Math.round(s * 1000)); // back to the whole milliseconds given
 
-const address = z.string().regex(/^(\[[0-9a-f:]+\]|[0-9.]*|[a-z0-9.-]*):\d{1,5}$/i, 'host:port or :port');
+export const address = z
+  .string()
+  .regex(/^(\[[0-9a-f:]+\]|[0-9.]*|[a-z0-9.-]*):\d{1,5}$/i, 'host:port or :port');
+
+/** A regular expression as text (Go RE2 syntax, as Cluster API's flags take it; JavaScript reads it alike). */
+const regexSource = z.string().refine(
+  (text) => {
+    try {
+      new RegExp(text);
+      return true;
+    } catch {
+      return false;
+    }
+  },
+  { error: (issue) => `"${String(issue.input)}" is not a regular expression` },
+);
 
 export const ConfigSchema = z.object({
   kubeconfig: z.string().optional(),
@@ -133,6 +148,14 @@ export const ConfigSchema = z.object({
    * Warnings (every refusal) are always recorded.
    */
   verifiedEvents: z.boolean().default(false),
+  /**
+   * The management cluster's Cluster API --additional-sync-machine-labels (regular expressions): a
+   * FlavorClass label key matching one, like one in Cluster API's own synced domains, is reported
+   * on the class (ClusterAPISyncConflict and a Warning Event). One per --capi-synced-label-pattern.
+   */
+  capiSyncedLabelPatterns: z.array(regexSource).default([]),
+  /** The same for --additional-sync-machine-annotations and FlavorClass annotation keys. */
+  capiSyncedAnnotationPatterns: z.array(regexSource).default([]),
   /** An unused keyed FlavoredToken (ADR 0005) never marked nodeflavor.io/issued is deleted after this long. */
   orphanGrace: durationMs.default(120_000),
   /**
@@ -239,15 +262,26 @@ const CheckedConfigSchema = ConfigSchema.refine((c) => headersWithinRequest(issu
       path: ['jwtJwksFile'],
     },
   )
-  // client-go's rules: a leader gives up before a standby may take over, and renews in between.
-  .refine((c) => c.leaderElectRenewDeadline < c.leaderElectLeaseDuration, {
-    message: 'must be shorter than --leader-elect-lease-duration',
-    path: ['leaderElectRenewDeadline'],
-  })
-  .refine((c) => c.leaderElectRetryPeriod < c.leaderElectRenewDeadline, {
-    message: 'must be shorter than --leader-elect-renew-deadline',
-    path: ['leaderElectRetryPeriod'],
-  });
+  .superRefine(leaderElectionRules);
+
+/** client-go's rules: a leader gives up before a standby may take over, and renews in between. */
+export function leaderElectionRules(
+  c: { leaderElectLeaseDuration: number; leaderElectRenewDeadline: number; leaderElectRetryPeriod: number },
+  ctx: z.RefinementCtx,
+): void {
+  if (!(c.leaderElectRenewDeadline < c.leaderElectLeaseDuration))
+    ctx.addIssue({
+      code: 'custom',
+      message: 'must be shorter than --leader-elect-lease-duration',
+      path: ['leaderElectRenewDeadline'],
+    });
+  if (!(c.leaderElectRetryPeriod < c.leaderElectRenewDeadline))
+    ctx.addIssue({
+      code: 'custom',
+      message: 'must be shorter than --leader-elect-renew-deadline',
+      path: ['leaderElectRetryPeriod'],
+    });
+}
 
 export type Config = z.output<typeof ConfigSchema>;
 
@@ -257,7 +291,12 @@ export function controllerUsername(config: Pick<Config, 'namespace' | 'serviceAc
 
 /** Parses already-collected raw settings; the error lists every bad field in one line each. */
 export function parseConfig(raw: Record<string, unknown>): Config {
-  const result = CheckedConfigSchema.safeParse(raw);
+  return parseSettings(CheckedConfigSchema, raw);
+}
+
+/** Parses a command's raw settings with its schema; the error names each bad flag, one per line. */
+export function parseSettings<T>(schema: z.ZodType<T>, raw: Record<string, unknown>): T {
+  const result = schema.safeParse(raw);
   if (!result.success) {
     const lines = result.error.issues.map((issue) => `--${kebab(issue.path.join('.'))}: ${issue.message}`);
     throw new Error(`invalid configuration: ${lines.join('; ')}`);

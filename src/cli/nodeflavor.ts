@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // nodeflavor run [--kubeconfig PATH] [flags]: the operator — controller, admission webhook and
 // token issuer in one process, each switchable (--no-controller, --no-webhook, --no-issuer).
+// nodeflavor capi [flags]: the Cluster API controller, in a management cluster (./capi.ts).
 // Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad usage or configuration.
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -26,7 +27,8 @@ const UNGUARDED_WARNING_EVERY_MS = 10 * 60_000;
 const USAGE = `usage: nodeflavor run [--kubeconfig PATH] [--namespace NS] [--no-controller] [--no-webhook] [--no-issuer]
                       [--admission-mode webhook|policy|both] [--admin-group G]... [--csr-approver]
                       [--allow-unguarded-nodes] [--trusted-node-label KEY]... [--allow-untrusted-node] [flags]
-Flags are the settings in src/config.ts in kebab-case; NODEFLAVOR_<SETTING> environment variables work too.`;
+Flags are the settings in src/config.ts in kebab-case; NODEFLAVOR_<SETTING> environment variables work too.
+       nodeflavor capi [flags]   (Cluster API management clusters: nodeflavor capi --help)`;
 
 async function run(args: string[]): Promise<number> {
   let config: ReturnType<typeof parseConfig>;
@@ -214,6 +216,15 @@ async function run(args: string[]): Promise<number> {
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === 'run') return run(rest);
+  if (command === 'capi') {
+    // Loaded only for this command: `nodeflavor run` does not hold its modules.
+    const capi = await import('./capi.ts');
+    if (rest.includes('--help') || rest.includes('-h')) {
+      process.stdout.write(`${capi.CAPI_USAGE}\n`);
+      return 0;
+    }
+    return capi.runCapi(rest);
+  }
   if (command === '--help' || command === '-h' || command === 'help') {
     process.stdout.write(`${USAGE}\n`);
     return 0;

@@ -1,18 +1,18 @@
-// Turns `nodeflavor run` flags and NODEFLAVOR_* environment variables into the raw settings that
-// src/config.ts validates. Every key of ConfigSchema is a flag (--admission-mode) and an
-// environment variable (NODEFLAVOR_ADMISSION_MODE); how its text is read follows its schema
-// (booleans take --x / --no-x, numbers, comma lists), so a new setting needs no edit here.
+// Turns command-line flags and NODEFLAVOR_* environment variables into the raw settings a
+// command's schema validates (`nodeflavor run`: src/config.ts; `nodeflavor capi`: src/capi/config.ts).
+// Every key of the schema is a flag (--admission-mode) and an environment variable
+// (NODEFLAVOR_ADMISSION_MODE); how its text is read follows its schema (booleans take --x / --no-x,
+// numbers, comma lists), so a new setting needs no edit here.
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { ConfigSchema, kebab } from '../config.ts';
 
 export class UsageError extends Error {}
 
-type SettingKey = keyof typeof ConfigSchema.shape;
 type TextKind = 'boolean' | 'number' | 'list' | 'text';
 
 interface Setting {
-  key: SettingKey;
+  key: string;
   kind: TextKind;
   envName: string;
   /** One item per use of the flag, which may repeat (the rest of the lists are comma-separated). */
@@ -20,9 +20,12 @@ interface Setting {
 }
 
 /** Lists whose flag takes one item per use under a singular name too: --admin-group G ... */
-const SINGULAR_FLAGS: Partial<Record<SettingKey, string>> = {
+const SINGULAR_FLAGS: Record<string, string> = {
   adminGroups: 'admin-group',
   trustedNodeLabels: 'trusted-node-label',
+  // A pattern may hold a comma ({1,3}): one per use, never split.
+  capiSyncedLabelPatterns: 'capi-synced-label-pattern',
+  capiSyncedAnnotationPatterns: 'capi-synced-annotation-pattern',
 };
 
 /** What the setting's schema takes, seen through its default, optional and pipe wrappers. */
@@ -35,26 +38,6 @@ function kindOf(schema: z.ZodType): TextKind {
   if (schema instanceof z.ZodNumber) return 'number';
   if (schema instanceof z.ZodArray) return 'list';
   return 'text'; // strings, enums, and durations (their schema reads the text)
-}
-
-const SETTINGS = (Object.entries(ConfigSchema.shape) as [SettingKey, z.ZodType][]).map(
-  ([key, schema]): Setting => ({
-    key,
-    kind: kindOf(schema),
-    envName: `NODEFLAVOR_${kebab(key).replace(/-/g, '_').toUpperCase()}`,
-    repeated: key in SINGULAR_FLAGS,
-  }),
-);
-
-/** The parseArgs options table, and the setting behind each flag name. */
-const OPTIONS: Record<string, { type: 'boolean' | 'string'; multiple?: boolean }> = {};
-const SETTING_OF_FLAG = new Map<string, Setting>();
-for (const setting of SETTINGS) {
-  const names = [kebab(setting.key), SINGULAR_FLAGS[setting.key]].filter((name) => name !== undefined);
-  for (const name of names) {
-    OPTIONS[name] = { type: setting.kind === 'boolean' ? 'boolean' : 'string', multiple: setting.repeated };
-    SETTING_OF_FLAG.set(name, setting);
-  }
 }
 
 function settingValue(setting: Setting, text: string, source: string): unknown {
@@ -79,10 +62,10 @@ function settingValue(setting: Setting, text: string, source: string): unknown {
  * parseArgs takes no value on a boolean, but `--x=true|false` has always worked (and is
  * documented): turn it into --x / --no-x first.
  */
-function booleanValuesAsFlags(args: string[]): string[] {
+function booleanValuesAsFlags(args: string[], table: FlagTable): string[] {
   return args.map((arg) => {
     const match = /^--(no-)?([^=]+)=(.*)$/s.exec(arg);
-    const setting = match ? SETTING_OF_FLAG.get(match[2] as string) : undefined;
+    const setting = match ? table.settingOfFlag.get(match[2] as string) : undefined;
     if (!match || setting?.kind !== 'boolean') return arg;
     if (match[1]) throw new UsageError(`--no-${match[2]} takes no value`);
     return settingValue(setting, match[3] as string, `--${match[2]}`) ? `--${match[2]}` : `--no-${match[2]}`;
@@ -93,15 +76,21 @@ function booleanValuesAsFlags(args: string[]): string[] {
  * parseArgs explains a mistake in its own words; name the argument the way this command always
  * has, found by a lenient pass over the same arguments.
  */
-function usageError(args: string[], error: unknown): unknown {
+function usageError(args: string[], error: unknown, table: FlagTable): unknown {
   const code = (error as { code?: unknown }).code;
   if (typeof code !== 'string' || !code.startsWith('ERR_PARSE_ARGS_')) return error;
-  const { tokens } = parseArgs({ args, options: OPTIONS, strict: false, allowNegative: true, tokens: true });
+  const { tokens } = parseArgs({
+    args,
+    options: table.options,
+    strict: false,
+    allowNegative: true,
+    tokens: true,
+  });
   for (const token of tokens) {
     if (token.kind === 'positional') return new UsageError(`unexpected argument "${token.value}"`);
     if (token.kind !== 'option') continue;
     if (!token.rawName.startsWith('--')) return new UsageError(`unexpected argument "${args[token.index]}"`);
-    const option = OPTIONS[token.name];
+    const option = table.options[token.name];
     const negated = token.rawName !== `--${token.name}`;
     if (!option || (negated && option.type !== 'boolean')) {
       return new UsageError(`unknown flag ${token.rawName}`);
@@ -112,42 +101,81 @@ function usageError(args: string[], error: unknown): unknown {
   return new UsageError((error as Error).message);
 }
 
-export function parseRunFlags(args: string[], env: NodeJS.ProcessEnv): Record<string, unknown> {
-  const raw: Record<string, unknown> = {};
-  // Environment first, so flags override it.
-  for (const setting of SETTINGS) {
-    const text = env[setting.envName];
-    if (text !== undefined) raw[setting.key] = settingValue(setting, text, setting.envName);
-  }
-  if (env.POD_NAMESPACE && raw.namespace === undefined) raw.namespace = env.POD_NAMESPACE;
+interface FlagTable {
+  settings: Setting[];
+  /** The parseArgs options table. */
+  options: Record<string, { type: 'boolean' | 'string'; multiple?: boolean }>;
+  /** The setting behind each flag name. */
+  settingOfFlag: Map<string, Setting>;
+}
 
-  const normalized = booleanValuesAsFlags(args);
-  let tokens: ReturnType<typeof parseArgs>['tokens'];
-  try {
-    ({ tokens } = parseArgs({
-      args: normalized,
-      options: OPTIONS,
-      strict: true,
-      allowNegative: true,
-      tokens: true,
-    }));
-  } catch (error) {
-    throw usageError(normalized, error);
-  }
-  const listedByFlag = new Set<SettingKey>();
-  for (const token of tokens) {
-    if (token.kind !== 'option') continue;
-    const setting = SETTING_OF_FLAG.get(token.name) as Setting;
-    if (setting.kind === 'boolean') {
-      raw[setting.key] = token.rawName === `--${token.name}`; // else --no-x
-    } else if (setting.repeated) {
-      // The first use replaces the environment's list; later ones add to it.
-      const earlier = listedByFlag.has(setting.key) ? (raw[setting.key] as string[]) : [];
-      raw[setting.key] = [...earlier, token.value as string];
-      listedByFlag.add(setting.key);
-    } else {
-      raw[setting.key] = settingValue(setting, token.value as string, token.rawName);
+function flagTable(shape: Record<string, z.ZodType>): FlagTable {
+  const settings = Object.entries(shape).map(
+    ([key, schema]): Setting => ({
+      key,
+      kind: kindOf(schema),
+      envName: `NODEFLAVOR_${kebab(key).replace(/-/g, '_').toUpperCase()}`,
+      repeated: key in SINGULAR_FLAGS,
+    }),
+  );
+  const options: FlagTable['options'] = {};
+  const settingOfFlag = new Map<string, Setting>();
+  for (const setting of settings) {
+    const names = [kebab(setting.key), SINGULAR_FLAGS[setting.key]].filter((name) => name !== undefined);
+    for (const name of names) {
+      options[name] = { type: setting.kind === 'boolean' ? 'boolean' : 'string', multiple: setting.repeated };
+      settingOfFlag.set(name, setting);
     }
   }
-  return raw;
+  return { settings, options, settingOfFlag };
 }
+
+/** The flag parser of a command whose settings are the keys of `shape` (a zod object's shape). */
+export function settingsFlagParser(
+  shape: Record<string, z.ZodType>,
+): (args: string[], env: NodeJS.ProcessEnv) => Record<string, unknown> {
+  const table = flagTable(shape);
+  return (args, env) => {
+    const raw: Record<string, unknown> = {};
+    // Environment first, so flags override it.
+    for (const setting of table.settings) {
+      const text = env[setting.envName];
+      if (text !== undefined) raw[setting.key] = settingValue(setting, text, setting.envName);
+    }
+    if (env.POD_NAMESPACE && raw.namespace === undefined && 'namespace' in shape)
+      raw.namespace = env.POD_NAMESPACE;
+
+    const normalized = booleanValuesAsFlags(args, table);
+    let tokens: ReturnType<typeof parseArgs>['tokens'];
+    try {
+      ({ tokens } = parseArgs({
+        args: normalized,
+        options: table.options,
+        strict: true,
+        allowNegative: true,
+        tokens: true,
+      }));
+    } catch (error) {
+      throw usageError(normalized, error, table);
+    }
+    const listedByFlag = new Set<string>();
+    for (const token of tokens) {
+      if (token.kind !== 'option') continue;
+      const setting = table.settingOfFlag.get(token.name) as Setting;
+      if (setting.kind === 'boolean') {
+        raw[setting.key] = token.rawName === `--${token.name}`; // else --no-x
+      } else if (setting.repeated) {
+        // The first use replaces the environment's list; later ones add to it.
+        const earlier = listedByFlag.has(setting.key) ? (raw[setting.key] as string[]) : [];
+        raw[setting.key] = [...earlier, token.value as string];
+        listedByFlag.add(setting.key);
+      } else {
+        raw[setting.key] = settingValue(setting, token.value as string, token.rawName);
+      }
+    }
+    return raw;
+  };
+}
+
+/** `nodeflavor run`'s flags: every setting of ConfigSchema. */
+export const parseRunFlags = settingsFlagParser(ConfigSchema.shape);

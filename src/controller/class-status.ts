@@ -6,8 +6,9 @@
 // Node churn is coalesced: a class's count is written at most about once per CLASS_COALESCE_MS
 // while nodes of it join or leave.
 
+import { clusterApiSyncedKeys, syncRules } from '../flavor/capi-synced-keys.ts';
 import { classStatusChanged, desiredClassStatus } from '../flavor/class-status.ts';
-import type { FlavorClassStatus } from '../flavor/resources.ts';
+import { FlavorClassConditionType, type FlavorClassStatus } from '../flavor/resources.ts';
 import type { StoredFlavorClass } from '../kube/flavor-classes.ts';
 import type { ControllerContext } from './context.ts';
 
@@ -24,8 +25,28 @@ export async function reconcileClassStatus(ctx: ControllerContext, name: string)
     nodes: ctx.indexes.nodeFlavors.count(name),
     current: stored.status,
     now: ctx.now(),
+    syncedKeys: clusterApiSyncedKeys(
+      stored.spec ?? {},
+      syncRules(ctx.config.capiSyncedLabelPatterns, ctx.config.capiSyncedAnnotationPatterns),
+    ),
   });
   if (!classStatusChanged(stored.status, desired)) return;
   // Served from the cache until the watch brings it: a reconcile in between starts from it.
   ctx.caches.classes.assume(await ctx.api.writeClassStatus(stored, desired));
+  const conflict = (status: FlavorClassStatus | undefined) =>
+    status?.conditions?.find((c) => c.type === FlavorClassConditionType.ClusterAPISyncConflict)?.message;
+  const now = conflict(desired);
+  if (now !== undefined && now !== conflict(stored.status))
+    ctx.events.emit(
+      {
+        apiVersion: 'nodeflavor.io/v1alpha1',
+        kind: 'FlavorClass',
+        name,
+        // The cache keeps the whole metadata; StoredFlavorClass types only what the rest reads.
+        uid: (stored.metadata as { uid?: string }).uid ?? '',
+      },
+      'Warning',
+      FlavorClassConditionType.ClusterAPISyncConflict,
+      now,
+    );
 }

@@ -3,6 +3,7 @@
 // shape: observedGeneration on the status and on the condition, lastTransitionTime kept while the
 // condition's status stays). The FlavorClass status reconciler (src/controller/class-status.ts)
 // gathers the inputs from the caches and writes the result only when it differs.
+import { type SyncedKey, syncConflictMessage } from './capi-synced-keys.ts';
 import { sameJson } from './json-equal.ts';
 import {
   type Condition,
@@ -40,6 +41,8 @@ export interface ClassStatusInput {
   nodes: number;
   current: FlavorClassStatus | undefined;
   now: Date;
+  /** The class's keys Cluster API also writes to Nodes (clusterApiSyncedKeys); none when absent. */
+  syncedKeys?: SyncedKey[];
 }
 
 function readyCondition(spec: unknown): Omit<Condition, 'lastTransitionTime' | 'observedGeneration'> {
@@ -61,20 +64,35 @@ function readyCondition(spec: unknown): Omit<Condition, 'lastTransitionTime' | '
   };
 }
 
+/** Present only while some keys clash with Cluster API's label sync (a warning, not a state). */
+function syncConflictCondition(
+  keys: SyncedKey[] | undefined,
+): Omit<Condition, 'lastTransitionTime' | 'observedGeneration'> | undefined {
+  if (!keys || keys.length === 0) return undefined;
+  return {
+    type: FlavorClassConditionType.ClusterAPISyncConflict,
+    status: 'True',
+    reason: 'KeysInSyncedDomains',
+    message: syncConflictMessage(keys),
+  };
+}
+
 /** The status the FlavorClass should have. */
 export function desiredClassStatus(input: ClassStatusInput): FlavorClassStatus {
-  const ready = readyCondition(input.spec);
-  const previous = input.current?.conditions?.find((c) => c.type === ready.type);
-  const condition: Condition = {
-    ...ready,
-    ...(input.generation === undefined ? {} : { observedGeneration: input.generation }),
-    lastTransitionTime:
-      previous && previous.status === ready.status ? previous.lastTransitionTime : rfc3339(input.now),
+  const stamped = (condition: Omit<Condition, 'lastTransitionTime' | 'observedGeneration'>): Condition => {
+    const previous = input.current?.conditions?.find((c) => c.type === condition.type);
+    return {
+      ...condition,
+      ...(input.generation === undefined ? {} : { observedGeneration: input.generation }),
+      lastTransitionTime:
+        previous && previous.status === condition.status ? previous.lastTransitionTime : rfc3339(input.now),
+    };
   };
+  const conflict = syncConflictCondition(input.syncedKeys);
   return {
     ...(input.generation === undefined ? {} : { observedGeneration: input.generation }),
     nodes: input.nodes,
-    conditions: [condition],
+    conditions: [stamped(readyCondition(input.spec)), ...(conflict ? [stamped(conflict)] : [])],
   };
 }
 

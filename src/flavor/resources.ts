@@ -117,6 +117,11 @@ export type TokenConditionType = (typeof TokenConditionType)[keyof typeof TokenC
 export const FlavorClassConditionType = {
   /** True when the controller has accepted the spec and applies it to verified nodes. */
   Ready: 'Ready',
+  /**
+   * Present (True) only while some of the class's keys are ones Cluster API also writes to Nodes
+   * (src/flavor/capi-synced-keys.ts); absent otherwise.
+   */
+  ClusterAPISyncConflict: 'ClusterAPISyncConflict',
 } as const;
 export type FlavorClassConditionType =
   (typeof FlavorClassConditionType)[keyof typeof FlavorClassConditionType];

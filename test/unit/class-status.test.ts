@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { parseConfig } from '../../src/config.ts';
 import { reconcileClassStatus } from '../../src/controller/class-status.ts';
 import type { ControllerContext } from '../../src/controller/context.ts';
 import { Indexes } from '../../src/controller/indexes.ts';
@@ -150,6 +151,7 @@ describe('reconcileClassStatus: the one writer of FlavorClass status', () => {
       ['sweet', { metadata: { name: 'sweet', resourceVersion: '1', generation: 1 }, spec: {} }],
     ]);
     const writes: string[] = [];
+    const events: string[] = [];
     const indexes = new Indexes();
     const verified = {
       metadata: {
@@ -164,6 +166,8 @@ describe('reconcileClassStatus: the one writer of FlavorClass status', () => {
     indexes.nodeFlavors.onNode('ADDED', verified);
     const ctx = {
       now: () => NOW,
+      config: parseConfig({ capiSyncedLabelPatterns: ['^example\\.com/pool$'] }),
+      events: { emit: (_object: unknown, type: string, reason: string) => events.push(`${type} ${reason}`) },
       indexes,
       caches: {
         classes: {
@@ -181,7 +185,7 @@ describe('reconcileClassStatus: the one writer of FlavorClass status', () => {
         },
       },
     } as unknown as ControllerContext;
-    return { ctx, writes };
+    return { ctx, writes, events, stored };
   };
 
   test('writes the count from the Node index once; the same status again is not written', async () => {
@@ -195,5 +199,26 @@ describe('reconcileClassStatus: the one writer of FlavorClass status', () => {
     const { ctx, writes } = setup();
     await reconcileClassStatus(ctx, 'sour');
     assert.deepEqual(writes, []);
+  });
+
+  test('keys Cluster API also syncs: the condition and one Warning Event, both gone once the key moves', async () => {
+    const { ctx, events, stored } = setup();
+    const sweet = stored.get('sweet');
+    assert.ok(sweet);
+    // A key matching the configured --additional-sync-machine-labels pattern.
+    stored.set('sweet', { ...sweet, spec: { labels: { 'example.com/pool': 'a' } } });
+    await reconcileClassStatus(ctx, 'sweet');
+    await reconcileClassStatus(ctx, 'sweet');
+    const conflict = () =>
+      stored.get('sweet')?.status?.conditions?.find((c) => c.type === 'ClusterAPISyncConflict');
+    assert.equal(conflict()?.status, 'True');
+    assert.match(conflict()?.message ?? '', /label example\.com\/pool \(--additional-sync-machine-labels/);
+    assert.deepEqual(events, ['Warning ClusterAPISyncConflict'], 'one Event, not one per reconcile');
+    const current = stored.get('sweet');
+    assert.ok(current);
+    stored.set('sweet', { ...current, spec: { labels: { 'example.com/tier': 'a' } } });
+    await reconcileClassStatus(ctx, 'sweet');
+    assert.equal(conflict(), undefined);
+    assert.deepEqual(events, ['Warning ClusterAPISyncConflict']);
   });
 });

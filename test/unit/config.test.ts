@@ -50,6 +50,8 @@ describe('config defaults', () => {
       csrApprover: true,
       bindingGrace: 30_000,
       verifiedEvents: false,
+      capiSyncedLabelPatterns: [],
+      capiSyncedAnnotationPatterns: [],
       orphanGrace: 120_000,
       claimGrace: 3_600_000,
       resync: 600_000,
@@ -504,6 +506,15 @@ describe('flags read by parseArgs, from a table derived from ConfigSchema', () =
       issuerTrustedProxies: ['10.0.0.1', '::1'],
       issuerHeadersTimeout: '5s',
     });
+  });
+
+  test('a Cluster API sync pattern is one per flag (a comma inside it stays) and must be a regular expression', () => {
+    assert.deepEqual(
+      configOf(['--capi-synced-label-pattern=^a{1,3}/', '--capi-synced-label-pattern', 'b'])
+        .capiSyncedLabelPatterns,
+      ['^a{1,3}/', 'b'],
+    );
+    assert.throws(() => configOf(['--capi-synced-annotation-pattern=(']), /"\(" is not a regular expression/);
   });
 
   test('the first --admin-group replaces the environment list; later ones, under either name, add in order', () => {

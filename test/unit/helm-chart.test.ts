@@ -747,6 +747,18 @@ describe('helm chart deploy/helm/nodeflavor', () => {
     assert.deepEqual(parseConfig(parseRunFlags(args(objects).slice(1), {})).trustedNodeLabels, keys);
   });
 
+  test('controller.clusterApiSynced*Patterns: one flag per pattern, a comma inside one kept, read back as given', async () => {
+    const objects = await render(
+      '--set-json=controller.clusterApiSyncedLabelPatterns=["^team\\\\.example\\\\.com/","^x{1,3}$"]',
+      '--set-json=controller.clusterApiSyncedAnnotationPatterns=["^ops/"]',
+    );
+    const config = parseConfig(parseRunFlags(args(objects).slice(1), {}));
+    assert.deepEqual(config.capiSyncedLabelPatterns, ['^team\\.example\\.com/', '^x{1,3}$']);
+    assert.deepEqual(config.capiSyncedAnnotationPatterns, ['^ops/']);
+    const none = parseConfig(parseRunFlags(args(await render()).slice(1), {}));
+    assert.deepEqual(none.capiSyncedLabelPatterns, [], 'none by default');
+  });
+
   test('a trusted label key a kubelet could set on itself fails the install (schema, and the template without it)', async () => {
     const bad = [
       'node.kubernetes.io/nodeflavor-system', // the kubelet's own namespace (--node-labels)

@@ -17,8 +17,9 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   controller: ['flavor', 'pki', 'runtime', 'kube', 'top'],
   webhook: ['flavor', 'pki', 'runtime', 'kube', 'top'],
   tokenissuer: ['flavor', 'pki', 'runtime', 'kube'],
+  capi: ['flavor', 'runtime', 'top'],
   top: ['flavor', 'tokenissuer'],
-  cli: ['flavor', 'pki', 'runtime', 'kube', 'controller', 'webhook', 'tokenissuer', 'top'],
+  cli: ['flavor', 'pki', 'runtime', 'kube', 'controller', 'webhook', 'tokenissuer', 'capi', 'top'],
 };
 
 function sourceFiles(dir: string): string[] {

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes binaries (kube-apiserver, kube-controller-manager, and for real
-# nodes kube-scheduler, kubeadm and kubelet), etcd, helm and the pause image's binary from the Go
-# module proxy, into a cache outside the repository:
-#   ${NODEFLAVOR_CACHE:-~/.cache/nodeflavor}/k8s-<version>/, etcd-<version>/, helm-<version>/
+# nodes kube-scheduler, kubeadm and kubelet), etcd, helm, the pause image's binary and Cluster
+# API's core manager and kubeadm bootstrap provider (with their CRDs) from the Go module proxy,
+# into a cache outside the repository:
+#   ${NODEFLAVOR_CACHE:-~/.cache/nodeflavor}/k8s-<version>/, etcd-<version>/, helm-<version>/,
+#   cluster-api-<version>/
 # A second run finds them and returns in well under a second. Progress goes to stderr.
 #
 # Why a throwaway module: k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces
@@ -38,6 +40,15 @@ with_heartbeat() {
   return $rc
 }
 
+# The tools.go of a throwaway module: it imports every main package we build (PREFIX/CMD...), so
+# `go mod tidy` keeps their dependencies; its build tag keeps it out of builds (a main package
+# cannot be imported). The module is set up again only when this file changes.
+tools_go_of() {
+  local prefix=$1; shift
+  local tools; tools=$(printf "\t_ \"$prefix/%s\"\n" "$@")
+  printf '//go:build tools\n\npackage tools\n\nimport (\n%s\n)\n' "$tools"
+}
+
 # The binaries of one release come from one throwaway module; each is built only when missing,
 # so a cache made before real nodes existed gains kubeadm, kubelet and kube-scheduler on its own.
 KUBERNETES_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubeadm kubelet)
@@ -53,8 +64,7 @@ build_kubernetes() {
   local mod="$cache/build/k8s-$KUBERNETES_VERSION"
   log "building ${missing[*]} $KUBERNETES_VERSION (first time only: several minutes)"
   mkdir -p "$mod" "$out"
-  local tools; tools=$(printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "${KUBERNETES_COMMANDS[@]}")
-  local tools_go; tools_go=$(printf '//go:build tools\n\npackage tools\n\nimport (\n%s\n)\n' "$tools")
+  local tools_go; tools_go=$(tools_go_of k8s.io/kubernetes/cmd "${KUBERNETES_COMMANDS[@]}")
   if [[ ! -f $mod/tools.go || $(cat "$mod/tools.go") != "$tools_go" ]]; then
     log "downloading k8s.io/kubernetes@$KUBERNETES_VERSION from the Go module proxy"
     {
@@ -118,12 +128,58 @@ build_helm() {
   GOBIN="$out" CGO_ENABLED=0 with_heartbeat helm go install -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 }
 
+# Cluster API's two managers the e2e runs as processes: the core manager (Cluster, MachineDeployment,
+# MachineSet, Machine controllers) and CABPK (KubeadmConfig). A `go install …@version` fails on the
+# root module's `replace …/api => ./api`, so, as for Kubernetes, a throwaway module requires both
+# modules at the pinned version and builds their mains. The CRDs come from the same module zip.
+CLUSTER_API_COMMANDS=(core bootstrap/kubeadm)
+
+build_cluster_api() {
+  local out="$cache/cluster-api-$CLUSTER_API_VERSION"
+  if [[ -x $out/capi-manager && -x $out/kubeadm-bootstrap-manager && -d $out/crds ]]; then return 0; fi
+  local mod="$cache/build/cluster-api-$CLUSTER_API_VERSION"
+  log "building Cluster API $CLUSTER_API_VERSION (core manager and kubeadm bootstrap provider; first time only: a few minutes)"
+  mkdir -p "$mod" "$out"
+  local tools_go; tools_go=$(tools_go_of sigs.k8s.io/cluster-api "${CLUSTER_API_COMMANDS[@]}")
+  if [[ ! -f $mod/tools.go || $(cat "$mod/tools.go") != "$tools_go" ]]; then
+    log "downloading sigs.k8s.io/cluster-api@$CLUSTER_API_VERSION from the Go module proxy"
+    {
+      echo "module nodeflavor.local/capibuild"
+      echo "go 1.26"
+      echo "require ("
+      echo "  sigs.k8s.io/cluster-api $CLUSTER_API_VERSION"
+      echo "  sigs.k8s.io/cluster-api/api $CLUSTER_API_VERSION"
+      echo ")"
+    } > "$mod/go.mod"
+    printf '%s\n' "$tools_go" > "$mod/tools.go"
+    (cd "$mod" && with_heartbeat "go mod tidy" go mod tidy)
+  fi
+  local ldflags="-s -w"
+  local minor=${CLUSTER_API_VERSION#v1.}; minor=${minor%%.*}
+  ldflags+=" -X sigs.k8s.io/cluster-api/version.gitVersion=$CLUSTER_API_VERSION -X sigs.k8s.io/cluster-api/version.gitMajor=1"
+  ldflags+=" -X sigs.k8s.io/cluster-api/version.gitMinor=$minor -X sigs.k8s.io/cluster-api/version.gitTreeState=clean"
+  log "compiling the Cluster API core manager"
+  (cd "$mod" && CGO_ENABLED=0 with_heartbeat "capi-manager" go build -trimpath -ldflags "$ldflags" -o "$out/capi-manager.tmp" sigs.k8s.io/cluster-api/core)
+  log "compiling the kubeadm bootstrap provider (CABPK)"
+  (cd "$mod" && CGO_ENABLED=0 with_heartbeat "kubeadm-bootstrap-manager" go build -trimpath -ldflags "$ldflags" -o "$out/kubeadm-bootstrap-manager.tmp" sigs.k8s.io/cluster-api/bootstrap/kubeadm)
+  # The CRDs of the very module version built above: the core's and CABPK's (v1beta2 storage).
+  local src; src=$(cd "$mod" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-api)
+  rm -rf "$out/crds.tmp" && mkdir -p "$out/crds.tmp"
+  cp "$src"/core/config/crd/bases/*.yaml "$src"/bootstrap/kubeadm/config/crd/bases/*.yaml "$out/crds.tmp/"
+  chmod -R u+w "$out/crds.tmp"
+  rm -rf "$out/crds" && mv "$out/crds.tmp" "$out/crds"
+  mv "$out/capi-manager.tmp" "$out/capi-manager"
+  mv "$out/kubeadm-bootstrap-manager.tmp" "$out/kubeadm-bootstrap-manager"
+  log "Cluster API $CLUSTER_API_VERSION: $(ls "$out/crds" | wc -l) CRDs, managers in $out"
+}
+
 case $what in
-  all) build_etcd; build_kubernetes; build_helm; build_pause ;;
+  all) build_etcd; build_kubernetes; build_helm; build_pause; build_cluster_api ;;
+  cluster-api) build_cluster_api ;;
   control-plane) build_etcd; build_kubernetes kube-apiserver kube-controller-manager ;;
   kubernetes) build_kubernetes ;;
   pause) build_pause ;;
   etcd) build_etcd ;;
   helm) build_helm ;;
-  *) log "unknown target '$what' (all|control-plane|kubernetes|etcd|helm|pause)"; exit 2 ;;
+  *) log "unknown target '$what' (all|control-plane|kubernetes|etcd|helm|pause|cluster-api)"; exit 2 ;;
 esac

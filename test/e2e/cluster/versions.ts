@@ -68,3 +68,28 @@ export function requireBinaries(): BinaryPaths {
   }
   return paths;
 }
+
+/** Cluster API's managers and CRDs, built by build-binaries.sh (cluster-api target). */
+export interface ClusterApiPaths {
+  coreManager: string;
+  kubeadmBootstrapManager: string;
+  crdDir: string;
+}
+
+export function clusterApiPaths(): ClusterApiPaths {
+  const dir = join(cacheDir(), `cluster-api-${versions.CLUSTER_API_VERSION}`);
+  return {
+    coreManager: join(dir, 'capi-manager'),
+    kubeadmBootstrapManager: join(dir, 'kubeadm-bootstrap-manager'),
+    crdDir: join(dir, 'crds'),
+  };
+}
+
+/** Why Cluster API cannot run here, or undefined when its managers and CRDs are built. */
+export function clusterApiMissing(): string | undefined {
+  for (const path of Object.values(clusterApiPaths())) {
+    if (!existsSync(path))
+      return `${path} is missing: run 'make binaries' (builds Cluster API from Go modules)`;
+  }
+  return undefined;
+}

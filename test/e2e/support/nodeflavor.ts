@@ -30,16 +30,43 @@ export async function installCrds(env: E2EEnvironment): Promise<void> {
     .filter((f) => f.endsWith('.yaml'))
     .map((f) => parse(readFileSync(join(dir, f), 'utf8')) as { metadata: { name: string } });
   await applyObjects(env.kubeconfigPath, crds);
-  const api = env.kubeConfig.makeApiClient(ApiextensionsV1Api);
-  for (const crd of crds) {
+  await waitEstablished(
+    env.kubeConfig,
+    crds.map((crd) => crd.metadata.name),
+  );
+}
+
+/** Waits until each named CRD is Established (its resources can be created). */
+export async function waitEstablished(kubeConfig: KubeConfig, names: string[]): Promise<void> {
+  const api = kubeConfig.makeApiClient(ApiextensionsV1Api);
+  for (const name of names) {
     await waitFor(
       async () => {
-        const current = await api.readCustomResourceDefinition({ name: crd.metadata.name });
+        const current = await api.readCustomResourceDefinition({ name });
         return current.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True');
       },
-      { what: `CRD ${crd.metadata.name} to be Established`, timeoutMs: 30_000 },
+      { what: `CRD ${name} to be Established`, timeoutMs: 30_000 },
     );
   }
+}
+
+/** `nodeflavor <args>` from the sources (tsx), as a subprocess the guard kills if the test dies. */
+export function nodeflavorProcess(
+  name: string,
+  args: string[],
+  logPath: string,
+  options: { nodeArgs?: string[]; built?: boolean; env?: NodeJS.ProcessEnv } = {},
+): ManagedProcess {
+  const entry = options.built
+    ? [join(repoRoot, 'dist', 'src', 'cli', 'nodeflavor.js')]
+    : ['--import', 'tsx', join(repoRoot, 'src', 'cli', 'nodeflavor.ts')];
+  return new ManagedProcess(
+    name,
+    process.execPath,
+    [...(options.nodeArgs ?? []), ...entry, ...args],
+    logPath,
+    options.env,
+  );
 }
 
 export async function ensureNamespace(env: E2EEnvironment, name: string): Promise<void> {
@@ -170,15 +197,9 @@ export function startOperator(
     allowUnguarded?: boolean;
   } = {},
 ): ManagedProcess {
-  const entry = options.built
-    ? [join(repoRoot, 'dist', 'src', 'cli', 'nodeflavor.js')]
-    : ['--import', 'tsx', join(repoRoot, 'src', 'cli', 'nodeflavor.ts')];
-  return new ManagedProcess(
+  return nodeflavorProcess(
     'nodeflavor',
-    process.execPath,
     [
-      ...(options.nodeArgs ?? []),
-      ...entry,
       'run',
       // As the Helm chart's ServiceAccount: the suite proves the chart's RBAC is enough.
       '--kubeconfig',
@@ -197,8 +218,61 @@ export function startOperator(
       ...extraArgs,
     ],
     logPath,
-    { ...process.env, ...options.env, NODEFLAVOR_FAILPOINTS: (options.failpoints ?? []).join(',') },
+    {
+      ...(options.nodeArgs ? { nodeArgs: options.nodeArgs } : {}),
+      ...(options.built ? { built: true } : {}),
+      env: { ...process.env, ...options.env, NODEFLAVOR_FAILPOINTS: (options.failpoints ?? []).join(',') },
+    },
   );
+}
+
+/** A ClusterRole `name` granting verb `use` on these FlavorClasses, bound to a ServiceAccount. */
+export function flavorUseRbac(
+  name: string,
+  serviceAccount: { name: string; namespace: string },
+  flavors: string[],
+) {
+  return [
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name },
+      rules: [
+        {
+          apiGroups: ['nodeflavor.io'],
+          resources: ['flavorclasses'],
+          resourceNames: flavors,
+          verbs: ['use'],
+        },
+      ],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+      subjects: [{ kind: 'ServiceAccount', ...serviceAccount }],
+    },
+  ];
+}
+
+/** A token of a ServiceAccount (TokenRequest), for `audiences` (the API server's when empty). */
+export async function serviceAccountToken(
+  env: E2EEnvironment,
+  namespace: string,
+  name: string,
+  options: { audiences?: string[]; expirationSeconds?: number } = {},
+): Promise<string> {
+  const request = await env.core.createNamespacedServiceAccountToken({
+    name,
+    namespace,
+    body: {
+      spec: { expirationSeconds: options.expirationSeconds ?? 24 * 3600, audiences: options.audiences ?? [] },
+    },
+  });
+  const token = request.status?.token;
+  if (!token) throw new Error(`no token for ServiceAccount ${namespace}/${name}`);
+  return token;
 }
 
 export function core(env: E2EEnvironment): CoreV1Api {
