@@ -5,10 +5,9 @@
 // KubeConfig fenced by the term's signal, so a replica that lost the Lease writes nothing more.
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import { fencedKubeConfig } from '../runtime/deadlines.ts';
-import { EventRecorder } from '../runtime/events.ts';
+import { EventRecorder, termWriters } from '../runtime/events.ts';
 import type { KubeConfig } from '../runtime/kubeconfig.ts';
-import type { Leadership } from '../runtime/leader.ts';
+import { followTerms, type Leadership } from '../runtime/leader.ts';
 import { objectKey, type RestartReason } from '../runtime/listwatch.ts';
 import { WorkQueue } from '../runtime/queue.ts';
 import { type CapiCaches, capiCaches } from './cluster-api.ts';
@@ -133,11 +132,7 @@ export function startCapiController(options: {
 
   const recorder = new EventRecorder(kubeConfig, { component: 'nodeflavor-capi' });
   const contextFor = (term: AbortSignal): CapiContext => {
-    const termKubeConfig = fencedKubeConfig(kubeConfig, term);
-    const events = recorder.through(termKubeConfig);
-    events.onError = (error) => {
-      if (!term.aborted) log.warn({ err: error.message }, 'could not record an Event');
-    };
+    const { kubeConfig: termKubeConfig, events } = termWriters(kubeConfig, recorder, term, log);
     return {
       kubeConfig: termKubeConfig,
       caches,
@@ -184,9 +179,7 @@ export function startCapiController(options: {
   let unsubscribe: (() => void) | undefined;
   void synced.then(() => {
     if (stopped) return;
-    unsubscribe = leadership.subscribe((term) => (term ? startWorking(term) : stopWorking()));
-    const current = leadership.term();
-    if (current) startWorking(current);
+    unsubscribe = followTerms(leadership, startWorking, stopWorking);
   });
 
   return {

@@ -17,7 +17,7 @@ import { KubeReviews } from '../kube/reviews.ts';
 import type { TokenCaches } from '../kube/token-caches.ts';
 import { prepareKubeConfig } from '../runtime/config.ts';
 import type { KubeConfig } from '../runtime/kubeconfig.ts';
-import { electorFor, type Leadership, soleLeadership } from '../runtime/leader.ts';
+import { electorFor, followTerms, type Leadership, soleLeadership } from '../runtime/leader.ts';
 import type { RestartReason } from '../runtime/listwatch.ts';
 import { checkAutoApproval } from './auto-approval.ts';
 import { watchedCaches } from './caches.ts';
@@ -181,9 +181,7 @@ export function startController(options: {
     // A shared cache stopped before its first list: judging Nodes against no classes would strip them.
     if (stopped || !classes.hasSynced) return;
     // Work only with warm caches: a term that began before the sync starts working now.
-    unsubscribe = leadership.subscribe((term) => (term ? startWorking(term) : stopWorking()));
-    const current = leadership.term();
-    if (current) startWorking(current);
+    unsubscribe = followTerms(leadership, startWorking, stopWorking);
     ownElector?.start();
   });
   log.info({ identity, controller: controllerUsername(config) }, 'controller starting');

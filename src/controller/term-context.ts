@@ -4,8 +4,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import type { KeyRingWatch } from '../kube/keyring-watch.ts';
-import { fencedKubeConfig } from '../runtime/deadlines.ts';
-import { EventRecorder } from '../runtime/events.ts';
+import { EventRecorder, termWriters } from '../runtime/events.ts';
 import type { KubeConfig } from '../runtime/kubeconfig.ts';
 import { kubeControllerApi } from './api.ts';
 import type { Caches, ControllerContext } from './context.ts';
@@ -25,11 +24,7 @@ export function termContexts(shared: {
   const { kubeConfig, config, caches, indexes, metrics, log, keyRing } = shared;
   const recorder = new EventRecorder(kubeConfig, { component: 'nodeflavor-controller' });
   return (term) => {
-    const termKubeConfig = fencedKubeConfig(kubeConfig, term);
-    const events = recorder.through(termKubeConfig);
-    events.onError = (error) => {
-      if (!term.aborted) log.warn({ err: error.message }, 'could not record an Event');
-    };
+    const { kubeConfig: termKubeConfig, events } = termWriters(kubeConfig, recorder, term, log);
     return {
       kubeConfig: termKubeConfig,
       api: kubeControllerApi(termKubeConfig),

@@ -6,6 +6,7 @@
 // are not written at all: a reconcile loop that keeps failing for the same reason must not
 // turn into a stream of writes.
 import { createHash } from 'node:crypto';
+import { fencedKubeConfig } from './deadlines.ts';
 import { kubeJson } from './fetch.ts';
 import { KubeError } from './kube-error.ts';
 import type { KubeConfig } from './kubeconfig.ts';
@@ -181,4 +182,23 @@ export class EventRecorder {
     for (const [key, at] of this.recent) if (now - at > this.dedupeMs) this.recent.delete(key);
     if (this.aggregates.size > 10_000) this.aggregates.clear();
   }
+}
+
+/**
+ * A leadership term's writers: the KubeConfig fenced by the term and the Events recorded through
+ * it, so the writes and Events of a term that ended are cut off with it (and their failures, then
+ * expected, are not logged).
+ */
+export function termWriters<T extends KubeConfig>(
+  kubeConfig: T,
+  recorder: EventRecorder,
+  term: AbortSignal,
+  log: { warn: (details: object, message: string) => void },
+): { kubeConfig: T; events: EventRecorder } {
+  const termKubeConfig = fencedKubeConfig(kubeConfig, term);
+  const events = recorder.through(termKubeConfig);
+  events.onError = (error) => {
+    if (!term.aborted) log.warn({ err: error.message }, 'could not record an Event');
+  };
+  return { kubeConfig: termKubeConfig, events };
 }

@@ -86,6 +86,22 @@ export interface Leadership {
   subscribe(listener: (term: AbortSignal | undefined) => void): () => void;
 }
 
+/**
+ * Runs `start` for each term this process begins, the one it holds now included, and `stop` when a
+ * term ends. Call it once the caches have synced: work starts only on warm caches. Returns the
+ * unsubscribe.
+ */
+export function followTerms(
+  leadership: Leadership,
+  start: (term: AbortSignal) => void,
+  stop: () => void,
+): () => void {
+  const unsubscribe = leadership.subscribe((term) => (term ? start(term) : stop()));
+  const current = leadership.term();
+  if (current) start(current);
+  return unsubscribe;
+}
+
 /** The leadership of a process that runs without election (--no-leader-elect): always leading. */
 export function soleLeadership(): Leadership {
   const term = new AbortController().signal;
