@@ -24,8 +24,11 @@ export function boundTokenOf(
 /**
  * Why requests for this node name were not bound, newest first: the refusals our tokens recorded
  * (durable, on their status), and requests made with bootstrap tokens nodeflavor did not issue.
+ * A CSR's subject is parsed asynchronously after its event: the parsing under way is waited for,
+ * so a replica that just started gives the same reason as one that has run for hours.
  */
-export function refusalsForName(ctx: ControllerContext, nodeName: string): Failure[] {
+export async function refusalsForName(ctx: ControllerContext, nodeName: string): Promise<Failure[]> {
+  const requests = await ctx.indexes.csrsNaming(nodeName);
   const refusals: { at: string; failure: Failure }[] = [];
   for (const tokenName of ctx.indexes.tokensRefusingName.get(nodeName)) {
     for (const r of ctx.caches.tokens.get(tokenName)?.status?.rejections ?? []) {
@@ -33,7 +36,7 @@ export function refusalsForName(ctx: ControllerContext, nodeName: string): Failu
         refusals.push({ at: r.at, failure: { reason: r.reason as FailureReason, message: r.message } });
     }
   }
-  for (const csrName of ctx.indexes.csrsByNodeName.get(nodeName)) {
+  for (const csrName of requests) {
     const csr = ctx.caches.csrs.get(csrName);
     const tokenId = csr ? csrTokenId(csr) : undefined;
     if (!csr || !tokenId || ctx.indexes.tokenNameById.has(tokenId)) continue;

@@ -142,6 +142,8 @@ function failedMacCheck(
 const CONFLICT_RETRY_MS = 1_000;
 
 export async function reconcileNode(ctx: ControllerContext, name: string): Promise<Requeue> {
+  // First, so that everything below is read from the caches at one moment.
+  const rejectedClaims = await refusalsForName(ctx, name);
   const node = ctx.caches.nodes.get(name);
   if (!node || node.metadata.deletionTimestamp) return undefined;
   const facts = nodeFacts(node);
@@ -159,7 +161,7 @@ export async function reconcileNode(ctx: ControllerContext, name: string): Promi
     verdict: decideNode({
       node: facts,
       bindings,
-      rejectedClaims: refusalsForName(ctx, name),
+      rejectedClaims,
       nameClaimed,
       flavorClasses: classes,
       keyRing,

@@ -189,6 +189,35 @@ describe('a new leader knows everything from the objects alone', () => {
     await assertQuiescent(sim);
   });
 
+  it('judges a Node on its first pass as it will on every later one: a request still being parsed is waited for', async () => {
+    const api = new FakeApi();
+    // A plain join's request (a bootstrap token nodeflavor did not issue), and a Node of that name
+    // carrying a flavor label it gave itself.
+    await kubeletCsr(api, 'zzzzzz', 'forged', T0, 'csr-forged', 'system:bootstrap:zzzzzz', [
+      'system:bootstrappers:kubeadm:default-node-token',
+      'system:authenticated',
+    ]);
+    registerNode(api, 'forged', undefined, T0);
+    const node = api.nodes.get('forged') as TrimmedNode;
+    node.metadata.labels = { ...node.metadata.labels, 'nodeflavor.io/flavor': FLAVOR };
+    const first = new ControllerSim(api);
+    // A replica that just started: its CSR's subject is not parsed yet when the Node's turn comes.
+    await first.reconcile('nodes', 'forged');
+    const refusal = () => api.nodes.get('forged')?.metadata.annotations?.['nodeflavor.io/refused'] ?? '';
+    assert.match(refusal(), /"reason":"UnknownToken"/, 'the reason a later pass gives, not NoBinding');
+    await first.settle();
+    assert.match(refusal(), /"reason":"UnknownToken"/);
+    const writes = api.writes.length;
+    const restarted = new ControllerSim(api);
+    await restarted.reconcile('nodes', 'forged');
+    await restarted.settle();
+    assert.deepEqual(
+      api.writes.slice(writes).filter((w) => !w.startsWith('class-status')),
+      [],
+      'a restart rewrites nothing',
+    );
+  });
+
   it('a crash after the Node write, before the record: the next process completes it and rewrites nothing', async () => {
     const api = new FakeApi();
     const t = issueToken(api);
