@@ -217,11 +217,42 @@ export function log(line: string): void {
 
 /** The operator's API requests so far, by verb and code, as one log line. */
 export async function requestCounts(port: number): Promise<string> {
+  return describeRequests(await requestSeries(port));
+}
+
+/** An operator's API requests so far by series, keyed `METHOD code resource`. */
+export async function requestSeries(port: number): Promise<Map<string, number>> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const counts = [
-    ...text.matchAll(/^nodeflavor_kube_api_requests_total\{method="(\w+)",code="(\d+)"\} (\d+)/gm),
-  ];
-  return counts.map(([, method, code, n]) => `${method} ${code}: ${n}`).join(', ') || 'none';
+  const series = new Map<string, number>();
+  for (const [, method, code, resource, n] of text.matchAll(
+    /^nodeflavor_kube_api_requests_total\{method="(\w+)",code="(\d+)",resource="([^"]+)"\} (\d+)/gm,
+  ))
+    series.set(`${method} ${code} ${resource}`, Number(n));
+  return series;
+}
+
+/** What was requested between two `requestSeries` readings, divided by `per` (e.g. per join). */
+export function requestsBetween(
+  before: Map<string, number>,
+  after: Map<string, number>,
+  per = 1,
+): Map<string, number> {
+  const delta = new Map<string, number>();
+  for (const [key, n] of after) {
+    const d = (n - (before.get(key) ?? 0)) / per;
+    if (d > 0) delta.set(key, d);
+  }
+  return delta;
+}
+
+/** `PUT 200 nodes: 3, …`, largest first, numbers to two decimals at most. */
+export function describeRequests(series: Map<string, number>): string {
+  return (
+    [...series]
+      .sort((a, b) => b[1] - a[1])
+      .map(([key, n]) => `${key}: ${Number(n.toFixed(2))}`)
+      .join(', ') || 'none'
+  );
 }
 
 /** The sum of every labelled series of `metric` on an operator's /metrics. */
@@ -232,11 +263,6 @@ export async function metricSum(port: number, metric: string): Promise<number> {
     .split('\n')
     .filter((line) => line.startsWith(prefix))
     .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
-}
-
-/** The operator's API requests so far, all verbs and codes together. */
-export function requestTotal(port: number): Promise<number> {
-  return metricSum(port, 'nodeflavor_kube_api_requests_total');
 }
 
 /** Waits until an operator's /readyz answers 200 (its caches are synced). */

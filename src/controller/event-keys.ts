@@ -36,6 +36,20 @@ export const itself = ({ object }: CacheEvent<Named>): string[] => [object.metad
 export const itselfUnlessDeleted = ({ type, object }: CacheEvent<Named>): string[] =>
   type === 'DELETED' ? [] : [object.metadata.name];
 
+/**
+ * The object's own key when it is new or its spec changed (a new generation): not when it is gone,
+ * nor on a status write, which is the reconciler's own (answering each with another pass would
+ * write the status again at every change of what it counts, undoing the coalescing).
+ */
+export const itselfOnSpecChange = ({
+  type,
+  object,
+  previous,
+}: CacheEvent<{ metadata: { name: string; generation?: number } }>): string[] =>
+  type === 'DELETED' || (type === 'MODIFIED' && object.metadata.generation === previous?.metadata.generation)
+    ? []
+    : [object.metadata.name];
+
 /** A bootstrap CSR (a join's request), or one a join record names (gone: its record may go too). */
 export const joinRequest = ({ object }: CacheEvent<CsrObject>, { indexes }: Reads): string[] =>
   csrTokenId(object) || indexes.claimByRequest.has(object.metadata.name) ? [object.metadata.name] : [];

@@ -14,6 +14,7 @@ import {
   claimedNode,
   countedFlavors,
   itself,
+  itselfOnSpecChange,
   itselfUnlessDeleted,
   joinRequest,
   joinRequests,
@@ -129,7 +130,7 @@ export const RECONCILERS: readonly ReconcilerWiring[] = [
     reconcile: reconcileClassStatus,
     owns: ['FlavorClass `status`'],
     watches: {
-      classes: watch('the class, unless deleted', itselfUnlessDeleted),
+      classes: watch('the class, when new or its spec changed', itselfOnSpecChange),
       nodes: watch('the flavors whose count of verified Nodes it changed', countedFlavors, CLASS_COALESCE_MS),
     },
     resync: ({ caches }) => caches.classes.keys(),

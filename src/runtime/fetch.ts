@@ -43,13 +43,33 @@ export interface KubeFetchInit {
   timeoutMs?: number;
 }
 
-/** Sees every API request's verb and HTTP status (0 when no answer came): for a metric. */
-export type KubeRequestObserver = (method: string, status: number) => void;
+/**
+ * Sees every API request's verb, HTTP status (0 when no answer came) and the resource it names
+ * (`apiResourceOf`): for a metric.
+ */
+export type KubeRequestObserver = (method: string, status: number, resource: string) => void;
 let requestObserver: KubeRequestObserver | undefined;
 
 /** One process-wide observer, as client-go registers its request metrics once per process. */
 export function observeKubeRequests(observer: KubeRequestObserver | undefined): void {
   requestObserver = observer;
+}
+
+/**
+ * The resource an API path names, with its subresource (`nodes`, `flavoredtokens/status`,
+ * `certificatesigningrequests/approval`): never a name or a namespace, so a metric label stays
+ * bounded. Anything else (discovery, /version) is `other`.
+ */
+export function apiResourceOf(path: string): string {
+  const parts = path.split('?')[0]?.split('/').filter(Boolean) ?? [];
+  let rest: string[];
+  if (parts[0] === 'api' && parts.length >= 3) rest = parts.slice(2);
+  else if (parts[0] === 'apis' && parts.length >= 4) rest = parts.slice(3);
+  else return 'other';
+  if (rest[0] === 'namespaces' && rest.length >= 3) rest = rest.slice(2);
+  const [resource, , subresource] = rest;
+  if (!resource) return 'other';
+  return subresource ? `${resource}/${subresource}` : resource;
 }
 
 export async function kubeFetch(
@@ -76,10 +96,10 @@ export async function kubeFetch(
       ...(context.dispatcher ? { dispatcher: context.dispatcher } : {}),
       signal,
     });
-    requestObserver?.(method, response.status);
+    requestObserver?.(method, response.status, apiResourceOf(path));
     return response;
   } catch (error) {
-    requestObserver?.(method, 0);
+    requestObserver?.(method, 0, apiResourceOf(path));
     throw error;
   }
 }
@@ -151,10 +171,10 @@ async function jsonRequest(
         ...(signal ? { signal } : {}),
       });
       const text = await response.body.text();
-      requestObserver?.(method, response.statusCode);
+      requestObserver?.(method, response.statusCode, apiResourceOf(path));
       return { status: response.statusCode, text };
     } catch (error) {
-      requestObserver?.(method, 0);
+      requestObserver?.(method, 0, apiResourceOf(path));
       throw error;
     }
   } catch (error) {

@@ -301,6 +301,28 @@ export async function metricsSnapshot(port: number): Promise<(series: string) =>
   return (series) => Number(lines.find((l) => l.startsWith(`${series} `))?.split(' ')[1] ?? 0);
 }
 
+export interface ApiRequestCount {
+  method: string;
+  code: string;
+  resource: string;
+  count: number;
+}
+
+/** An operator's requests to the API so far (nodeflavor_kube_api_requests_total), by series. */
+export async function apiRequestCounts(port: number): Promise<ApiRequestCount[]> {
+  const [, text] = await opsGet(port, '/metrics');
+  return [
+    ...text.matchAll(
+      /^nodeflavor_kube_api_requests_total\{method="(\w+)",code="(\d+)",resource="([^"]+)"\} (\d+)/gm,
+    ),
+  ].map(([, method = '', code = '', resource = '', count = '0']) => ({
+    method,
+    code,
+    resource,
+    count: Number(count),
+  }));
+}
+
 /** Until an operator has reconciled at least `nodes` Nodes and every work queue is idle. */
 export async function waitOperatorSettled(
   port: number,
