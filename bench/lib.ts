@@ -224,10 +224,11 @@ export async function requestCounts(port: number): Promise<string> {
 export async function requestSeries(port: number): Promise<Map<string, number>> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   const series = new Map<string, number>();
+  // An operator before the resource label (to compare with an older version) counts by verb and code.
   for (const [, method, code, resource, n] of text.matchAll(
-    /^nodeflavor_kube_api_requests_total\{method="(\w+)",code="(\d+)",resource="([^"]+)"\} (\d+)/gm,
+    /^nodeflavor_kube_api_requests_total\{method="(\w+)",code="(\d+)"(?:,resource="([^"]+)")?\} (\d+)/gm,
   ))
-    series.set(`${method} ${code} ${resource}`, Number(n));
+    series.set(resource ? `${method} ${code} ${resource}` : `${method} ${code}`, Number(n));
   return series;
 }
 
