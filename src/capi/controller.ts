@@ -8,7 +8,7 @@ import type { Registry } from 'prom-client';
 import { EventRecorder, termWriters } from '../runtime/events.ts';
 import type { KubeConfig } from '../runtime/kubeconfig.ts';
 import { followTerms, type Leadership } from '../runtime/leader.ts';
-import { objectKey, type RestartReason } from '../runtime/listwatch.ts';
+import { objectKey, type RestartReason, unsyncedCaches } from '../runtime/listwatch.ts';
 import { WorkQueue } from '../runtime/queue.ts';
 import { type CapiCaches, capiCaches } from './cluster-api.ts';
 import type { CapiConfig } from './config.ts';
@@ -187,10 +187,7 @@ export function startCapiController(options: {
     caches,
     metrics,
     isLeader: () => leading,
-    unsyncedCaches: () =>
-      Object.entries(caches)
-        .filter(([, cache]) => !cache.hasSynced)
-        .map(([name]) => name),
+    unsyncedCaches: () => unsyncedCaches(caches),
     idle: async () => {
       await configQueue.whenIdle();
       await machineQueue.whenIdle();

@@ -18,7 +18,7 @@ import type { TokenCaches } from '../kube/token-caches.ts';
 import { prepareKubeConfig } from '../runtime/config.ts';
 import type { KubeConfig } from '../runtime/kubeconfig.ts';
 import { electorFor, followTerms, type Leadership, soleLeadership } from '../runtime/leader.ts';
-import type { RestartReason } from '../runtime/listwatch.ts';
+import { type RestartReason, unsyncedCaches } from '../runtime/listwatch.ts';
 import { checkAutoApproval } from './auto-approval.ts';
 import { watchedCaches } from './caches.ts';
 import type { CacheName, Caches, ControllerContext } from './context.ts';
@@ -190,10 +190,7 @@ export function startController(options: {
     synced,
     caches,
     isLeader: () => leading,
-    unsyncedCaches: () =>
-      Object.entries(caches)
-        .filter(([, cache]) => !cache.hasSynced)
-        .map(([name]) => name),
+    unsyncedCaches: () => unsyncedCaches(caches),
     idle: async () => {
       for (const queue of Object.values(queues)) await queue.whenIdle();
     },

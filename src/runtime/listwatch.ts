@@ -402,3 +402,8 @@ async function statusMessage(response: { text(): Promise<string> }): Promise<str
     return text.slice(0, 200);
   }
 }
+
+/** The names of the caches that have not synced yet (for /readyz and a start-up log). */
+export function unsyncedCaches<C extends { [K in keyof C]: { hasSynced: boolean } }>(caches: C): string[] {
+  return (Object.keys(caches) as (keyof C & string)[]).filter((name) => !caches[name].hasSynced);
+}
